@@ -1,0 +1,225 @@
+package shell
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Executor runs bash commands for a model. It is the seam between the
+// layers above (tasks, tools, transports) and the providers below (local
+// processes today; a sandbox and remote hosts later). Implementations are
+// safe for concurrent use.
+type Executor interface {
+	// Resolve fills the executor's defaults into r, clamps the timeout to
+	// the executor's maximum and refuses bad input (an empty command, a
+	// negative timeout, a negative byte cap) with a *RequestError.
+	// It does not touch the file system: a missing workdir is reported by
+	// Run or Start.
+	Resolve(r Request) (Spec, error)
+
+	// Run runs s in the foreground and waits for it, its timeout, or ctx.
+	// It returns an error only for infrastructure failures: the workdir is
+	// missing or not a directory (*WorkdirError), bash cannot be started,
+	// ctx was done before the spawn (ErrAbortedBeforeSpawn), or the
+	// executor is closed (ErrClosed). A non-zero exit, a timeout kill, a
+	// cancellation kill and a command that signals itself all return a
+	// Result and a nil error.
+	Run(ctx context.Context, s Spec) (Result, error)
+
+	// Start starts s in the background and returns at once. No timeout
+	// applies; the caller stops the process with Kill. Start returns an
+	// error only for failures known synchronously (a missing workdir, a
+	// closed executor). A failure known only later settles the Process as
+	// StatusKilled and its first Read carries "spawn failed: <error>" in
+	// its stderr part, exactly once.
+	Start(s Spec) (Process, error)
+
+	// Close kills every process the executor still runs (and, for
+	// providers that can, every descendant that escaped its group), waits
+	// until they are gone and releases the executor's resources (spill
+	// files included). Run and Start fail with ErrClosed afterwards.
+	// Close is idempotent.
+	Close() error
+}
+
+// Request is what a caller asks for. Only Command is required; every other
+// field is optional and a field left at its zero value is "not given".
+type Request struct {
+	// Command is run as `bash -c Command`. Required, not blank.
+	Command string
+	// Workdir is the directory the command runs in. "" means the
+	// executor's default. A relative path is resolved against that
+	// default.
+	Workdir string
+	// Timeout bounds a foreground Run. 0 means the executor's default; a
+	// value above the executor's maximum is clamped silently; a negative
+	// value is refused by Resolve. It does not apply to Start.
+	Timeout time.Duration
+	// StdoutMaxBytes overrides the in-memory tail size of stdout. Only
+	// trusted callers set it (a model never does). 0 means the executor's
+	// default; negative is refused.
+	StdoutMaxBytes int
+	// Stdin is written to the command's standard input once, then the pipe
+	// is closed. nil means standard input is /dev/null; a non-nil empty
+	// slice gives an empty pipe.
+	Stdin []byte
+	// Env holds extra variables, applied after the executor's scrub and
+	// its non-interactive defaults; an entry here survives the scrub.
+	Env map[string]string
+	// ManagedEnv is the overlay the tool layer sets (CONCH_SHELL,
+	// CONCH_SESSION_ID, CONCH_HOME). It is applied last and wins over
+	// everything else.
+	ManagedEnv map[string]string
+}
+
+// Spec is a resolved Request: Workdir and Timeout hold the effective
+// values; optional fields the caller did not give stay absent (nil or 0).
+// A Spec is produced by Resolve of the executor that runs it.
+type Spec struct {
+	Command        string
+	Workdir        string        // absolute
+	Timeout        time.Duration // effective, clamped; foreground only
+	StdoutMaxBytes int           // 0: the executor's default
+	Stdin          []byte        // nil: /dev/null
+	Env            map[string]string
+	ManagedEnv     map[string]string
+}
+
+// Output is the captured tail of one stream.
+type Output struct {
+	// Text is the last bytes of the stream (at most the executor's cap),
+	// as valid UTF-8: a character cut by the tail boundary is dropped and
+	// invalid bytes are replaced with U+FFFD.
+	Text string
+	// Truncated reports that the stream was longer than its cap, so Text
+	// is only its tail.
+	Truncated bool
+	// SpillPath names a file holding the whole stream. It is set only when
+	// Truncated and the file is complete and was closed without error;
+	// otherwise it is "" and a model is told "(unavailable)".
+	SpillPath string
+}
+
+// Result is the outcome of a foreground Run.
+type Result struct {
+	// ExitCode is the shell's exit code; nil when a signal ended it.
+	ExitCode *int
+	// Signal names the signal that ended the shell ("SIGTERM", "SIGKILL",
+	// ...); "" when it exited.
+	Signal string
+	// TimedOut: the executor's own timeout fired first and the executor
+	// killed the command. It is set even when the command then exited 0.
+	TimedOut bool
+	// Aborted: the caller's ctx was done first and the executor killed the
+	// command. Never set together with TimedOut. A command that signals
+	// itself has neither.
+	Aborted bool
+	// Timeout is the effective, clamped timeout.
+	Timeout time.Duration
+	// Stdout and Stderr are the captured tails.
+	Stdout, Stderr Output
+}
+
+// Status is the life stage of a background Process.
+type Status string
+
+const (
+	StatusRunning   Status = "running"
+	StatusCompleted Status = "completed" // exited on its own, whatever its exit code
+	StatusKilled    Status = "killed"    // died by a signal, was killed by the caller, or never started
+)
+
+// Process is a command started in the background. It settles once:
+// StatusRunning → StatusCompleted | StatusKilled.
+type Process interface {
+	// Status reports the current status.
+	Status() Status
+	// ExitCode is the exit code once settled by an exit; nil while running
+	// or when a signal ended it.
+	ExitCode() *int
+	// Signal names the signal that ended the shell, once settled; "" else.
+	Signal() string
+	// Done is closed when the process has settled and its output is
+	// complete (pipes drained or their drain bounded).
+	Done() <-chan struct{}
+	// Read returns the output produced since the previous Read (it
+	// consumes). It works while running and after settling; with nothing
+	// new it returns a zero ReadResult.
+	Read() ReadResult
+	// Kill asks the process group to stop (SIGTERM, SIGKILL after the
+	// grace). It returns true the first time it is called while the
+	// process runs and false once settled or already killed. After Kill
+	// the status is StatusKilled, even if the process then exits 0.
+	Kill() bool
+}
+
+// ReadResult is one incremental read of a background process.
+type ReadResult struct {
+	// Stdout and Stderr are the new bytes of each stream, as valid UTF-8.
+	Stdout, Stderr string
+	// Lossy reports that bytes this reader had not yet seen were dropped
+	// from memory; Stdout/Stderr then hold the whole retained tail.
+	Lossy bool
+	// StdoutSpill and StderrSpill name the spill files holding the whole
+	// streams, set on lossy reads when the file is still safe to name.
+	StdoutSpill, StderrSpill string
+}
+
+// Text joins the read as a model sees it (see JoinStreams).
+func (r ReadResult) Text() string { return JoinStreams(r.Stdout, r.Stderr) }
+
+// Empty reports that the read carried nothing new.
+func (r ReadResult) Empty() bool { return r.Stdout == "" && r.Stderr == "" && !r.Lossy }
+
+// JoinStreams joins stdout and stderr the way conch shows them: stdout,
+// then, when stderr is non-empty, a newline if stdout is non-empty and does
+// not end in one, then "[stderr]\n" and stderr.
+func JoinStreams(stdout, stderr string) string {
+	if stderr == "" {
+		return stdout
+	}
+	sep := ""
+	if stdout != "" && stdout[len(stdout)-1] != '\n' {
+		sep = "\n"
+	}
+	return stdout + sep + "[stderr]\n" + stderr
+}
+
+// ErrClosed is returned by Run and Start after Close.
+var ErrClosed = errors.New("shell: executor is closed")
+
+// ErrAbortedBeforeSpawn is wrapped by the error Run returns when its ctx
+// was already done before the command was spawned. The error's text is
+// "aborted before spawn: <reason>".
+var ErrAbortedBeforeSpawn = errors.New("aborted before spawn")
+
+// AbortedBeforeSpawn builds the error for a ctx that was done before the
+// spawn; errors.Is(err, ErrAbortedBeforeSpawn) holds.
+func AbortedBeforeSpawn(cause error) error {
+	return fmt.Errorf("%w: %v", ErrAbortedBeforeSpawn, cause)
+}
+
+// RequestError is a Request that Resolve refused.
+type RequestError struct {
+	Field  string // "Command", "Timeout", ...
+	Reason string
+}
+
+func (e *RequestError) Error() string { return "shell: invalid request: " + e.Field + " " + e.Reason }
+
+// WorkdirError reports a workdir that does not exist or is not a directory.
+type WorkdirError struct {
+	Path string
+	Err  error
+}
+
+func (e *WorkdirError) Error() string { return "workdir " + e.Path + ": " + e.Err.Error() }
+func (e *WorkdirError) Unwrap() error { return e.Err }
+
+// SpawnError reports that bash could not be started.
+type SpawnError struct{ Err error }
+
+func (e *SpawnError) Error() string { return "spawn failed: " + e.Err.Error() }
+func (e *SpawnError) Unwrap() error { return e.Err }
