@@ -1,0 +1,131 @@
+package proc
+
+import (
+	"context"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// KillWait bounds how long Terminate and Tracker.KillAll wait for SIGKILLed
+// processes to go. SIGKILL cannot be caught, so only a process stuck in
+// the kernel (uninterruptible sleep on a dead NFS server, say) outlasts
+// it.
+const KillWait = 5 * time.Second
+
+const (
+	firstPoll = time.Millisecond     // most cooperative groups are gone by then
+	maxPoll   = 8 * time.Millisecond // the slowest rate at which we look again
+)
+
+// GroupAlive reports whether any member of process group pgid is alive,
+// that is neither a zombie nor dead. A group whose only members are
+// zombies counts as gone: they run no code, and their parent will reap
+// them.
+//
+// Most calls are answered without listing /proc: kill(-pgid, 0) failing
+// with ESRCH means no member at all, zombies included, and a live leader
+// (pid pgid, still in group pgid) means the group is alive. Otherwise
+// (the leader exited, or is a zombie, while the kernel still knows the
+// group) /proc is scanned for a live member; when a scan finds none, a
+// second one confirms, because a member forked during the first scan by
+// a process that then exited is missing from it.
+func GroupAlive(pgid int) bool {
+	if pgid <= 0 {
+		return false
+	}
+	if err := unix.Kill(-pgid, 0); err == unix.ESRCH {
+		return false
+	}
+	if p, err := Stat(pgid); err == nil && p.Pgid == pgid && p.Alive() {
+		return true
+	}
+	for range 2 {
+		if err := unix.Kill(-pgid, 0); err == unix.ESRCH {
+			return false
+		}
+		infos, err := Scan()
+		if err != nil {
+			// /proc unreadable: we cannot prove the group gone.
+			return true
+		}
+		for _, p := range infos {
+			if p.Pgid == pgid && p.Alive() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Terminate stops process group pgid: SIGTERM to the group, then, if
+// anything of it is still alive after grace, SIGKILL, and a wait (at most
+// KillWait) until it is gone. It reports whether SIGKILL was sent.
+//
+// The group is looked at about 1 ms after each signal and then at most
+// every 8 ms, so a cooperative group costs a few milliseconds, not grace.
+// The escalation is cancelled the moment the whole group is seen gone, and
+// a group seen gone is never signalled again: its pgid may already name
+// someone else's group. A group whose only members are zombies counts as
+// gone.
+//
+// pgid must be the id of a group the caller started and still holds (its
+// leader not yet reaped, or members known to be alive). Terminate refuses
+// pgid ≤ 1 (kill(-1) would signal every process) and this process's own
+// group, and then returns false without signalling.
+func Terminate(pgid int, grace time.Duration) (escalated bool) {
+	return TerminateContext(context.Background(), pgid, grace)
+}
+
+// TerminateContext is Terminate with a way to hurry: when ctx is done
+// during the grace period, the group is SIGKILLed at once (if it is still
+// alive) instead of at the end of grace. The wait after SIGKILL is bounded
+// by KillWait and does not watch ctx.
+func TerminateContext(ctx context.Context, pgid int, grace time.Duration) (escalated bool) {
+	if pgid <= 1 || pgid == unix.Getpgrp() {
+		return false
+	}
+	if err := unix.Kill(-pgid, unix.SIGTERM); err != nil {
+		// ESRCH: the group is gone (not even a zombie left). EPERM: not
+		// ours to stop.
+		return false
+	}
+	if waitGroupGone(ctx, pgid, grace) {
+		return false
+	}
+	if ctx.Err() != nil && !GroupAlive(pgid) {
+		return false // hurried, but it went in the meantime
+	}
+	if err := unix.Kill(-pgid, unix.SIGKILL); err != nil {
+		return false
+	}
+	waitGroupGone(context.Background(), pgid, KillWait)
+	return true
+}
+
+// waitGroupGone polls GroupAlive with a short backoff until the group is
+// gone (true), d has passed or ctx is done (false).
+func waitGroupGone(ctx context.Context, pgid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	delay := firstPoll
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		if wait := min(delay, time.Until(deadline)); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return false
+			}
+		}
+		if !GroupAlive(pgid) {
+			return true
+		}
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		delay = min(2*delay, maxPoll)
+	}
+}

@@ -1,0 +1,178 @@
+package proc
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ReaperFunc is the function the orphan reaper goroutine runs, for leak
+// checkers that must ignore it (goleak.IgnoreAnyFunction(ReaperFunc)).
+const ReaperFunc = "github.com/conch-dev/conch/internal/proc.reapLoop"
+
+// reapInterval rate-limits the orphan reaper: a burst of exits costs one
+// scan, then at most one more per interval, the last one after the burst.
+const reapInterval = 50 * time.Millisecond
+
+var (
+	// spawnMu orders spawns against reaping: a spawn holds it for reading
+	// from before the fork until its pid is claimed, and the reaper and
+	// Tracker.KillAll hold it for writing while they scan and reap. So
+	// no scan ever sees a child that was forked but not yet claimed.
+	spawnMu sync.RWMutex
+
+	claimMu sync.Mutex
+	claimed = map[int]int{} // pid → number of claims
+
+	subreaperOnce sync.Once
+	subreaperErr  error
+
+	reapScans atomic.Int64 // scans the orphan reaper started; for tests
+)
+
+// BecomeSubreaper makes this process a child subreaper
+// (PR_SET_CHILD_SUBREAPER): a process whose parent exits is re-parented to
+// its nearest subreaper ancestor instead of init, so everything our
+// commands start stays our descendant, even after it left its group and
+// session. It then starts the orphan reaper, a goroutine woken by SIGCHLD
+// that reaps the zombies among our direct children that nobody else will
+// wait for: those that are not claimed and not in this process's own
+// process group (see the package doc for why both conditions matter).
+//
+// It runs once per process; later calls return the first result. The
+// subreaper flag is process-wide and survives for the life of the
+// process. It fails only if prctl fails (e.g. a kernel older than 3.4).
+func BecomeSubreaper() error {
+	subreaperOnce.Do(func() {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			subreaperErr = fmt.Errorf("proc: prctl(PR_SET_CHILD_SUBREAPER): %w", err)
+			return
+		}
+		// One buffered slot: SIGCHLDs that arrive while a scan runs or
+		// while the loop rests collapse into one wake-up.
+		sigc := make(chan os.Signal, 1)
+		signal.Notify(sigc, unix.SIGCHLD)
+		go reapLoop(sigc)
+	})
+	return subreaperErr
+}
+
+func reapLoop(sigc <-chan os.Signal) {
+	reapOrphans() // zombies that were re-parented before we listened
+	for range sigc {
+		reapOrphans()
+		time.Sleep(reapInterval)
+	}
+}
+
+// reapOrphans reaps every zombie direct child that no one else waits for
+// and reports how many it reaped.
+func reapOrphans() int {
+	reapScans.Add(1)
+	spawnMu.Lock()
+	defer spawnMu.Unlock()
+	infos, err := Scan()
+	if err != nil {
+		return 0
+	}
+	return reapLocked(infos, os.Getpid(), unix.Getpgrp())
+}
+
+// reapLocked reaps the zombies in infos that are reapable; spawnMu must be
+// held for writing, and infos must have been read under it.
+func reapLocked(infos []Info, self, selfPgid int) int {
+	n := 0
+	for _, p := range infos {
+		if p.PPid != self || p.State != 'Z' || p.Pgid == selfPgid || isClaimed(p.Pid) {
+			continue
+		}
+		// The pid cannot have been reused since the scan: it is our
+		// zombie, and only we (holding spawnMu) reap unclaimed children.
+		var ws unix.WaitStatus
+		for {
+			wpid, err := unix.Wait4(p.Pid, &ws, unix.WNOHANG, nil)
+			if err == unix.EINTR {
+				continue
+			}
+			if err == nil && wpid == p.Pid {
+				n++
+			}
+			break
+		}
+	}
+	return n
+}
+
+// LockSpawn must be held while a child that leaves our process group
+// (Setsid or Setpgid) is started and until its pid is claimed, so that
+// neither the orphan reaper nor Tracker.KillAll can look at the child in
+// between: the reaper would reap it if it exited at once (and its
+// exec.Cmd.Wait would fail with ECHILD), and KillAll would take it for an
+// escapee. Many spawns may hold it at once. It must not be taken twice by
+// one goroutine, nor held while calling Tracker.KillAll (which takes it
+// for writing): both deadlock. unlock may be called more than once.
+func LockSpawn() (unlock func()) {
+	spawnMu.RLock()
+	return sync.OnceFunc(spawnMu.RUnlock)
+}
+
+// Claim records that pid, a child of this process, is waited for by other
+// code (os/exec), so the orphan reaper and Tracker.KillAll never reap it.
+// Call it under LockSpawn, right after the fork.
+func Claim(pid int) {
+	claimMu.Lock()
+	claimed[pid]++
+	claimMu.Unlock()
+}
+
+// Release undoes Claim. Call it only after exec.Cmd.Wait (or
+// os.Process.Wait) has returned: before that the child may still be an
+// unreaped zombie, which the reaper would take from under Wait.
+func Release(pid int) {
+	claimMu.Lock()
+	if claimed[pid] <= 1 {
+		delete(claimed, pid)
+	} else {
+		claimed[pid]--
+	}
+	claimMu.Unlock()
+}
+
+func isClaimed(pid int) bool {
+	claimMu.Lock()
+	defer claimMu.Unlock()
+	return claimed[pid] > 0
+}
+
+// StartCmd starts cmd under LockSpawn and claims its pid: the way to start
+// a child that leaves our process group. Pair it with WaitCmd.
+//
+// A parent-death signal (SysProcAttr.Pdeathsig) fires when the OS THREAD
+// that forked the child exits, not when the process does. The Go runtime
+// keeps its threads, except that a goroutine which exits while locked with
+// runtime.LockOSThread takes its thread with it: do not start children
+// with Pdeathsig from such a goroutine, or they are killed at once.
+func StartCmd(cmd *exec.Cmd) error {
+	unlock := LockSpawn()
+	defer unlock()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	Claim(cmd.Process.Pid)
+	return nil
+}
+
+// WaitCmd waits for a cmd started by StartCmd, then releases its pid.
+func WaitCmd(cmd *exec.Cmd) error {
+	err := cmd.Wait()
+	if cmd.Process != nil && cmd.ProcessState != nil {
+		Release(cmd.Process.Pid)
+	}
+	return err
+}

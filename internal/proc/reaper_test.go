@@ -1,0 +1,148 @@
+package proc_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"unsafe"
+
+	"github.com/conch-dev/conch/internal/proc"
+	"github.com/conch-dev/conch/internal/testutil"
+)
+
+func TestBecomeSubreaperIsIdempotent(t *testing.T) {
+	for range 3 {
+		if err := proc.BecomeSubreaper(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var flag int32
+	if _, _, e := unix.Syscall6(unix.SYS_PRCTL, unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&flag)), 0, 0, 0, 0); e != 0 {
+		t.Fatal(e)
+	}
+	if flag != 1 {
+		t.Errorf("PR_GET_CHILD_SUBREAPER = %d, want 1", flag)
+	}
+}
+
+// TestSubreaperAdoptsAndReapsEscapee: a process that left its session and
+// whose shell exited is re-parented to us, and reaped by the orphan reaper
+// once it dies.
+func TestSubreaperAdoptsAndReapsEscapee(t *testing.T) {
+	marker := clean(t)
+	cmd := startSession(t, marker, "setsid sleep 1000 &")
+	if err := proc.WaitCmd(cmd); err != nil {
+		t.Fatalf("bash: %v", err)
+	}
+	var esc proc.Info
+	waitFor(t, "the escapee", func() bool {
+		s := withCmdline(marker, "sleep 1000")
+		if len(s) == 1 {
+			esc = s[0]
+		}
+		return len(s) == 1
+	})
+	if esc.PPid != os.Getpid() {
+		t.Errorf("escapee %+v: ppid %d, want us (%d): not re-parented to the subreaper", esc, esc.PPid, os.Getpid())
+	}
+	if esc.Sid != esc.Pid || esc.Pgid != esc.Pid {
+		t.Errorf("escapee %+v did not leave the session", esc)
+	}
+	if err := proc.Signal(esc, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitFor(t, "the orphan reaper to reap the escapee", func() bool {
+		_, err := proc.Stat(esc.Pid)
+		return errors.Is(err, proc.ErrNotExist)
+	})
+	t.Logf("escapee reaped %v after SIGKILL", time.Since(start))
+	if z := testutil.ZombieChildren(); slices.Contains(z, esc.Pid) {
+		t.Errorf("escapee left a zombie: %v", z)
+	}
+}
+
+// TestReaperSparesWaitedChildren: the orphan reaper must never reap a
+// child someone else waits for, or that Wait fails with ECHILD and loses
+// the exit status. Plain exec.Command children (our own process group)
+// and claimed children are both left as zombies for their Wait.
+func TestReaperSparesWaitedChildren(t *testing.T) {
+	marker := clean(t)
+
+	plain := exec.Command("bash", "-c", "exit 3")
+	plain.Env = testutil.Env(marker)
+	if err := plain.Start(); err != nil {
+		t.Fatal(err)
+	}
+	claimed := startSession(t, marker, "exit 4")
+
+	for _, pid := range []int{plain.Process.Pid, claimed.Process.Pid} {
+		waitFor(t, "a zombie", func() bool { p, err := proc.Stat(pid); return err == nil && p.State == 'Z' })
+	}
+	// Let the reaper see both zombies: one scan that starts after they
+	// exist, plus its trailing scan.
+	scans := proc.ReapScans()
+	poke := exec.Command("true") // its exit raises SIGCHLD again
+	if err := poke.Run(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reaper to scan", func() bool { return proc.ReapScans() > scans })
+	time.Sleep(3 * proc.ReapInterval)
+
+	for _, pid := range []int{plain.Process.Pid, claimed.Process.Pid} {
+		if p, err := proc.Stat(pid); err != nil || p.State != 'Z' {
+			t.Errorf("pid %d: %+v, %v; want a zombie left for its Wait", pid, p, err)
+		}
+	}
+	if err := plain.Wait(); exitCode(err) != 3 {
+		t.Errorf("plain child: Wait = %v, want exit status 3", err)
+	}
+	if err := proc.WaitCmd(claimed); exitCode(err) != 4 {
+		t.Errorf("claimed child: Wait = %v, want exit status 4", err)
+	}
+}
+
+func TestReaperRateLimitsBursts(t *testing.T) {
+	marker := clean(t)
+	// 50 orphans exit at once; the reaper must reap them all with a
+	// handful of scans, not one per SIGCHLD.
+	cmd := startSession(t, marker, "for i in $(seq 50); do setsid sleep 0.2 & done")
+	if err := proc.WaitCmd(cmd); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	scans := proc.ReapScans()
+	waitFor(t, "every orphan to be reaped", func() bool {
+		return len(testutil.Processes(marker)) == 0 && len(testutil.ZombieChildren()) == 0
+	})
+	time.Sleep(2 * proc.ReapInterval)
+	n := proc.ReapScans() - scans
+	t.Logf("50 orphan exits cost %d reaper scans", n)
+	if n >= 25 { // one scan per exit would be 50
+		t.Errorf("%d scans for one burst of 50 exits, want a few", n)
+	}
+}
+
+func TestLockSpawnAllowsConcurrentSpawns(t *testing.T) {
+	unlock1 := proc.LockSpawn()
+	got := make(chan struct{})
+	go func() {
+		unlock2 := proc.LockSpawn()
+		unlock2()
+		close(got)
+	}()
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Error("a second LockSpawn blocked behind the first")
+	}
+	unlock1()
+	unlock1() // a second unlock is harmless
+	testutil.VerifyNoLeaks(t)
+}

@@ -1,0 +1,201 @@
+package proc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// Info is one process as /proc/<pid>/stat describes it at one instant.
+type Info struct {
+	Pid, PPid, Pgid, Sid int
+	// State is the one-letter state: R, S, D, T, t, Z (zombie: exited, not
+	// reaped), X (dead), I, …
+	State byte
+	// StartTime is the start time in clock ticks since boot. Together with
+	// Pid it names one process for good: a reused pid has a later
+	// StartTime.
+	StartTime uint64
+	// Comm is the executable name the kernel keeps (at most 15 bytes; any
+	// bytes, spaces and ')' included).
+	Comm string
+	// NumThreads counts the threads of the process, a zombie leader
+	// included.
+	NumThreads int
+}
+
+// Alive reports whether the process can still run code: it is neither a
+// zombie nor dead. A zombie thread-group leader whose other threads still
+// run (the main thread called pthread_exit) is alive.
+func (p Info) Alive() bool {
+	switch p.State {
+	case 'X':
+		return false
+	case 'Z':
+		return p.NumThreads > 1
+	}
+	return true
+}
+
+// ErrNotExist is returned by Stat and Signal when there is no such process
+// (it never existed, or it was reaped).
+var ErrNotExist = errors.New("proc: no such process")
+
+// statBufSize holds any stat line: about 52 numbers of at most 20 digits,
+// plus a comm of at most 64 bytes.
+const statBufSize = 2048
+
+// Stat reads /proc/<pid>/stat.
+func Stat(pid int) (Info, error) {
+	var buf [statBufSize]byte
+	return stat(pid, buf[:])
+}
+
+func stat(pid int, buf []byte) (Info, error) {
+	path := "/proc/" + strconv.Itoa(pid) + "/stat"
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if err == unix.ENOENT || err == unix.ESRCH {
+			return Info{}, ErrNotExist
+		}
+		return Info{}, fmt.Errorf("proc: open %s: %w", path, err)
+	}
+	n, err := readFull(fd, buf)
+	unix.Close(fd)
+	if err != nil {
+		if err == unix.ESRCH {
+			return Info{}, ErrNotExist
+		}
+		return Info{}, fmt.Errorf("proc: read %s: %w", path, err)
+	}
+	info, err := parseStat(buf[:n])
+	if err != nil {
+		return Info{}, fmt.Errorf("proc: parse %s: %w", path, err)
+	}
+	return info, nil
+}
+
+// readFull reads until EOF or until buf is full; the kernel produces the
+// stat line in one read, but a short read must not cut it.
+func readFull(fd int, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			return n, nil
+		}
+		n += m
+	}
+	return n, io.ErrShortBuffer
+}
+
+// parseStat parses a /proc/<pid>/stat line. The comm field is wrapped in
+// parentheses but may itself contain spaces, '(' and ')', so it ends at the
+// LAST ')' of the line; every field after it is a plain token.
+func parseStat(line []byte) (Info, error) {
+	open := bytes.IndexByte(line, '(')
+	end := bytes.LastIndexByte(line, ')')
+	if open < 1 || end < open {
+		return Info{}, errors.New("no (comm)")
+	}
+	pid, err := strconv.Atoi(string(bytes.TrimSpace(line[:open])))
+	if err != nil {
+		return Info{}, fmt.Errorf("pid: %w", err)
+	}
+	info := Info{Pid: pid, Comm: string(line[open+1 : end])}
+	// Fields after comm, numbered from 0: 0 state, 1 ppid, 2 pgrp,
+	// 3 session, …, 17 num_threads, 19 starttime (proc(5) fields 3..22).
+	rest := line[end+1:]
+	for i := 0; i <= 19; i++ {
+		rest = bytes.TrimLeft(rest, " ")
+		tok := rest
+		if sp := bytes.IndexAny(rest, " \n"); sp >= 0 {
+			tok, rest = rest[:sp], rest[sp:]
+		} else {
+			rest = nil
+		}
+		if len(tok) == 0 {
+			return Info{}, fmt.Errorf("field %d missing", i+3)
+		}
+		if i == 0 {
+			if len(tok) != 1 {
+				return Info{}, fmt.Errorf("state %q", tok)
+			}
+			info.State = tok[0]
+			continue
+		}
+		var dst *int
+		switch i {
+		case 1:
+			dst = &info.PPid
+		case 2:
+			dst = &info.Pgid
+		case 3:
+			dst = &info.Sid
+		case 17:
+			dst = &info.NumThreads
+		case 19:
+			v, err := strconv.ParseUint(string(tok), 10, 64)
+			if err != nil {
+				return Info{}, fmt.Errorf("starttime: %w", err)
+			}
+			info.StartTime = v
+		}
+		if dst != nil {
+			v, err := strconv.Atoi(string(tok))
+			if err != nil {
+				return Info{}, fmt.Errorf("field %d: %w", i+3, err)
+			}
+			*dst = v
+		}
+	}
+	return info, nil
+}
+
+// Scan returns every process in /proc (thread-group leaders; threads are
+// not listed). A process that vanishes between the listing and the read is
+// skipped. The result is a snapshot: a process forked after the listing is
+// missing from it even if its parent exits before its own line is read, so
+// callers that conclude "nothing is left" from one Scan should confirm with
+// a second one.
+func Scan() ([]Info, error) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("proc: scan: %w", err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, fmt.Errorf("proc: scan: %w", err)
+	}
+	var buf [statBufSize]byte
+	infos := make([]Info, 0, len(names))
+	for _, name := range names {
+		if name == "" || name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		info, err := stat(pid, buf[:])
+		if err != nil {
+			// Gone between the listing and the read, or a line we
+			// cannot read: neither is a process we could act on.
+			continue
+		}
+		infos = append(infos, info)
+	}
+	return infos, nil
+}

@@ -1,0 +1,161 @@
+package proc_test
+
+import (
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conch-dev/conch/internal/proc"
+	"github.com/conch-dev/conch/internal/testutil"
+)
+
+// TestTrackerKillAll runs the ways a command leaves processes behind and
+// checks that KillAll takes them all, and nothing else.
+func TestTrackerKillAll(t *testing.T) {
+	marker := clean(t)
+	plainMarker := clean(t)
+	otherMarker := clean(t)
+
+	// Not ours to kill: a plain os/exec child of the test (our own group
+	// and session), and a left-running member of another tracker.
+	plain := exec.Command("sleep", "1000")
+	plain.Env = testutil.Env(plainMarker)
+	if err := plain.Start(); err != nil {
+		t.Fatal(err)
+	}
+	other := proc.NewTracker()
+	otherCmd := startSession(t, otherMarker, "sleep 1000 &")
+	other.Add(otherCmd.Process.Pid)
+	if err := proc.WaitCmd(otherCmd); err != nil {
+		t.Fatal(err)
+	}
+
+	tr := proc.NewTracker()
+	exited := []string{
+		"sleep 1000 & echo left running",            // group member outliving a normal exit
+		"setsid sleep 1000 &",                       // escapee: own session, re-parented to us
+		"( ( sleep 1000 & ) & )",                    // double fork: keeps the session
+		"nohup sleep 1000 >/dev/null 2>&1 & disown", // nohup and disown: keeps the session
+		"(trap '' TERM; exec sleep 1000) &",         // ignores SIGTERM: needs SIGKILL
+		"setsid bash -c 'sleep 1000 & wait' &",      // escapee with a child
+	}
+	running := []string{
+		"sleep 1000 & wait",        // the shell itself still runs
+		"setsid sleep 1000 & wait", // escapee whose parent still runs
+	}
+	for _, script := range exited {
+		cmd := startSession(t, marker, script)
+		tr.Add(cmd.Process.Pid)
+		if err := proc.WaitCmd(cmd); err != nil {
+			t.Fatalf("%q: %v", script, err)
+		}
+	}
+	var dones []<-chan error
+	for _, script := range running {
+		cmd := startSession(t, marker, script)
+		tr.Add(cmd.Process.Pid)
+		dones = append(dones, waitAsync(cmd))
+	}
+	const sleeps = 8
+	waitFor(t, "every sleep", func() bool { return len(withCmdline(marker, "sleep 1000")) == sleeps })
+	before := testutil.Processes(marker)
+	for _, p := range before {
+		t.Logf("before: pid %d ppid %d pgid %d sid %d: %s", p.Pid, p.PPid, p.Pgid, p.Sid, testutil.Cmdline(p.Pid))
+	}
+
+	const grace = 200 * time.Millisecond
+	start := time.Now()
+	tr.KillAll(grace)
+	took := time.Since(start)
+	t.Logf("KillAll of %d processes (one ignoring SIGTERM), grace %v: %v", len(before), grace, took)
+	if took > grace+2*time.Second {
+		t.Errorf("KillAll took %v, want about grace (%v)", took, grace)
+	}
+	if left := testutil.Processes(marker); len(left) > 0 {
+		for _, p := range left {
+			t.Errorf("survived KillAll: pid %d ppid %d pgid %d sid %d: %s", p.Pid, p.PPid, p.Pgid, p.Sid, testutil.Cmdline(p.Pid))
+		}
+	}
+	for _, done := range dones {
+		if err := recv(t, done); !signalled(err, syscall.SIGTERM) {
+			t.Errorf("running shell: Wait = %v, want killed by SIGTERM", err)
+		}
+	}
+	if z := testutil.ZombieChildren(); len(z) > 0 {
+		t.Errorf("zombie children after KillAll: %v", z)
+	}
+
+	if n := len(testutil.Processes(plainMarker)); n != 1 {
+		t.Errorf("KillAll took the test's own plain child (%d left, want 1)", n)
+	}
+	if n := len(testutil.Processes(otherMarker)); n != 1 {
+		t.Errorf("KillAll took another tracker's process (%d left, want 1)", n)
+	}
+	other.KillAll(grace)
+	if n := len(testutil.Processes(otherMarker)); n != 0 {
+		t.Errorf("the other tracker's KillAll left %d processes", n)
+	}
+	plain.Process.Kill()
+	if err := plain.Wait(); !signalled(err, syscall.SIGKILL) {
+		t.Errorf("plain child: Wait = %v, want killed (not ECHILD: nobody else may reap it)", err)
+	}
+}
+
+func TestTrackerKillAllEmptyIsFast(t *testing.T) {
+	clean(t)
+	start := time.Now()
+	proc.NewTracker().KillAll(time.Second)
+	took := time.Since(start)
+	t.Logf("KillAll with nothing to kill: %v", took)
+	if took > 500*time.Millisecond { // the grace is 1 s: it must not wait for it
+		t.Errorf("KillAll with nothing to kill took %v", took)
+	}
+}
+
+// TestTrackerSessionMovesOnReAdd: a session id is a pid; when a new
+// command of another tracker gets the number of an old, dead session, the
+// old tracker must not kill it.
+func TestTrackerSessionMovesOnReAdd(t *testing.T) {
+	marker := clean(t)
+	cmd := startSession(t, marker, "sleep 1000 & wait")
+	done := waitAsync(cmd)
+	waitFor(t, "sleep", func() bool { return len(withCmdline(marker, "sleep 1000")) == 1 })
+	old, cur := proc.NewTracker(), proc.NewTracker()
+	old.Add(cmd.Process.Pid) // as if an earlier session had had this id
+	cur.Add(cmd.Process.Pid) // the pid is handed to a new command
+	old.KillAll(time.Second)
+	if n := len(testutil.Processes(marker)); n != 2 {
+		t.Errorf("the old tracker's KillAll left %d of 2 processes", n)
+	}
+	cur.KillAll(time.Second)
+	if err := recv(t, done); !signalled(err, syscall.SIGTERM) {
+		t.Errorf("Wait = %v, want killed by SIGTERM", err)
+	}
+}
+
+func TestTrackerPrunesDeadSessions(t *testing.T) {
+	marker := clean(t)
+	tr := proc.NewTracker()
+	live := startSession(t, marker, "sleep 1000 & wait")
+	tr.Add(live.Process.Pid)
+	done := waitAsync(live)
+	// Ids above PID_MAX_LIMIT (2^22) never name a process: dead sessions.
+	const dead = 3000
+	for i := range dead {
+		tr.Add(1<<22 + 1 + i)
+	}
+	if n := proc.TrackedSessions(); n >= dead {
+		t.Errorf("%d sessions tracked after %d dead ones were added, want them pruned", n, dead)
+	} else {
+		t.Logf("%d sessions tracked after %d dead ones were added", n, dead)
+	}
+	waitFor(t, "sleep", func() bool { return len(withCmdline(marker, "sleep 1000")) == 1 })
+	tr.KillAll(time.Second)
+	if err := recv(t, done); !signalled(err, syscall.SIGTERM) {
+		t.Errorf("Wait = %v, want killed by SIGTERM (a live session must survive pruning)", err)
+	}
+	if n := proc.TrackedSessions(); n != 0 {
+		t.Errorf("%d sessions still tracked after KillAll", n)
+	}
+}
