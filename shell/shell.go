@@ -36,6 +36,14 @@ type Executor interface {
 	// its stderr part, exactly once.
 	Start(s Spec) (Process, error)
 
+	// Launch starts s as a foreground command that the caller watches:
+	// s.Timeout applies (Result.TimedOut), Kill aborts it
+	// (Result.Aborted), and it returns at once, so the caller can follow
+	// its progress, read it incrementally, or leave it running in the
+	// background (its timeout still applies). Run is Launch, a kill when
+	// ctx is done, and Result once Done. Errors are those of Run.
+	Launch(s Spec) (Process, error)
+
 	// Close kills every process the executor still runs (and, for
 	// providers that can, every descendant that escaped its group), waits
 	// until they are gone and releases the executor's resources (spill
@@ -153,6 +161,12 @@ type Process interface {
 	// process runs and false once settled or already killed. After Kill
 	// the status is StatusKilled, even if the process then exits 0.
 	Kill() bool
+	// Result is the foreground-shaped outcome: exit code or signal,
+	// TimedOut (Launch only), Aborted (Kill or Close came first) and the
+	// captured tails. Valid once Done is closed.
+	Result() Result
+	// Written reports how many bytes each stream has produced so far.
+	Written() (stdout, stderr int64)
 }
 
 // ReadResult is one incremental read of a background process.

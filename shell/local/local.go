@@ -1,0 +1,436 @@
+// Package local is the provider of the shell seam that runs commands as
+// local processes: one bash per command, each in its own session and
+// process group, killed as a group, with bounded output and a scrubbed
+// environment.
+package local
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/conch-dev/conch/internal/capture"
+	"github.com/conch-dev/conch/internal/envpolicy"
+	"github.com/conch-dev/conch/internal/proc"
+	"github.com/conch-dev/conch/shell"
+)
+
+// Executor runs commands as local processes. Create it with New; it is
+// safe for concurrent use.
+type Executor struct {
+	opts    Options
+	baseEnv []string
+	spill   *capture.Dir
+	tracker *proc.Tracker
+
+	mu     sync.Mutex
+	closed bool
+	live   map[*command]struct{}
+	wg     sync.WaitGroup // one per live command
+}
+
+var _ shell.Executor = (*Executor)(nil)
+
+// New checks opts (nil means all defaults) and returns an Executor. It
+// makes this process a child subreaper, so that nothing a command leaves
+// behind escapes Close.
+func New(opts *Options) (*Executor, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o, err := o.resolve()
+	if err != nil {
+		return nil, err
+	}
+	if err := proc.BecomeSubreaper(); err != nil {
+		return nil, err
+	}
+	return &Executor{
+		opts:    o,
+		baseEnv: envpolicy.Base(o.Environ),
+		spill:   capture.NewDir(o.SpillParent, o.SpillBudget),
+		tracker: proc.NewTracker(),
+		live:    make(map[*command]struct{}),
+	}, nil
+}
+
+// Options returns the effective settings.
+func (e *Executor) Options() Options { return e.opts }
+
+// Resolve implements shell.Executor.
+func (e *Executor) Resolve(r shell.Request) (shell.Spec, error) {
+	if isBlank(r.Command) {
+		return shell.Spec{}, &shell.RequestError{Field: "Command", Reason: "must be a non-empty string"}
+	}
+	if r.Timeout < 0 {
+		return shell.Spec{}, &shell.RequestError{Field: "Timeout", Reason: "must be a positive finite number"}
+	}
+	if r.StdoutMaxBytes < 0 {
+		return shell.Spec{}, &shell.RequestError{Field: "StdoutMaxBytes", Reason: "must be a positive finite number"}
+	}
+	timeout := r.Timeout
+	if timeout == 0 {
+		timeout = e.opts.Timeout
+	}
+	timeout = min(timeout, e.opts.MaxTimeout)
+	wd := r.Workdir
+	switch {
+	case wd == "":
+		wd = e.opts.Cwd
+	case !filepath.IsAbs(wd):
+		wd = filepath.Join(e.opts.Cwd, wd)
+	}
+	return shell.Spec{
+		Command:        r.Command,
+		Workdir:        filepath.Clean(wd),
+		Timeout:        timeout,
+		StdoutMaxBytes: r.StdoutMaxBytes,
+		Stdin:          r.Stdin,
+		Env:            r.Env,
+		ManagedEnv:     r.ManagedEnv,
+	}, nil
+}
+
+func isBlank(s string) bool {
+	for _, r := range s {
+		switch r {
+		case ' ', '\t', '\n', '\r', '\v', '\f':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Run implements shell.Executor.
+func (e *Executor) Run(ctx context.Context, s shell.Spec) (shell.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return shell.Result{}, shell.AbortedBeforeSpawn(context.Cause(ctx))
+	}
+	c, err := e.spawn(s, true)
+	if err != nil {
+		return shell.Result{}, err
+	}
+	stop := context.AfterFunc(ctx, func() { c.stop(causeAbort, false) })
+	<-c.done
+	stop()
+	return c.Result(), nil
+}
+
+// Launch implements shell.Executor.
+func (e *Executor) Launch(s shell.Spec) (shell.Process, error) {
+	c, err := e.spawn(s, true)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Start implements shell.Executor.
+func (e *Executor) Start(s shell.Spec) (shell.Process, error) {
+	c, err := e.spawn(s, false)
+	var se *shell.SpawnError
+	if errors.As(err, &se) {
+		return newFailedProcess(e, se), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close implements shell.Executor.
+func (e *Executor) Close() error {
+	e.mu.Lock()
+	already := e.closed
+	e.closed = true
+	cmds := make([]*command, 0, len(e.live))
+	for c := range e.live {
+		cmds = append(cmds, c)
+	}
+	e.mu.Unlock()
+	if already {
+		e.wg.Wait()
+		return nil
+	}
+	var wg sync.WaitGroup
+	for _, c := range cmds {
+		wg.Go(func() { c.stop(causeClose, false) })
+	}
+	wg.Wait()
+	e.tracker.KillAll(e.opts.Grace)
+	e.wg.Wait()
+	return e.spill.Close()
+}
+
+// Kill causes; the first one recorded wins.
+const (
+	causeNone int32 = iota
+	causeTimeout
+	causeAbort // Run's ctx
+	causeKill  // Process.Kill
+	causeClose
+)
+
+// command is one spawned bash and the capture of its output. It is the
+// shell.Process of Start and Launch.
+type command struct {
+	e              *Executor
+	cmd            *exec.Cmd
+	pgid           int
+	timeout        time.Duration // 0 for Start
+	timer          *time.Timer
+	stdout, stderr *capture.Stream
+
+	// done is closed once the shell was collected, its pipes are drained
+	// (or their drain was cut at the grace), and any kill has finished.
+	done chan struct{}
+
+	mu       sync.Mutex
+	cause    int32         // the first kill cause; causeNone if none
+	exited   bool          // Wait returned: no kill may start any more
+	killDone chan struct{} // closed when the kill that started has finished
+
+	// Set before done is closed.
+	exitCode *int
+	signal   string
+}
+
+var _ shell.Process = (*command)(nil)
+
+// spawn checks the workdir and starts bash in a new session and group.
+// timed arms s.Timeout.
+func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
+	if fi, err := os.Stat(s.Workdir); err != nil {
+		return nil, &shell.WorkdirError{Path: s.Workdir, Err: unwrapPathError(err)}
+	} else if !fi.IsDir() {
+		return nil, &shell.WorkdirError{Path: s.Workdir, Err: syscall.ENOTDIR}
+	}
+	maxOut := e.opts.MaxOutputBytes
+	if s.StdoutMaxBytes > 0 {
+		maxOut = s.StdoutMaxBytes
+	}
+	c := &command{
+		e:      e,
+		stdout: capture.NewStream(e.spill, "stdout", maxOut, e.opts.MaxSpillBytes),
+		stderr: capture.NewStream(e.spill, "stderr", e.opts.MaxOutputBytes, e.opts.MaxSpillBytes),
+		done:   make(chan struct{}),
+	}
+	if timed {
+		c.timeout = s.Timeout
+	}
+	cmd := &exec.Cmd{
+		Path:   e.opts.Shell,
+		Args:   []string{"bash", "-c", s.Command},
+		Dir:    s.Workdir,
+		Env:    envpolicy.Build(e.baseEnv, s.Env, s.ManagedEnv),
+		Stdout: c.stdout,
+		Stderr: c.stderr,
+		// The command's own pgid and sid: signals reach the whole group,
+		// and no terminal can become its controlling one. The parent-death
+		// signal stops the shell if this server is SIGKILLed.
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
+		// After the shell exits, a grandchild that still holds a pipe gets
+		// at most the grace before the pipes are closed under it.
+		WaitDelay: e.opts.Grace,
+	}
+	if s.Stdin != nil {
+		cmd.Stdin = &stdinReader{b: s.Stdin}
+	}
+	c.cmd = cmd
+
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, shell.ErrClosed
+	}
+	e.live[c] = struct{}{}
+	e.wg.Add(1)
+	e.mu.Unlock()
+
+	unlock := proc.LockSpawn()
+	err := cmd.Start()
+	if err == nil {
+		proc.Claim(cmd.Process.Pid)
+	}
+	unlock()
+	if err != nil {
+		c.stdout.Close()
+		c.stderr.Close()
+		e.forget(c)
+		return nil, &shell.SpawnError{Err: err}
+	}
+	c.pgid = cmd.Process.Pid
+	e.tracker.Add(c.pgid)
+	if c.timeout > 0 {
+		c.timer = time.AfterFunc(c.timeout, func() { c.stop(causeTimeout, false) })
+	}
+	go c.wait()
+	return c, nil
+}
+
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func (e *Executor) forget(c *command) {
+	e.mu.Lock()
+	delete(e.live, c)
+	e.mu.Unlock()
+	e.wg.Done()
+}
+
+// wait collects the shell once it has exited and its pipes are drained,
+// waits for a kill in flight, and settles the command.
+func (c *command) wait() {
+	err := c.cmd.Wait()
+	proc.Release(c.pgid)
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.mu.Lock()
+	c.exited = true
+	killDone := c.killDone
+	c.mu.Unlock()
+	if killDone != nil {
+		<-killDone
+	}
+	c.stdout.Close()
+	c.stderr.Close()
+	if ps := c.cmd.ProcessState; ps != nil {
+		ws := ps.Sys().(syscall.WaitStatus)
+		if ws.Signaled() {
+			c.signal = proc.SignalName(ws.Signal())
+		} else {
+			code := ws.ExitStatus()
+			c.exitCode = &code
+		}
+	} else if err != nil {
+		code := -1
+		c.exitCode = &code
+	}
+	close(c.done)
+	c.e.forget(c)
+}
+
+// stop kills the command's group for cause, unless another cause came
+// first or the shell has already been collected. With async it returns at
+// once, else once the group is gone. It reports whether it started a kill.
+func (c *command) stop(cause int32, async bool) bool {
+	c.mu.Lock()
+	if c.cause != causeNone || c.exited {
+		c.mu.Unlock()
+		return false
+	}
+	c.cause = cause
+	done := make(chan struct{})
+	c.killDone = done
+	c.mu.Unlock()
+	kill := func() {
+		defer close(done)
+		proc.Terminate(c.pgid, c.e.opts.Grace)
+	}
+	if async {
+		go kill() // wait() awaits it before the command settles
+	} else {
+		kill()
+	}
+	return true
+}
+
+func (c *command) causeOf() int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cause
+}
+
+func (c *command) Done() <-chan struct{} { return c.done }
+
+func (c *command) settled() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Status implements shell.Process: killed when a signal ended the shell or
+// a caller killed it (even if it then exited 0).
+func (c *command) Status() shell.Status {
+	if !c.settled() {
+		return shell.StatusRunning
+	}
+	if c.signal != "" || c.causeOf() != causeNone {
+		return shell.StatusKilled
+	}
+	return shell.StatusCompleted
+}
+
+func (c *command) ExitCode() *int {
+	if !c.settled() {
+		return nil
+	}
+	return c.exitCode
+}
+
+func (c *command) Signal() string {
+	if !c.settled() {
+		return ""
+	}
+	return c.signal
+}
+
+// Kill implements shell.Process. The group kill runs on its own; Kill
+// returns at once.
+func (c *command) Kill() bool { return c.stop(causeKill, true) }
+
+func (c *command) Read() shell.ReadResult { return readStreams(c.stdout, c.stderr) }
+
+func (c *command) Written() (stdout, stderr int64) { return c.stdout.Len(), c.stderr.Len() }
+
+func (c *command) Result() shell.Result {
+	<-c.done
+	res := shell.Result{
+		ExitCode: c.exitCode,
+		Signal:   c.signal,
+		Timeout:  c.timeout,
+		Stdout:   c.stdout.Output(),
+		Stderr:   c.stderr.Output(),
+	}
+	switch c.causeOf() {
+	case causeTimeout:
+		res.TimedOut = true
+	case causeAbort, causeKill, causeClose:
+		res.Aborted = true
+	}
+	return res
+}
+
+// stdinReader hands the request's bytes to the child once. It is not an
+// *os.File, so os/exec copies it through a pipe and stops copying when the
+// child closes its end (a command that exits at once does not hang us).
+type stdinReader struct {
+	b []byte
+	i int
+}
+
+func (r *stdinReader) Read(p []byte) (int, error) {
+	if r.i >= len(r.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[r.i:])
+	r.i += n
+	return n, nil
+}
