@@ -30,15 +30,14 @@
 // # What errors
 //
 // Run and Start return an error only when the command could not be run at
-// all: *WorkdirError (the path is named), *SpawnError (Run only: bash could
-// not be started), ErrAbortedBeforeSpawn (Run's ctx was done before the
-// spawn) and ErrClosed. Everything that happens once the command runs is a
+// all: *WorkdirError (the path is named), *SpawnError (bash could not be
+// started), ErrAbortedBeforeSpawn (Run's ctx was done before the spawn)
+// and ErrClosed. Everything that happens once the command runs is a
 // Result, never an error: a non-zero exit, a kill at the timeout, a kill
-// because ctx was cancelled, and a command that signals itself. Start
-// never reports a spawn failure as an error: the Process it returns is
-// already settled as StatusKilled and its first Read says
-// "spawn failed: <error>" in its stderr part, once, so a background caller
-// handles one path only.
+// because ctx was cancelled, and a command that signals itself. A provider
+// that learns of a spawn failure only after Start returned (a remote host)
+// settles the Process as StatusKilled instead, and its first Read says
+// "spawn failed: <error>" in its stderr part, once (FailedProcess).
 //
 // # Who owns timeouts
 //

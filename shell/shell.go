@@ -30,10 +30,12 @@ type Executor interface {
 
 	// Start starts s in the background and returns at once. No timeout
 	// applies; the caller stops the process with Kill. Start returns an
-	// error only for failures known synchronously (a missing workdir, a
-	// closed executor). A failure known only later settles the Process as
-	// StatusKilled and its first Read carries "spawn failed: <error>" in
-	// its stderr part, exactly once.
+	// error for failures known before it returns (a missing workdir,
+	// bash that cannot be started, a closed executor). A spawn failure
+	// known only later (a provider that starts remotely) settles the
+	// Process as StatusKilled, and its first Read carries
+	// "spawn failed: <error>" in its stderr part, exactly once (see
+	// FailedProcess).
 	Start(s Spec) (Process, error)
 
 	// Launch starts s as a foreground command that the caller watches:

@@ -136,10 +136,6 @@ func (e *Executor) Launch(s shell.Spec) (shell.Process, error) {
 // Start implements shell.Executor.
 func (e *Executor) Start(s shell.Spec) (shell.Process, error) {
 	c, err := e.spawn(s, false)
-	var se *shell.SpawnError
-	if errors.As(err, &se) {
-		return newFailedProcess(e, se), nil
-	}
 	if err != nil {
 		return nil, err
 	}

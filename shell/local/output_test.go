@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -90,9 +91,9 @@ func TestGarbageNeverBreaksCapture(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	for _, cmd := range []string{
 		"head -c 3000000 /dev/urandom",
-		"head -c 100000000 /dev/zero | tr '\\0' x",             // a 100 MB single line
+		"head -c 100000000 /dev/zero | tr '\\0' x",                     // a 100 MB single line
 		"for i in $(seq 1 20000); do printf 'progress %d\\r' $i; done", // \r flood
-		"printf '\\xe2\\x82\\xac%.0s' $(seq 1 30000)",               // € cut at any boundary
+		"printf '\\xe2\\x82\\xac%.0s' $(seq 1 30000)",                  // € cut at any boundary
 	} {
 		r := run(t, ex, shell.Request{Command: cmd, Timeout: 60 * time.Second})
 		if !utf8.ValidString(r.Stdout.Text) {
@@ -188,26 +189,18 @@ func TestBackgroundLossyRead(t *testing.T) {
 	}
 }
 
-func TestSpawnFailedDeliveredOnce(t *testing.T) {
+func TestSpawnFailureIsAnError(t *testing.T) {
 	ex, _ := newExec(t, &local.Options{Shell: "/nonexistent/bash"})
-	p := start(t, ex, shell.Request{Command: "true"})
-	waitDone(t, p, time.Second)
-	if p.Status() != shell.StatusKilled || p.ExitCode() != nil || p.Signal() != "" {
-		t.Errorf("status %v code %v signal %q", p.Status(), p.ExitCode(), p.Signal())
-	}
-	r := p.Read()
-	if r.Stdout != "" || !strings.HasPrefix(r.Stderr, "spawn failed: ") {
-		t.Errorf("first read %+v", r)
-	}
-	if r := p.Read(); !r.Empty() {
-		t.Errorf("second read %+v", r)
-	}
-	if p.Kill() {
-		t.Error("Kill of a failed process returned true")
-	}
 	spec, _ := ex.Resolve(shell.Request{Command: "true"})
-	if _, err := ex.Run(t.Context(), spec); err == nil || !strings.HasPrefix(err.Error(), "spawn failed: ") {
+	var se *shell.SpawnError
+	if _, err := ex.Start(spec); !errors.As(err, &se) || !strings.HasPrefix(err.Error(), "spawn failed: ") {
+		t.Errorf("Start: %v", err)
+	}
+	if _, err := ex.Run(t.Context(), spec); !errors.As(err, &se) {
 		t.Errorf("Run: %v", err)
+	}
+	if _, err := ex.Launch(spec); !errors.As(err, &se) {
+		t.Errorf("Launch: %v", err)
 	}
 }
 

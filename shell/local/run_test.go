@@ -256,8 +256,8 @@ func TestEnvironmentScrubAndOrder(t *testing.T) {
 		"KEEP_ME": "yes", "EXPLICIT_TOKEN": "kept",
 		"TERM": "dumb", "NO_COLOR": "1", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": "true",
 		"EDITOR": "true", "VISUAL": "true", "GH_PAGER": "cat", "MANPAGER": "cat", "DEBIAN_FRONTEND": "noninteractive",
-		"PAGER":       "more", // Env beats the defaults
-		"CONCH_SHELL": "1",    // the managed overlay beats Env
+		"PAGER":            "more", // Env beats the defaults
+		"CONCH_SHELL":      "1",    // the managed overlay beats Env
 		"CONCH_SESSION_ID": "s1", "CONCH_HOME": "/state",
 	}
 	for k, v := range want {

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/conch-dev/conch/shell/local"
+	"github.com/conch-dev/conch/tasks"
+	"github.com/conch-dev/conch/tools"
+)
+
+// config is the executor and tool settings every subcommand shares.
+type config struct {
+	cwd            string
+	timeoutMs      number
+	maxTimeoutMs   number
+	maxOutputBytes number
+	maxSpillBytes  number
+	graceMs        number
+	noBackground   bool
+	yieldMs        number // 0 turns the yield off
+	maxTasks       number
+}
+
+// number is a flag value that must be a positive finite number (or, with
+// zeroOK, zero).
+type number struct {
+	v      float64
+	zeroOK bool
+}
+
+func (n *number) String() string {
+	if n == nil {
+		return ""
+	}
+	return strconv.FormatFloat(n.v, 'f', -1, 64)
+}
+
+func (n *number) Set(s string) error {
+	f, err := strconv.ParseFloat(s, 64)
+	switch {
+	case err != nil, math.IsNaN(f), math.IsInf(f, 0), f < 0, f == 0 && !n.zeroOK:
+		if n.zeroOK {
+			return errors.New("must be zero or a positive finite number")
+		}
+		return errors.New("must be a positive finite number")
+	}
+	n.v = f
+	return nil
+}
+
+func (n number) millis() time.Duration { return time.Duration(n.v * float64(time.Millisecond)) }
+
+// addFlags registers the shared flags with the contract's defaults;
+// yieldDefault is the yield window of this subcommand in ms.
+func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64) {
+	c.timeoutMs = number{v: float64(local.DefaultTimeout.Milliseconds())}
+	c.maxTimeoutMs = number{v: float64(local.DefaultMaxTimeout.Milliseconds())}
+	c.maxOutputBytes = number{v: local.DefaultMaxOutputBytes}
+	c.maxSpillBytes = number{v: local.DefaultMaxSpillBytes}
+	c.graceMs = number{v: float64(local.DefaultGrace.Milliseconds())}
+	c.yieldMs = number{v: yieldDefault, zeroOK: true}
+	c.maxTasks = number{v: 10}
+	fs.StringVar(&c.cwd, "cwd", "", "default working directory of commands (default: the current directory)")
+	fs.Var(&c.timeoutMs, "timeout-ms", "default foreground timeout in ms")
+	fs.Var(&c.maxTimeoutMs, "max-timeout-ms", "cap on any foreground timeout in ms")
+	fs.Var(&c.maxOutputBytes, "max-output-bytes", "tail kept in memory per stream, in bytes")
+	fs.Var(&c.maxSpillBytes, "max-spill-bytes", "cap on each stream's spill file, in bytes")
+	fs.Var(&c.graceMs, "grace-ms", "delay between SIGTERM and SIGKILL, in ms")
+	fs.BoolVar(&c.noBackground, "no-background", false, "disable run_in_background")
+	fs.Var(&c.yieldMs, "yield-ms", "move a foreground call still running after this many ms to a background task (0: off)")
+	fs.Var(&c.maxTasks, "max-tasks", "running background tasks per session")
+}
+
+// stateDir is conch's state directory (tools.StateDir).
+func stateDir() string { return tools.StateDir() }
+
+// stack is what a subcommand runs: the executor, the task runtime and the
+// tools over them. close releases them in order.
+type stack struct {
+	ex    *local.Executor
+	tasks *tasks.Runtime
+	tools *tools.Toolset
+	home  string
+}
+
+func (c *config) build() (*stack, error) {
+	if c.cwd != "" {
+		fi, err := os.Stat(c.cwd)
+		if err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("--cwd %s: not a directory", c.cwd)
+		}
+	}
+	ex, err := local.New(&local.Options{
+		Cwd:            c.cwd,
+		Timeout:        c.timeoutMs.millis(),
+		MaxTimeout:     c.maxTimeoutMs.millis(),
+		MaxOutputBytes: int(c.maxOutputBytes.v),
+		MaxSpillBytes:  int64(c.maxSpillBytes.v),
+		Grace:          c.graceMs.millis(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	home := stateDir()
+	rt := tasks.New(&tasks.Options{MaxPerSession: int(c.maxTasks.v)})
+	ts := tools.New(ex, &tools.Options{
+		Tasks:             rt,
+		DisableBackground: c.noBackground,
+		Home:              home,
+		YieldAfter:        c.yieldMs.millis(),
+	})
+	return &stack{ex: ex, tasks: rt, tools: ts, home: home}, nil
+}
+
+// close kills every task and every process, and removes the spill files.
+func (s *stack) close() error {
+	s.tasks.Close()
+	return s.ex.Close()
+}

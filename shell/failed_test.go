@@ -1,0 +1,47 @@
+package shell_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/conch-dev/conch/shell"
+)
+
+func TestFailedProcessDeliversSpawnFailureOnce(t *testing.T) {
+	p := shell.FailedProcess(errors.New("connection refused"))
+	select {
+	case <-p.Done():
+	default:
+		t.Fatal("not settled")
+	}
+	if p.Status() != shell.StatusKilled || p.ExitCode() != nil || p.Signal() != "" {
+		t.Errorf("status %v exit %v signal %q", p.Status(), p.ExitCode(), p.Signal())
+	}
+	r := p.Read()
+	if r.Stdout != "" || r.Stderr != "spawn failed: connection refused" || r.Lossy {
+		t.Errorf("first read %+v", r)
+	}
+	if r.Text() != "[stderr]\nspawn failed: connection refused" {
+		t.Errorf("text %q", r.Text())
+	}
+	if r := p.Read(); !r.Empty() {
+		t.Errorf("second read %+v", r)
+	}
+	if p.Kill() {
+		t.Error("Kill returned true")
+	}
+}
+
+func TestJoinStreams(t *testing.T) {
+	for _, tc := range []struct{ out, err, want string }{
+		{"", "", ""},
+		{"a\n", "", "a\n"},
+		{"", "e\n", "[stderr]\ne\n"},
+		{"a", "e", "a\n[stderr]\ne"},
+		{"a\n", "e\n", "a\n[stderr]\ne\n"},
+	} {
+		if got := shell.JoinStreams(tc.out, tc.err); got != tc.want {
+			t.Errorf("JoinStreams(%q, %q) = %q, want %q", tc.out, tc.err, got, tc.want)
+		}
+	}
+}

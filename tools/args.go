@@ -1,0 +1,112 @@
+package tools
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ArgError is a tool call refused for its arguments; its text is what the
+// model is told after "Error: ".
+type ArgError struct{ Msg string }
+
+func (e *ArgError) Error() string { return e.Msg }
+
+func argErr(msg string) *ArgError { return &ArgError{Msg: msg} }
+
+// rawArgs is a call's arguments as raw JSON values by key. Arguments that
+// are not a JSON object read as an object with no keys.
+type rawArgs map[string]json.RawMessage
+
+func parseArgs(b json.RawMessage) rawArgs {
+	var m rawArgs
+	if err := json.Unmarshal(b, &m); err != nil {
+		return rawArgs{}
+	}
+	return m
+}
+
+// present reports whether key was given a value other than null: a model
+// that sends null for an optional argument means "not given".
+func (a rawArgs) present(key string) bool {
+	v, ok := a[key]
+	return ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null"))
+}
+
+// nonEmptyString reads a required string that must not be blank.
+func (a rawArgs) nonEmptyString(key string) (string, bool) {
+	var s string
+	if !a.present(key) || json.Unmarshal(a[key], &s) != nil || strings.TrimSpace(s) == "" {
+		return "", false
+	}
+	return s, true
+}
+
+// optString reads an optional string; ok is false for a value of another
+// type.
+func (a rawArgs) optString(key string) (s string, ok bool) {
+	if !a.present(key) {
+		return "", true
+	}
+	return s, json.Unmarshal(a[key], &s) == nil
+}
+
+// optBool reads an optional boolean.
+func (a rawArgs) optBool(key string) (b, ok bool) {
+	if !a.present(key) {
+		return false, true
+	}
+	return b, json.Unmarshal(a[key], &b) == nil
+}
+
+// maxMillis keeps a huge timeout from overflowing a time.Duration; the
+// executor clamps it to its own maximum anyway.
+const maxMillis = 1e12
+
+// optMillis reads an optional positive, finite number of milliseconds.
+// ok is false for anything else; shown is the JSON value as given.
+func (a rawArgs) optMillis(key string) (d time.Duration, given, ok bool, shown string) {
+	if !a.present(key) {
+		return 0, false, true, ""
+	}
+	raw := bytes.TrimSpace(a[key])
+	shown = compact(raw)
+	var n json.Number
+	// A json.Number also accepts a string holding a number ("100"): a
+	// model that quotes its number is told, not silently obeyed.
+	if len(raw) == 0 || raw[0] == '"' || json.Unmarshal(raw, &n) != nil {
+		return 0, true, false, shown
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f <= 0 {
+		return 0, true, false, shown
+	}
+	f = min(f, maxMillis)
+	d = time.Duration(f * float64(time.Millisecond))
+	if d <= 0 { // below a nanosecond
+		d = 1
+	}
+	return d, true, true, shown
+}
+
+func compact(raw []byte) string {
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+// shownValue is how a value of key appears in a message: its JSON, or
+// "undefined" when it is missing (the wording models know from
+// JavaScript hosts).
+func (a rawArgs) shownValue(key string) string {
+	v, ok := a[key]
+	if !ok {
+		return "undefined"
+	}
+	return compact(bytes.TrimSpace(v))
+}

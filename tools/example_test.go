@@ -1,0 +1,59 @@
+package tools_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"github.com/conch-dev/conch/shell/local"
+	"github.com/conch-dev/conch/tasks"
+	"github.com/conch-dev/conch/tools"
+)
+
+// A Go program embeds conch without any transport: an executor runs the
+// commands, a task runtime keeps the background ones, and the tools turn
+// a model's raw JSON arguments into the text, error flag, structured
+// value and completion notices the model gets back.
+func Example() {
+	ex, err := local.New(nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ex.Close()
+	rt := tasks.New(nil)
+	defer rt.Close() // runs first: stops the background tasks
+	ts := tools.New(ex, &tools.Options{Tasks: rt, Home: os.TempDir()})
+
+	ctx := context.Background()
+	sess := tools.Session{ID: "session-1", Cwd: os.TempDir()}
+	call := func(tool, args string) tools.Result {
+		r := ts.Call(ctx, sess, tool, json.RawMessage(args), nil)
+		fmt.Printf("%s -> %q (error: %v)\n", tool, r.Text, r.IsError)
+		for _, n := range r.Notices {
+			fmt.Println("notice:", n)
+		}
+		return r
+	}
+
+	call("bash", `{"command": "echo hello; exit 3", "description": "Greet, then fail"}`)
+	call("bash", `{"command": "", "description": "Run nothing"}`)
+	r := call("bash", `{"command": "sleep 0.1; echo built", "description": "Build in the background", "run_in_background": true}`)
+	id := r.Value.(tools.BackgroundValue).TaskID
+
+	// Wait until the task has ended (without collecting its output): the
+	// session's next call carries the completion notice.
+	ts.Tasks().Wait(ctx, sess.ID, id, time.Minute)
+	call("task_list", `{}`)
+	call("task_output", `{"task_id": "`+id+`"}`)
+
+	// Output:
+	// bash -> "hello\n[exit code: 3]" (error: false)
+	// bash -> "Error: invalid command: expected a non-empty string" (error: true)
+	// bash -> "started background task bash-1" (error: false)
+	// task_list -> "bash-1 [bash] completed — sleep 0.1; echo built" (error: false)
+	// notice: background task bash-1 (bash: sleep 0.1; echo built) finished [status: completed, exit code: 0]. Read its output with task_output.
+	// task_output -> "built\n[status: completed, exit code: 0]" (error: false)
+}

@@ -1,0 +1,402 @@
+package tools_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conch-dev/conch/internal/testutil"
+	"github.com/conch-dev/conch/shell/local"
+	"github.com/conch-dev/conch/tools"
+)
+
+// TestForegroundGolden pins the text and the structured value of every
+// foreground result shape of CONTRACT 3.4 and 3.5, from real commands.
+func TestForegroundGolden(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	cases := []struct {
+		name    string
+		args    map[string]any
+		want    string // the exact text; the golden file pins it too
+		timeout bool   // the exact value depends on the run's timing
+	}{
+		{name: "hello", args: map[string]any{"command": "echo hello"}, want: "hello\n"},
+		{name: "no_output", args: map[string]any{"command": "true"}, want: "(no output)"},
+		{name: "stderr", args: map[string]any{"command": "echo out; echo err >&2"}, want: "out\n[stderr]\nerr\n"},
+		{name: "stderr_after_unterminated_stdout", args: map[string]any{"command": "printf out; echo err >&2"}, want: "out\n[stderr]\nerr\n"},
+		{name: "stderr_only", args: map[string]any{"command": "echo err >&2"}, want: "[stderr]\nerr\n"},
+		{name: "failing", args: map[string]any{"command": "echo failing; exit 3"}, want: "failing\n[exit code: 3]"},
+		{name: "failing_unterminated", args: map[string]any{"command": "printf failing; exit 3"}, want: "failing\n[exit code: 3]"},
+		{name: "failing_no_output", args: map[string]any{"command": "exit 7"}, want: "(no output)\n[exit code: 7]"},
+		{name: "failing_with_stderr", args: map[string]any{"command": "echo out; echo err >&2; exit 2"}, want: "out\n[stderr]\nerr\n[exit code: 2]"},
+		{name: "exit_0_ending_in_marker_text", args: map[string]any{"command": "printf 'building...[exit code: 5]'"}, want: "building...[exit code: 5]"},
+		{name: "self_signal", args: map[string]any{"command": "echo bye; kill -TERM $$"}, want: "bye\n[killed by signal: SIGTERM]"},
+		{name: "self_sigkill", args: map[string]any{"command": "kill -KILL $$"}, want: "(no output)\n[killed by signal: SIGKILL]"},
+		{name: "timeout_killed", args: map[string]any{"command": "sleep 60", "timeoutMs": 100},
+			want: "(no output)\n[timed out after 100ms]\n[killed by signal: SIGTERM]", timeout: true},
+		{name: "timeout_trapped_exit_0", args: map[string]any{"command": "trap 'exit 0' TERM; sleep 60 & wait", "timeoutMs": 1000},
+			want: "(no output)\n[timed out after 1000ms]", timeout: true},
+		{name: "timeout_trapped_exit_4", args: map[string]any{"command": "trap 'echo caught; exit 4' TERM; echo started; sleep 60 & wait", "timeoutMs": 1000},
+			want: "started\ncaught\n[timed out after 1000ms]\n[exit code: 4]", timeout: true},
+		{name: "timeout_clamped", args: map[string]any{"command": "trap 'exit 0' TERM; sleep 60 & wait", "timeoutMs": 1e9},
+			want: "(no output)\n[timed out after 1500ms]", timeout: true},
+		{name: "utf8_and_controls", args: map[string]any{"command": `printf 'caf\xc3\xa9 \x00\x07 \xff\n'`}, want: "café \x00\a \uFFFD\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			a := map[string]any{"description": "Run a test command"}
+			for k, v := range c.args {
+				a[k] = v
+			}
+			ex := e
+			if c.name == "timeout_clamped" {
+				ex = newEnv(t, envOpts{local: local.Options{MaxTimeout: 1500 * time.Millisecond}})
+			}
+			r := ex.call(tools.NameBash, a)
+			wantOK(t, r)
+			if r.Text != c.want {
+				t.Errorf("text = %q, want %q", r.Text, c.want)
+			}
+			golden(t, c.name+".txt", r.Text)
+			v, ok := r.Value.(tools.ForegroundValue)
+			if !ok || v.Kind != "foreground" {
+				t.Fatalf("value = %#v, want a foreground value", r.Value)
+			}
+			if v.TimedOut != c.timeout || v.Aborted {
+				t.Errorf("timedOut %v aborted %v, want timedOut %v", v.TimedOut, v.Aborted, c.timeout)
+			}
+			goldenJSON(t, c.name+".json", v)
+		})
+	}
+}
+
+// TestForegroundTruncated pins the truncation marker with a real spill
+// file (and checks that the file holds the whole stream) and with
+// "(unavailable)" when the stream outgrew the spill cap.
+func TestForegroundTruncated(t *testing.T) {
+	t.Parallel()
+	full := func(n int) string {
+		var b strings.Builder
+		for i := 1; i <= n; i++ {
+			b.WriteString(strings.Repeat("x", 3) + "-" + itoa(i) + "\n")
+		}
+		return b.String()
+	}
+	seqCmd := func(n int, redirect string) string {
+		return "for i in $(seq 1 " + itoa(n) + "); do echo xxx-$i; done" + redirect
+	}
+
+	t.Run("spill", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, envOpts{local: local.Options{MaxOutputBytes: 20}})
+		r := e.bash(seqCmd(30, "") + "; " + seqCmd(3, " >&2"))
+		wantOK(t, r)
+		v := r.Value.(tools.ForegroundValue)
+		if !v.Stdout.Truncated || v.Stdout.SpillPath == "" || v.Stderr.Truncated {
+			t.Fatalf("value %#v: want a truncated stdout with a spill path", v)
+		}
+		wantText := v.Stdout.Text + "\n[output truncated; full output: " + v.Stdout.SpillPath + "]\n[stderr]\n" + full(3)
+		if r.Text != wantText {
+			t.Errorf("text = %q, want %q", r.Text, wantText)
+		}
+		if !strings.HasSuffix(full(30), v.Stdout.Text) || len(v.Stdout.Text) != 20 {
+			t.Errorf("tail %q is not the last 20 bytes of the output", v.Stdout.Text)
+		}
+		checkSpill(t, v.Stdout.SpillPath, full(30))
+		golden(t, "spill.txt", scrub(r.Text, nil))
+		v.Stdout.SpillPath = "<SPILL:stdout>"
+		goldenJSON(t, "spill.json", v)
+	})
+
+	t.Run("both_streams", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, envOpts{local: local.Options{MaxOutputBytes: 20}})
+		r := e.bash(seqCmd(30, "") + "; " + seqCmd(40, " >&2") + "; exit 1")
+		wantOK(t, r)
+		v := r.Value.(tools.ForegroundValue)
+		if v.Stdout.SpillPath == "" || v.Stderr.SpillPath == "" {
+			t.Fatalf("value %#v: want both streams spilled", v)
+		}
+		checkSpill(t, v.Stdout.SpillPath, full(30))
+		checkSpill(t, v.Stderr.SpillPath, full(40))
+		golden(t, "both_streams.txt", scrub(r.Text, nil))
+	})
+
+	t.Run("unavailable", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, envOpts{local: local.Options{MaxOutputBytes: 20, MaxSpillBytes: 50}})
+		r := e.bash(seqCmd(30, ""))
+		wantOK(t, r)
+		v := r.Value.(tools.ForegroundValue)
+		if !v.Stdout.Truncated || v.Stdout.SpillPath != "" {
+			t.Fatalf("value %#v: want a truncated stdout without a spill path", v)
+		}
+		want := v.Stdout.Text + "\n[output truncated; full output: (unavailable)]"
+		if r.Text != want {
+			t.Errorf("text = %q, want %q", r.Text, want)
+		}
+		golden(t, "unavailable.txt", r.Text)
+	})
+
+	t.Run("exactly_the_cap", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, envOpts{local: local.Options{MaxOutputBytes: 20}})
+		r := e.bash("printf '%019d\\n' 0")
+		wantOK(t, r)
+		if want := strings.Repeat("0", 19) + "\n"; r.Text != want {
+			t.Errorf("text = %q, want %q (exactly the cap is not truncated)", r.Text, want)
+		}
+	})
+}
+
+// checkSpill checks that path is a private regular file holding want.
+func checkSpill(t *testing.T, path, want string) {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatalf("spill file: %v", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+		t.Errorf("spill file %s: mode %v, want a regular 0600 file", path, fi.Mode())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != want {
+		t.Errorf("spill file holds %q, want the whole stream %q", b, want)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestForegroundEnvironment checks the managed CONCH_* overlay: set on
+// every call, fresh for each session, never from the server's environment
+// nor from a model's arguments.
+func TestForegroundEnvironment(t *testing.T) {
+	t.Parallel()
+	stale := append(os.Environ(), "CONCH_SESSION_ID=stale", "CONCH_SHELL=0", "CONCH_HOME=/stale", "FOO=server")
+	e := newEnv(t, envOpts{local: local.Options{Environ: stale}})
+	const show = `echo "$CONCH_SESSION_ID|$CONCH_SHELL|$CONCH_HOME|${FOO:-unset}"`
+	a := tools.Session{ID: "session-a", Cwd: e.dir}
+	b := tools.Session{ID: "session-b", Cwd: e.dir}
+	for i, sess := range []tools.Session{a, b, a} {
+		r := e.callAs(sess, tools.NameBash, map[string]any{
+			"command": show, "description": "Show the managed environment",
+			"env": map[string]string{"CONCH_SESSION_ID": "evil", "CONCH_HOME": "/evil", "CONCH_SHELL": "evil", "FOO": "model"},
+		})
+		if want := sess.ID + "|1|" + testHome + "|server\n"; r.Text != want {
+			t.Errorf("call %d: %q, want %q", i, r.Text, want)
+		}
+	}
+	// In the background too.
+	id := e.background(b, show)
+	r := e.callAs(b, tools.NameTaskOutput, map[string]any{"task_id": id, "wait": true})
+	if want := "session-b|1|" + testHome + "|server\n[status: completed, exit code: 0]"; r.Text != want {
+		t.Errorf("background: %q, want %q", r.Text, want)
+	}
+}
+
+// TestModelExtrasNeverReachTheRequest checks that env, stdin,
+// stdoutMaxBytes and unknown keys are dropped: in the request the tools
+// build, and in a real run.
+func TestModelExtrasNeverReachTheRequest(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	raw := args(t, map[string]any{
+		"command": "echo ${FOO:-unset}", "description": "Echo a variable", "timeoutMs": 5000, "workdir": "sub",
+		"env": map[string]string{"FOO": "x"}, "stdin": "hello\n", "stdoutMaxBytes": 3, "managedEnv": map[string]string{"CONCH_SHELL": "0"},
+		"Stdin": "x", "extra": []int{1},
+	})
+	b, err := tools.ParseBashArgs(raw, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := e.ts.Request(e.sess, b)
+	if req.Env != nil || req.Stdin != nil || req.StdoutMaxBytes != 0 {
+		t.Errorf("request carries a model's extras: %+v", req)
+	}
+	if req.Command != "echo ${FOO:-unset}" || req.Workdir != e.dir+"/sub" || req.Timeout != 5*time.Second {
+		t.Errorf("request = %+v", req)
+	}
+	if want := map[string]string{"CONCH_SHELL": "1", "CONCH_SESSION_ID": "session-a", "CONCH_HOME": testHome}; !mapsEqual(req.ManagedEnv, want) {
+		t.Errorf("ManagedEnv = %v, want %v", req.ManagedEnv, want)
+	}
+
+	run := func(command string, extra map[string]any) tools.Result {
+		a := map[string]any{"command": command, "description": "Run a test command"}
+		for k, v := range extra {
+			a[k] = v
+		}
+		return e.call(tools.NameBash, a)
+	}
+	if r := run("echo ${FOO:-unset}", map[string]any{"env": map[string]string{"FOO": "x"}}); r.Text != "unset\n" {
+		t.Errorf("env reached the command: %q", r.Text)
+	}
+	// stdin is /dev/null: cat ends at once and reads nothing.
+	start := time.Now()
+	if r := run("cat; readlink /proc/self/fd/0", map[string]any{"stdin": "hello\n"}); r.Text != "/dev/null\n" {
+		t.Errorf("stdin reached the command: %q", r.Text)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("cat took %v: stdin is not /dev/null", d)
+	}
+	if r := run("seq 1 1000 | wc -c", map[string]any{"stdoutMaxBytes": 3}); r.Text != "3893\n" {
+		t.Errorf("stdoutMaxBytes reached the command: %q", r.Text)
+	}
+	if r := run("seq 1 1000", map[string]any{"stdoutMaxBytes": 3}); strings.Contains(r.Text, "truncated") {
+		t.Errorf("stdoutMaxBytes cut the output: %q", r.Text[len(r.Text)-80:])
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if bv, ok := b[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestWorkdir checks CONTRACT 3.3.
+func TestWorkdir(t *testing.T) {
+	t.Parallel()
+	exCwd := realDir(t)
+	e := newEnv(t, envOpts{local: local.Options{Cwd: exCwd}})
+	for _, d := range []string{e.dir + "/sub", exCwd + "/sub", exCwd + "/other"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(e.dir+"/file", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	noCwd := tools.Session{ID: "session-a"}
+	cases := []struct {
+		name    string
+		sess    tools.Session
+		workdir any
+		want    string
+	}{
+		{"omitted", e.sess, nil, e.dir},
+		{"null", e.sess, nullValue{}, e.dir},
+		{"relative", e.sess, "sub", e.dir + "/sub"},
+		{"relative_dotdot", e.sess, "sub/..", e.dir},
+		{"absolute", e.sess, exCwd + "/other", exCwd + "/other"},
+		{"no_session_cwd", noCwd, nil, exCwd},
+		{"no_session_cwd_relative", noCwd, "sub", exCwd + "/sub"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := map[string]any{"command": "pwd -P", "description": "Print the working directory"}
+			if c.workdir != nil {
+				a["workdir"] = c.workdir
+				if _, ok := c.workdir.(nullValue); ok {
+					a["workdir"] = nil
+				}
+			}
+			r := e.callAs(c.sess, tools.NameBash, a)
+			if r.Text != c.want+"\n" {
+				t.Errorf("pwd = %q, want %q", r.Text, c.want+"\n")
+			}
+			a["run_in_background"] = true
+			r = e.callAs(c.sess, tools.NameBash, a)
+			wantOK(t, r)
+			id := r.Value.(tools.BackgroundValue).TaskID
+			r = e.callAs(c.sess, tools.NameTaskOutput, map[string]any{"task_id": id, "wait": true})
+			if want := c.want + "\n[status: completed, exit code: 0]"; r.Text != want {
+				t.Errorf("background pwd = %q, want %q", r.Text, want)
+			}
+		})
+	}
+
+	t.Run("missing", func(t *testing.T) {
+		for _, bg := range []bool{false, true} {
+			spawned := e.dir + "/spawned"
+			r := e.call(tools.NameBash, map[string]any{"command": "touch " + spawned, "description": "Touch a file", "workdir": "nope", "run_in_background": bg})
+			wantError(t, r, "workdir "+e.dir+"/nope: no such file or directory")
+			golden(t, "missing_bg_"+boolName(bg)+".txt", scrub(r.Text, map[string]string{e.dir: "<SESSION_CWD>"}))
+			r = e.call(tools.NameBash, map[string]any{"command": "touch " + spawned, "description": "Touch a file", "workdir": "file", "run_in_background": bg})
+			wantError(t, r, "workdir "+e.dir+"/file: not a directory")
+			if _, err := os.Stat(spawned); err == nil {
+				t.Fatal("the command ran")
+			}
+		}
+	})
+}
+
+type nullValue struct{}
+
+func boolName(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+// TestForegroundAbort checks that a call cancelled while its command runs
+// kills the group and ends with "tool call aborted".
+func TestForegroundAbort(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	r := e.ts.Call(ctx, e.sess, tools.NameBash, args(t, map[string]any{
+		"command": "sleep 60 & sleep 60; echo never", "description": "Sleep for a minute"}), nil)
+	wantError(t, r, "tool call aborted")
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the aborted call took %v", d)
+	}
+	// AssertNoProcesses (at cleanup) checks that both sleeps are gone;
+	// check it now too, with the executor still open.
+	waitNoProcesses(t, e.marker)
+}
+
+// waitNoProcesses waits until no process carries marker, or fails t.
+func waitNoProcesses(t testing.TB, marker string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := testutil.Processes(marker)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%d process(es) still carry %s: %+v", len(left), marker, left)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestProgress checks that a long foreground call reports progress at a
+// bounded rate.
+func TestProgress(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{tools: tools.Options{ProgressEvery: 100 * time.Millisecond}})
+	var got []tools.Progress
+	r := e.ts.Call(t.Context(), e.sess, tools.NameBash, args(t, map[string]any{
+		"command": "for i in 1 2 3 4 5 6; do echo line; sleep 0.1; done", "description": "Print slowly"}),
+		&tools.CallOptions{Progress: func(p tools.Progress) { got = append(got, p) }})
+	wantOK(t, r)
+	if len(got) < 2 || len(got) > 8 {
+		t.Fatalf("%d progress reports in ~600ms at one per 100ms: %+v", len(got), got)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].Elapsed <= got[i-1].Elapsed || got[i].Bytes < got[i-1].Bytes {
+			t.Errorf("progress goes backwards: %+v", got)
+		}
+	}
+	if last := got[len(got)-1]; last.Bytes == 0 || last.Bytes > 30 {
+		t.Errorf("last progress %+v: want 1..30 bytes", last)
+	}
+}

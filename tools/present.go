@@ -1,0 +1,118 @@
+package tools
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+)
+
+// Cards an editor can draw.
+const (
+	CardTerminal = "terminal"
+	CardGeneric  = "generic"
+)
+
+// View is how an editor should draw a tool call or its result (CONTRACT
+// 6). Which fields are set depends on Card and on call vs result.
+type View struct {
+	Card string `json:"card"`
+	// Call fields.
+	Title       string   `json:"title,omitempty"`
+	Description string   `json:"description,omitempty"`
+	Cwd         string   `json:"cwd,omitempty"`
+	Kind        string   `json:"kind,omitempty"` // "execute", "read"
+	RawInput    string   `json:"rawInput,omitempty"`
+	Content     []string `json:"content,omitempty"`
+	// Result fields of a terminal card.
+	Output   *string `json:"output,omitempty"`
+	ExitCode *int    `json:"exitCode,omitempty"`
+	Signal   string  `json:"signal,omitempty"`
+}
+
+// Terminal reports whether v is a terminal card.
+func (v View) Terminal() bool { return v.Card == CardTerminal }
+
+// PresentCall is how an editor draws a call of tool with the model's
+// arguments. ok is false when the arguments are malformed (the UI then
+// falls back to its own generic card). It never panics.
+func PresentCall(tool string, args json.RawMessage) (v View, ok bool) {
+	a := parseArgs(args)
+	switch tool {
+	case NameBash:
+		cmd, ok := bashCommand(a)
+		if !ok {
+			return View{}, false
+		}
+		desc, _ := a.optString("description")
+		if bg, _ := a.optBool("run_in_background"); bg {
+			v := View{Card: CardGeneric, Title: cmd, Kind: "execute", RawInput: cmd}
+			if desc != "" {
+				v.Content = []string{desc}
+			}
+			return v, true
+		}
+		wd, _ := a.optString("workdir")
+		return View{Card: CardTerminal, Title: cmd, Description: desc, Cwd: wd}, true
+	case NameTaskOutput:
+		id, ok := a.nonEmptyString("task_id")
+		if !ok {
+			return View{}, false
+		}
+		return View{Card: CardGeneric, Title: "Read output from background task " + id, Kind: "read", RawInput: id}, true
+	case NameTaskList:
+		return View{Card: CardGeneric, Title: "List background tasks", Kind: "read"}, true
+	case NameTaskKill:
+		id, ok := a.nonEmptyString("task_id")
+		if !ok {
+			return View{}, false
+		}
+		return View{Card: CardGeneric, Title: "Kill background task " + id, Kind: "execute", RawInput: id}, true
+	}
+	return View{}, false
+}
+
+// bashCommand reads the command of a bash call as drawn: a string, even a
+// blank one a model should not have sent.
+func bashCommand(a rawArgs) (string, bool) {
+	var cmd string
+	if !a.present("command") || json.Unmarshal(a["command"], &cmd) != nil {
+		return "", false
+	}
+	return cmd, true
+}
+
+var yieldedMarker = regexp.MustCompile(`(^|\n)\[still running after \d+ms; moved to background task [^\]\n]+: read it with task_output, stop it with task_kill\]$`)
+
+// PresentResult is how an editor draws the result of a call: texts are the
+// result's text blocks (a transport that appends notice blocks passes the
+// main block alone), isError its error flag. ok is false when there is not
+// exactly one text block or the call is not drawable. It never panics.
+func PresentResult(tool string, args json.RawMessage, texts []string, isError bool) (v View, ok bool) {
+	if len(texts) != 1 {
+		return View{}, false
+	}
+	text := texts[0]
+	call, ok := PresentCall(tool, args)
+	if !ok {
+		return View{}, false
+	}
+	if isError || !call.Terminal() || yieldedMarker.MatchString(text) {
+		return View{Card: CardGeneric, Content: []string{ConsoleFence(text)}}, true
+	}
+	st := ParseExitStatus(text)
+	out := st.Output
+	v = View{Card: CardTerminal, Output: &out}
+	if st.Signal != "" {
+		v.Signal = st.Signal
+	} else {
+		code := st.ExitCode
+		v.ExitCode = &code
+	}
+	return v, true
+}
+
+// ConsoleFence wraps text in a ```console block for a UI that cannot draw
+// a terminal.
+func ConsoleFence(text string) string {
+	return "```console\n" + strings.TrimRight(text, "\n") + "\n```"
+}

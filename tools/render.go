@@ -1,0 +1,119 @@
+package tools
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/conch-dev/conch/shell"
+)
+
+// Markers of a foreground result (CONTRACT 3.4).
+const (
+	noOutput          = "(no output)"
+	unavailable       = "(unavailable)"
+	exitMarkerPrefix  = "[exit code: "
+	sigMarkerPrefix   = "[killed by signal: "
+	truncMarkerPrefix = "[output truncated; full output: "
+)
+
+// streamText is a stream's tail plus, when it was cut, where to find the
+// whole of it.
+func streamText(o shell.Output) string {
+	if !o.Truncated {
+		return o.Text
+	}
+	path := o.SpillPath
+	if path == "" {
+		path = unavailable
+	}
+	return o.Text + "\n" + truncMarkerPrefix + path + "]"
+}
+
+// Body is what a foreground command printed, as a model reads it: stdout,
+// then its stderr under a "[stderr]" header, each cut to its tail.
+func Body(r shell.Result) string {
+	return shell.JoinStreams(streamText(r.Stdout), streamText(r.Stderr))
+}
+
+// RenderForeground is the model-facing text of a foreground result: the
+// body (or "(no output)"), then the markers, each on its own line, the
+// exit or signal marker last.
+func RenderForeground(r shell.Result) string {
+	var markers []string
+	if r.TimedOut {
+		markers = append(markers, timedOutMarker(r.Timeout))
+	}
+	switch {
+	case r.Signal != "":
+		markers = append(markers, sigMarkerPrefix+r.Signal+"]")
+	case r.ExitCode != nil && *r.ExitCode != 0:
+		markers = append(markers, exitMarkerPrefix+strconv.Itoa(*r.ExitCode)+"]")
+	}
+	return withMarkers(Body(r), markers...)
+}
+
+func timedOutMarker(d time.Duration) string {
+	return "[timed out after " + strconv.FormatInt(d.Milliseconds(), 10) + "ms]"
+}
+
+// withMarkers puts markers after body, each on its own line; an empty body
+// reads "(no output)". With no markers the body is returned verbatim.
+func withMarkers(body string, markers ...string) string {
+	if body == "" {
+		body = noOutput
+	}
+	if len(markers) == 0 {
+		return body
+	}
+	if !strings.HasSuffix(body, "\n") {
+		body += "\n"
+	}
+	return body + strings.Join(markers, "\n")
+}
+
+// ExitStatus is what ParseExitStatus reads back from a result text.
+type ExitStatus struct {
+	// ExitCode is the exit code the text reports (0 when it reports none
+	// or a signal).
+	ExitCode int
+	// Signal is the signal the text reports, or "".
+	Signal string
+	// Output is the text without its final exit or signal marker.
+	Output string
+}
+
+// ParseExitStatus reads the exit status back from a foreground result
+// text: a final "\n[killed by signal: SIG]" gives the signal, else a final
+// "\n[exit code: N]" gives the code, else the exit was 0 and the text is
+// returned unchanged. The leading newline is required, so an output that
+// merely ends in marker-like text is not a failure. A clean exit whose
+// last line is exactly a marker reads as that marker: replay sees only the
+// text, and that residual is documented.
+func ParseExitStatus(text string) ExitStatus {
+	if rest, sig, ok := cutFinalMarker(text, sigMarkerPrefix); ok && sig != "" && !strings.ContainsAny(sig, "\n]") {
+		return ExitStatus{Signal: sig, Output: rest}
+	}
+	if rest, num, ok := cutFinalMarker(text, exitMarkerPrefix); ok {
+		if n, err := strconv.Atoi(num); err == nil && num == strconv.Itoa(n) {
+			return ExitStatus{ExitCode: n, Output: rest}
+		}
+	}
+	return ExitStatus{Output: text}
+}
+
+// cutFinalMarker splits "<rest>\n<prefix><value>]" at the end of text.
+func cutFinalMarker(text, prefix string) (rest, value string, ok bool) {
+	if !strings.HasSuffix(text, "]") {
+		return "", "", false
+	}
+	i := strings.LastIndex(text, "\n"+prefix)
+	if i < 0 {
+		return "", "", false
+	}
+	value = text[i+1+len(prefix) : len(text)-1]
+	if strings.Contains(value, "\n") {
+		return "", "", false
+	}
+	return text[:i], value, true
+}

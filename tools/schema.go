@@ -1,0 +1,99 @@
+package tools
+
+import "encoding/json"
+
+// Tool names.
+const (
+	NameBash       = "bash"
+	NameTaskOutput = "task_output"
+	NameTaskList   = "task_list"
+	NameTaskKill   = "task_kill"
+)
+
+// Tool describes one model-facing tool: what a transport lists.
+type Tool struct {
+	Name        string
+	Title       string
+	Description string
+	// InputSchema and OutputSchema are JSON Schema objects, kept as bytes
+	// so that the property order a model sees is ours.
+	InputSchema  json.RawMessage
+	OutputSchema json.RawMessage
+	// ReadOnly and Destructive are hints for clients that show them.
+	ReadOnly, Destructive bool
+}
+
+const bashDescriptionCore = "Run a bash command and return its output. " +
+	"Each call is a fresh `bash -c` process: no state (working directory, variables, functions) is kept between calls, so pass `workdir` instead of running `cd`. " +
+	"A non-zero exit is reported as `[exit code: N]` at the end of the result, a timeout as `[timed out after Nms]`, a signal as `[killed by signal: SIG]`. " +
+	"Long output is cut to its tail, and the full output is saved to a file whose path the result reports. "
+
+const bashDescriptionBackground = "Set `run_in_background: true` for long-running commands (servers, watchers, long builds): the call returns a task id at once; read the task's output with `task_output` and stop it with `task_kill`."
+
+const bashDescriptionNoBackground = "Background execution is not available; long-running commands must finish within the timeout."
+
+// BashPrompt is the bash section for hosts that build system prompts.
+const BashPrompt = "Check the [exit code: N] marker on every bash result; investigate failures before moving on."
+
+// TasksPrompt is the task tools' section for hosts that build system
+// prompts.
+const TasksPrompt = "Track every background task id you start. You are told when a task finishes, so do not busy-poll it. " +
+	"Before a final answer, collect the output of tasks that still matter with task_output, and stop those that stopped mattering with task_kill."
+
+const bashInputProperties = `"command":{"type":"string","description":"The bash command to execute."},` +
+	`"description":{"type":"string","description":"A 5-10 word active-voice summary of what the command does, shown in the UI (e.g. \"Run the unit tests\"). It never changes execution."},` +
+	`"timeoutMs":{"type":"number","description":"Timeout in milliseconds. The deployment's default applies when omitted, and its maximum caps it."},` +
+	`"workdir":{"type":"string","description":"Working directory for this call. Relative paths resolve against the session's working directory."}`
+
+var (
+	bashInputSchema = json.RawMessage(`{"type":"object","properties":{` + bashInputProperties +
+		`,"run_in_background":{"type":"boolean","description":"Start the command as a background task and return its id at once."}` +
+		`},"required":["command","description"]}`)
+	bashInputSchemaNoBackground = json.RawMessage(`{"type":"object","properties":{` + bashInputProperties +
+		`},"required":["command","description"]}`)
+
+	streamSchema = `{"type":"object","properties":{"text":{"type":"string"},"truncated":{"type":"boolean"},"spillPath":{"type":"string"}},"required":["text","truncated"]}`
+
+	bashOutputSchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"kind":{"type":"string","enum":["foreground","background","yielded"]},` +
+		`"exitCode":{"type":["integer","null"]},` +
+		`"signal":{"type":["string","null"]},` +
+		`"timedOut":{"type":"boolean"},` +
+		`"aborted":{"type":"boolean"},` +
+		`"timeoutMs":{"type":"integer"},` +
+		`"stdout":` + streamSchema + `,` +
+		`"stderr":` + streamSchema + `,` +
+		`"taskId":{"type":"string"},` +
+		`"yieldedAfterMs":{"type":"integer"}` +
+		`},"required":["kind"]}`)
+
+	taskOutputInputSchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"task_id":{"type":"string","description":"The id of the background task, e.g. bash-1."},` +
+		`"wait":{"type":"boolean","description":"Block until the task finishes or timeout_ms passes."},` +
+		`"timeout_ms":{"type":"number","description":"How long a wait may block, in milliseconds (default 30000, max 600000)."}` +
+		`},"required":["task_id"]}`)
+	taskOutputOutputSchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"taskId":{"type":"string"},"status":{"type":"string"},"detail":{"type":"string"},"output":{"type":"string"}` +
+		`},"required":["taskId","status","output"]}`)
+
+	taskListInputSchema  = json.RawMessage(`{"type":"object","properties":{}}`)
+	taskListOutputSchema = json.RawMessage(`{"type":"object","properties":{"tasks":{"type":"array","items":{"type":"object","properties":{` +
+		`"id":{"type":"string"},"kind":{"type":"string"},"status":{"type":"string"},"detail":{"type":"string"},"label":{"type":"string"}` +
+		`},"required":["id","kind","status","label"]}}},"required":["tasks"]}`)
+
+	taskKillInputSchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"task_id":{"type":"string","description":"The id of the background task to stop."},` +
+		`"reason":{"type":"string","description":"Why the task is being stopped (for logs)."}` +
+		`},"required":["task_id"]}`)
+	taskKillOutputSchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"taskId":{"type":"string"},"status":{"type":"string"},"detail":{"type":"string"},"alreadyFinished":{"type":"boolean"}` +
+		`},"required":["taskId","status","alreadyFinished"]}`)
+)
+
+const (
+	taskOutputDescription = "Read the output a background task produced since the previous read, followed by its status line " +
+		"(`[status: running]`, `[status: completed, exit code: N]`, `[status: killed, signal: SIG]`). " +
+		"With `wait: true` it blocks until the task finishes or `timeout_ms` passes; the task keeps running after a wait times out."
+	taskListDescription = "List this session's background tasks, one per line: `<id> [<kind>] <status> — <label>`."
+	taskKillDescription = "Stop a background task: its process group gets SIGTERM, then SIGKILL after a grace period. Killing a task that already finished is reported, not an error, and its unread output stays readable."
+)

@@ -1,0 +1,112 @@
+package tools_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conch-dev/conch/tasks"
+	"github.com/conch-dev/conch/tools"
+)
+
+// TestYield: a foreground call still running after the yield window moves
+// into a background task without losing or repeating a byte.
+func TestYield(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{tools: tools.Options{YieldAfter: 300 * time.Millisecond}})
+	start := time.Now()
+	r := e.call(tools.NameBash, map[string]any{
+		"command":     "for i in $(seq 1 15); do echo line-$i; sleep 0.1; done",
+		"description": "Print fifteen numbered lines slowly",
+	})
+	if d := time.Since(start); d < 300*time.Millisecond || d > 3*time.Second {
+		t.Errorf("the call returned after %v, want about 300ms", d)
+	}
+	wantOK(t, r)
+	const marker = "[still running after 300ms; moved to background task bash-1: read it with task_output, stop it with task_kill]"
+	if !strings.HasSuffix(r.Text, "\n"+marker) {
+		t.Fatalf("yielded text = %q", r.Text)
+	}
+	if v, ok := r.Value.(tools.YieldedValue); !ok || v != (tools.YieldedValue{Kind: "yielded", TaskID: "bash-1", YieldedAfterMs: 300}) {
+		t.Errorf("value = %#v", r.Value)
+	}
+	goldenJSON(t, "yielded.json", r.Value)
+	// The lines so far vary with timing; the shape does not.
+	golden(t, "yielded_marker.txt", marker)
+	if v, ok := tools.PresentResult(tools.NameBash, args(t, map[string]any{"command": "x", "description": "d"}), []string{r.Text}, false); !ok || v.Terminal() {
+		t.Errorf("a yielded result presented as %+v", v)
+	}
+
+	got := strings.TrimSuffix(strings.TrimSuffix(r.Text, marker), "\n")
+	if got == "(no output)" {
+		got = ""
+	} else {
+		got += "\n"
+	}
+	list := e.call(tools.NameTaskList, "{}")
+	if list.Text != "bash-1 [bash] running — for i in $(seq 1 15); do echo line-$i; sleep 0.1; done" {
+		t.Errorf("list = %q", list.Text)
+	}
+	out := e.call(tools.NameTaskOutput, map[string]any{"task_id": "bash-1", "wait": true})
+	if !strings.HasSuffix(out.Text, "\n[status: completed, exit code: 0]") {
+		t.Fatalf("task_output = %q", out.Text)
+	}
+	got += out.Value.(tools.TaskOutputValue).Output
+	var want strings.Builder
+	for i := 1; i <= 15; i++ {
+		want.WriteString("line-" + itoa(i) + "\n")
+	}
+	if got != want.String() {
+		t.Errorf("yielded text + task_output = %q, want every line exactly once: %q", got, want.String())
+	}
+	if out.Notices != nil {
+		t.Errorf("notices for a task whose result was collected: %q", out.Notices)
+	}
+}
+
+// TestYieldKeepsTheTimeout: a yielded command's own timeout still applies
+// to it as a task.
+func TestYieldKeepsTheTimeout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{tools: tools.Options{YieldAfter: 100 * time.Millisecond}})
+	r := e.call(tools.NameBash, map[string]any{"command": "sleep 60", "description": "Sleep", "timeoutMs": 800})
+	want := "(no output)\n[still running after 100ms; moved to background task bash-1: read it with task_output, stop it with task_kill]"
+	if r.Text != want {
+		t.Fatalf("text = %q, want %q", r.Text, want)
+	}
+	info := e.settle(e.sess, "bash-1")
+	if info.Outcome != (tasks.Outcome{Status: tasks.StatusKilled, Detail: "signal: SIGTERM"}) {
+		t.Errorf("outcome = %+v", info.Outcome)
+	}
+	if d := time.Since(info.Started); d > 5*time.Second {
+		t.Errorf("the task ended %v after it started", d)
+	}
+	// It ended on its own (its timeout), so its owner is told.
+	r = e.call(tools.NameTaskList, "{}")
+	if len(r.Notices) != 1 || r.Notices[0] != "background task bash-1 (bash: sleep 60) finished [status: killed, signal: SIGTERM]. Read its output with task_output." {
+		t.Errorf("notices = %q", r.Notices)
+	}
+}
+
+// TestYieldAtTheLimit: a session at its task limit cannot take one more
+// task, so the call stays in the foreground.
+func TestYieldAtTheLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{tasks: &tasks.Options{MaxPerSession: 1}, tools: tools.Options{YieldAfter: 100 * time.Millisecond}})
+	e.background(e.sess, "sleep 60")
+	r := e.call(tools.NameBash, map[string]any{"command": "sleep 0.4; echo done", "description": "Sleep a little"})
+	if r.Text != "done\n" {
+		t.Errorf("text = %q, want the foreground result", r.Text)
+	}
+	if _, ok := r.Value.(tools.ForegroundValue); !ok {
+		t.Errorf("value = %#v", r.Value)
+	}
+	// A fast command is not yielded at all.
+	e2 := newEnv(t, envOpts{tools: tools.Options{YieldAfter: 300 * time.Millisecond}})
+	if r := e2.bash("echo fast"); r.Text != "fast\n" {
+		t.Errorf("fast = %q", r.Text)
+	}
+	if r := e2.call(tools.NameTaskList, "{}"); r.Text != "(no background tasks)" {
+		t.Errorf("list = %q", r.Text)
+	}
+}
