@@ -392,7 +392,20 @@ func (c *command) Signal() string {
 // returns at once.
 func (c *command) Kill() bool { return c.stop(causeKill, true) }
 
-func (c *command) Read() shell.ReadResult { return readStreams(c.stdout, c.stderr) }
+// Read implements shell.Process: the new bytes of each stream and, when
+// unread bytes were dropped from memory, where the whole streams are.
+func (c *command) Read() shell.ReadResult {
+	var r shell.ReadResult
+	var lossyOut, lossyErr bool
+	r.Stdout, lossyOut = c.stdout.Next()
+	r.Stderr, lossyErr = c.stderr.Next()
+	if lossyOut || lossyErr {
+		r.Lossy = true
+		r.StdoutSpill = c.stdout.SpillPath()
+		r.StderrSpill = c.stderr.SpillPath()
+	}
+	return r
+}
 
 func (c *command) Written() (stdout, stderr int64) { return c.stdout.Len(), c.stderr.Len() }
 

@@ -1,0 +1,495 @@
+package acp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+
+	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/conch-dev/conch/tools"
+)
+
+// AgentOptions configure an Agent. The zero value is usable.
+type AgentOptions struct {
+	// SessionDir is where sessions are recorded, one JSON Lines file per
+	// session (<id>.jsonl), so that session/load can replay them. ""
+	// records nothing, and session/load then finds no session.
+	SessionDir string
+	// Logger receives diagnostics (default: slog.Default()). It must not
+	// write to the connection's output.
+	Logger *slog.Logger
+	// Version is the agent version reported at initialize.
+	Version string
+}
+
+// Agent is an ACP agent whose model is the user: each prompt is one
+// command, run through the tools of its session and drawn as a card. See
+// the package documentation for what it answers. An Agent serves one
+// connection.
+type Agent struct {
+	ts      *tools.Toolset
+	store   *store
+	log     *slog.Logger
+	version string
+
+	mu       sync.Mutex
+	conn     *sdk.AgentSideConnection
+	terminal bool // the capability of the latest initialize
+	sessions map[string]*session
+	closed   bool
+	running  sync.WaitGroup // handlers in flight
+	nextTurn int
+}
+
+// session is one ACP session: its tasks are owned by its id.
+type session struct {
+	id string
+
+	// cancels are the cancel functions of its prompts in flight, keyed by
+	// a per-agent turn number (under Agent.mu).
+	cancels map[int]context.CancelFunc
+
+	turn   sync.Mutex // one prompt or load at a time; guards the rest
+	cwd    string
+	bridge *Bridge
+	rec    *recorder
+	next   int // number of the next tool call id
+}
+
+// NewAgent returns an agent over ts. A nil opts means the defaults.
+func NewAgent(ts *tools.Toolset, opts *AgentOptions) *Agent {
+	if ts == nil {
+		panic("acp: nil toolset")
+	}
+	var o AgentOptions
+	if opts != nil {
+		o = *opts
+	}
+	a := &Agent{ts: ts, log: o.Logger, version: o.Version, sessions: make(map[string]*session)}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	if a.version == "" {
+		a.version = "dev"
+	}
+	if o.SessionDir != "" {
+		a.store = &store{dir: o.SessionDir, log: a.log}
+	}
+	return a
+}
+
+// Serve speaks ACP on in and out (JSON-RPC, one message a line) until in
+// ends or ctx is done. Then it cancels every prompt in flight, waits for
+// them, kills and forgets every task of its sessions and closes their
+// records. It returns nil after a normal end. The goroutine reading in
+// may outlive Serve until in ends (closing stdin is the caller's).
+func (a *Agent) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
+	w := &lockedWriter{w: out}
+	pr, pw := io.Pipe()
+	a.mu.Lock()
+	if a.conn != nil {
+		a.mu.Unlock()
+		return errors.New("acp: agent already served a connection")
+	}
+	a.conn = sdk.NewAgentSideConnection(a, w, pr)
+	a.conn.SetLogger(a.log)
+	conn := a.conn
+	a.mu.Unlock()
+
+	go filterInput(in, pw, w, a.log)
+	select {
+	case <-conn.Done():
+	case <-ctx.Done():
+		pw.Close()
+		<-conn.Done()
+	}
+	a.shutdown()
+	pr.Close()
+	return nil
+}
+
+// shutdown ends every prompt and disposes of every session.
+func (a *Agent) shutdown() {
+	a.mu.Lock()
+	a.closed = true
+	for _, s := range a.sessions {
+		for _, cancel := range s.cancels {
+			cancel()
+		}
+	}
+	a.mu.Unlock()
+	a.running.Wait()
+	rt := a.ts.Tasks()
+	for _, s := range a.sessions {
+		if rt != nil {
+			rt.Dispose(s.id)
+		}
+		if s.rec != nil {
+			if err := s.rec.close(); err != nil {
+				a.log.Warn("acp: closing a session record", "session", s.id, "err", err)
+			}
+		}
+	}
+}
+
+// enter counts a handler in flight; false once the agent is shutting down.
+func (a *Agent) enter() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return false
+	}
+	a.running.Add(1)
+	return true
+}
+
+// guard turns a panic of a handler into an internal error, logged with
+// its stack: a bug met by one request must not end every session.
+func (a *Agent) guard(method string, err *error) {
+	if r := recover(); r != nil {
+		a.log.Error("acp: a handler panicked", "method", method, "panic", r, "stack", string(debug.Stack()))
+		*err = sdk.NewInternalError(map[string]any{"error": fmt.Sprint("internal error: ", r)})
+	}
+}
+
+var errShuttingDown = sdk.NewInternalError(map[string]any{"error": "the agent is shutting down"})
+
+func resourceNotFound(id sdk.SessionId) error {
+	return &sdk.RequestError{Code: -32002, Message: "Resource not found", Data: map[string]any{"sessionId": string(id), "error": "unknown session " + string(id)}}
+}
+
+// Initialize answers initialize and notes the client's terminal
+// capability for the sessions created or loaded from now on.
+func (a *Agent) Initialize(ctx context.Context, p sdk.InitializeRequest) (_ sdk.InitializeResponse, err error) {
+	defer a.guard("initialize", &err)
+	a.mu.Lock()
+	a.terminal = TerminalOutput(p.ClientCapabilities)
+	a.mu.Unlock()
+	return sdk.InitializeResponse{
+		ProtocolVersion:   sdk.ProtocolVersionNumber,
+		AgentCapabilities: sdk.AgentCapabilities{LoadSession: true},
+		AgentInfo:         &sdk.Implementation{Name: "conch", Title: sdk.Ptr("conch"), Version: a.version},
+		AuthMethods:       []sdk.AuthMethod{},
+	}, nil
+}
+
+// snapshot is a new snapshot for a session with cwd.
+func (a *Agent) snapshot(cwd string) Snapshot {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return Snapshot{Terminal: a.terminal, Cwd: cwd}
+}
+
+// sessionCwd checks a session cwd from the client: it must be absolute.
+// Its symbolic links are resolved when it exists, as the tools want.
+func sessionCwd(cwd string) (string, error) {
+	if !filepath.IsAbs(cwd) {
+		return "", sdk.NewInvalidParams(map[string]any{"error": "cwd must be an absolute path, got " + strconv.Quote(cwd)})
+	}
+	cwd = filepath.Clean(cwd)
+	if real, err := filepath.EvalSymlinks(cwd); err == nil {
+		cwd = real
+	}
+	return cwd, nil
+}
+
+func newSessionID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return "sess_" + hex.EncodeToString(b[:])
+}
+
+// NewSession creates a session in the request's cwd, snapshotting the
+// terminal capability, and starts its record.
+func (a *Agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (_ sdk.NewSessionResponse, err error) {
+	if !a.enter() {
+		return sdk.NewSessionResponse{}, errShuttingDown
+	}
+	defer a.running.Done()
+	defer a.guard("session/new", &err)
+	cwd, err := sessionCwd(p.Cwd)
+	if err != nil {
+		return sdk.NewSessionResponse{}, err
+	}
+	id := newSessionID()
+	s := &session{id: id, cwd: cwd, bridge: NewBridge(a.snapshot(cwd)), next: 1, cancels: map[int]context.CancelFunc{}}
+	if a.store != nil {
+		if s.rec, err = a.store.create(id, cwd); err != nil {
+			a.log.Warn("acp: the session will not be recorded", "session", id, "err", err)
+		}
+	}
+	a.mu.Lock()
+	a.sessions[id] = s
+	a.mu.Unlock()
+	return sdk.NewSessionResponse{SessionId: sdk.SessionId(id)}, nil
+}
+
+// LoadSession replays a recorded session through the presenters with the
+// loading session's snapshot (user message chunks for prompts, then its
+// cards and messages), and makes it live again in the request's cwd.
+func (a *Agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (_ sdk.LoadSessionResponse, err error) {
+	if !a.enter() {
+		return sdk.LoadSessionResponse{}, errShuttingDown
+	}
+	defer a.running.Done()
+	defer a.guard("session/load", &err)
+	id := string(p.SessionId)
+	if a.store == nil {
+		return sdk.LoadSessionResponse{}, resourceNotFound(p.SessionId)
+	}
+	cwd, err := sessionCwd(p.Cwd)
+	if err != nil {
+		return sdk.LoadSessionResponse{}, err
+	}
+	recs, err := a.store.load(id)
+	if errors.Is(err, errNoSession) {
+		return sdk.LoadSessionResponse{}, resourceNotFound(p.SessionId)
+	}
+	if err != nil {
+		a.log.Warn("acp: reading a session record", "session", id, "err", err)
+		if recs == nil {
+			return sdk.LoadSessionResponse{}, sdk.NewInternalError(map[string]any{"error": err.Error()})
+		}
+	}
+	snap := a.snapshot(cwd)
+
+	a.mu.Lock()
+	s := a.sessions[id]
+	if s == nil {
+		s = &session{id: id, cancels: map[int]context.CancelFunc{}}
+		a.sessions[id] = s
+	}
+	a.mu.Unlock()
+
+	s.turn.Lock()
+	defer s.turn.Unlock()
+	a.replay(s.id, recs, snap)
+	s.cwd = cwd
+	s.bridge = NewBridge(snap)
+	s.next = max(s.next, nextCallNumber(recs))
+	if s.rec == nil {
+		if s.rec, err = a.store.reopen(id); err != nil {
+			a.log.Warn("acp: the session will not be recorded", "session", id, "err", err)
+		}
+	}
+	return sdk.LoadSessionResponse{}, nil
+}
+
+// noResultText is the result drawn on replay for a recorded call whose
+// result was never recorded (conch stopped while it ran).
+const noResultText = "Error: no result was recorded for this call (conch stopped before it finished)"
+
+// replay sends the updates of recorded records with snapshot snap; each
+// call is drawn in the cwd it ran in.
+func (a *Agent) replay(sid string, recs []record, snap Snapshot) {
+	bridges := map[string]*Bridge{}
+	bridgeFor := func(cwd string) *Bridge {
+		b := bridges[cwd]
+		if b == nil {
+			b = NewBridge(Snapshot{Terminal: snap.Terminal, Cwd: cwd})
+			bridges[cwd] = b
+		}
+		return b
+	}
+	type call struct {
+		tool string
+		args json.RawMessage
+		b    *Bridge
+	}
+	calls := map[string]call{}
+	var open []string // calls awaiting their result, in order
+	flush := func() {
+		for _, id := range open {
+			if c, ok := calls[id]; ok {
+				a.send(sid, c.b.Result(sdk.ToolCallId(id), c.tool, c.args, []string{noResultText}, true))
+				delete(calls, id)
+			}
+		}
+		open = open[:0]
+	}
+	cwd := snap.Cwd
+	for _, r := range recs {
+		switch r.Type {
+		case recSession:
+			if r.Cwd != "" {
+				cwd = r.Cwd
+			}
+		case recPrompt:
+			flush()
+			a.send(sid, sdk.UpdateUserMessageText(r.Text))
+		case recCall:
+			callCwd := r.Cwd
+			if callCwd == "" {
+				callCwd = cwd
+			}
+			c := call{tool: r.Tool, args: r.Args, b: bridgeFor(callCwd)}
+			calls[r.ToolCallID] = c
+			open = append(open, r.ToolCallID)
+			a.send(sid, c.b.Call(sdk.ToolCallId(r.ToolCallID), c.tool, c.args))
+		case recResult:
+			c, ok := calls[r.ToolCallID]
+			if !ok {
+				a.log.Warn("acp: skipping a session record", "session", sid, "reason", "result for an unknown call "+r.ToolCallID)
+				continue
+			}
+			delete(calls, r.ToolCallID)
+			a.send(sid, c.b.Result(sdk.ToolCallId(r.ToolCallID), c.tool, c.args, r.Texts, r.IsError))
+		case recMessage:
+			a.send(sid, sdk.UpdateAgentMessageText(r.Text))
+		}
+	}
+	flush()
+}
+
+// nextCallNumber is one more than the highest call-<N> id recorded.
+func nextCallNumber(recs []record) int {
+	next := 1
+	for _, r := range recs {
+		if r.Type != recCall {
+			continue
+		}
+		if n, err := strconv.Atoi(strings.TrimPrefix(r.ToolCallID, "call-")); err == nil && n >= next {
+			next = n + 1
+		}
+	}
+	return next
+}
+
+// Prompt runs the prompt's command through the session's tools, drawing
+// its card, and answers end_turn, or cancelled after session/cancel.
+func (a *Agent) Prompt(ctx context.Context, p sdk.PromptRequest) (_ sdk.PromptResponse, err error) {
+	if !a.enter() {
+		return sdk.PromptResponse{}, errShuttingDown
+	}
+	defer a.running.Done()
+	defer a.guard("session/prompt", &err)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a.mu.Lock()
+	s := a.sessions[string(p.SessionId)]
+	turn := a.nextTurn
+	a.nextTurn++
+	if s != nil {
+		s.cancels[turn] = cancel
+	}
+	a.mu.Unlock()
+	if s == nil {
+		return sdk.PromptResponse{}, resourceNotFound(p.SessionId)
+	}
+	defer func() {
+		a.mu.Lock()
+		delete(s.cancels, turn)
+		a.mu.Unlock()
+	}()
+
+	s.turn.Lock()
+	defer s.turn.Unlock()
+	text := promptText(p.Prompt)
+	a.record(s, record{Type: recPrompt, Text: text})
+	c, ok := parsePrompt(text)
+	if !ok {
+		a.message(s, HelpText)
+		return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
+	}
+	id := "call-" + strconv.Itoa(s.next)
+	s.next++
+	a.record(s, record{Type: recCall, ToolCallID: id, Tool: c.tool, Args: c.draw, Cwd: s.cwd})
+	a.send(s.id, s.bridge.Call(sdk.ToolCallId(id), c.tool, c.draw))
+
+	r := a.ts.Call(ctx, tools.Session{ID: s.id, Cwd: s.cwd}, c.tool, c.exec, nil)
+
+	a.record(s, record{Type: recResult, ToolCallID: id, Texts: []string{r.Text}, IsError: r.IsError})
+	a.send(s.id, s.bridge.Result(sdk.ToolCallId(id), c.tool, c.draw, []string{r.Text}, r.IsError))
+	if len(r.Notices) > 0 {
+		a.message(s, strings.Join(r.Notices, "\n\n"))
+	}
+	if ctx.Err() != nil {
+		return sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}, nil
+	}
+	return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
+}
+
+// Cancel cancels the session's prompts in flight: a running command is
+// killed and its prompt answers cancelled.
+func (a *Agent) Cancel(ctx context.Context, p sdk.CancelNotification) (err error) {
+	defer a.guard("session/cancel", &err)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.sessions[string(p.SessionId)]
+	if s == nil {
+		a.log.Debug("acp: cancel for an unknown session", "session", p.SessionId)
+		return nil
+	}
+	for _, cancel := range s.cancels {
+		cancel()
+	}
+	return nil
+}
+
+// message sends text as an agent message chunk and records it.
+func (a *Agent) message(s *session, text string) {
+	a.record(s, record{Type: recMessage, Text: text})
+	a.send(s.id, sdk.UpdateAgentMessageText(text))
+}
+
+// record appends r to the session's record; a failure is logged, not
+// fatal: the session goes on unrecorded rather than stops.
+func (a *Agent) record(s *session, r record) {
+	if s.rec == nil {
+		return
+	}
+	if err := s.rec.write(r); err != nil {
+		a.log.Warn("acp: recording the session", "session", s.id, "err", err)
+	}
+}
+
+// send sends one session/update. It is sent even after a cancel: ACP
+// expects the final updates of a cancelled turn.
+func (a *Agent) send(sid string, u sdk.SessionUpdate) {
+	err := a.conn.SessionUpdate(context.Background(), sdk.SessionNotification{SessionId: sdk.SessionId(sid), Update: u})
+	if err != nil {
+		a.log.Debug("acp: session/update not sent", "session", sid, "err", err)
+	}
+}
+
+// The methods below are not offered (not advertised at initialize).
+
+func (a *Agent) Authenticate(context.Context, sdk.AuthenticateRequest) (sdk.AuthenticateResponse, error) {
+	return sdk.AuthenticateResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodAuthenticate)
+}
+
+func (a *Agent) CloseSession(context.Context, sdk.CloseSessionRequest) (sdk.CloseSessionResponse, error) {
+	return sdk.CloseSessionResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionClose)
+}
+
+func (a *Agent) ListSessions(context.Context, sdk.ListSessionsRequest) (sdk.ListSessionsResponse, error) {
+	return sdk.ListSessionsResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionList)
+}
+
+func (a *Agent) ResumeSession(context.Context, sdk.ResumeSessionRequest) (sdk.ResumeSessionResponse, error) {
+	return sdk.ResumeSessionResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionResume)
+}
+
+func (a *Agent) SetSessionConfigOption(context.Context, sdk.SetSessionConfigOptionRequest) (sdk.SetSessionConfigOptionResponse, error) {
+	return sdk.SetSessionConfigOptionResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionSetConfigOption)
+}
+
+func (a *Agent) SetSessionMode(context.Context, sdk.SetSessionModeRequest) (sdk.SetSessionModeResponse, error) {
+	return sdk.SetSessionModeResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionSetMode)
+}
+
+var (
+	_ sdk.Agent       = (*Agent)(nil)
+	_ sdk.AgentLoader = (*Agent)(nil)
+)

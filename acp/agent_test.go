@@ -1,0 +1,504 @@
+package acp_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/conch-dev/conch/acp"
+	"github.com/conch-dev/conch/internal/testutil"
+	"github.com/conch-dev/conch/shell/local"
+	"github.com/conch-dev/conch/tasks"
+	"github.com/conch-dev/conch/tools"
+)
+
+// harness runs an Agent in this process over pipes, with a real local
+// executor whose commands carry the test's marker.
+type harness struct {
+	t      *testing.T
+	cli    *client
+	logs   *syncBuffer
+	done   chan error
+	cancel context.CancelFunc
+	ex     *local.Executor
+	rt     *tasks.Runtime
+	closed bool
+}
+
+// newHarness starts an agent recording sessions under state.
+func newHarness(t *testing.T, state, marker string) *harness {
+	t.Helper()
+	ex, err := local.New(&local.Options{
+		Grace:   500 * time.Millisecond,
+		Environ: append(os.Environ(), testutil.MarkerEnv+"="+marker),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := tasks.New(nil)
+	ts := tools.New(ex, &tools.Options{Tasks: rt, Home: state})
+	logs := &syncBuffer{}
+	agent := acp.NewAgent(ts, &acp.AgentOptions{
+		SessionDir: filepath.Join(state, "sessions"),
+		Logger:     slog.New(slog.NewTextHandler(logs, nil)),
+		Version:    "test",
+	})
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &harness{t: t, logs: logs, done: make(chan error, 1), cancel: cancel, ex: ex, rt: rt}
+	go func() {
+		err := agent.Serve(ctx, inR, outW)
+		outW.Close()
+		h.done <- err
+	}()
+	h.cli = newClient(t, inW, outR)
+	t.Cleanup(h.close)
+	return h
+}
+
+// close ends the agent's input and waits for it to dispose of everything.
+func (h *harness) close() {
+	if h.closed {
+		return
+	}
+	h.closed = true
+	h.cli.eof()
+	select {
+	case err := <-h.done:
+		if err != nil {
+			h.t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		h.t.Errorf("Serve did not return after the end of input")
+	}
+	h.cancel()
+	h.rt.Close()
+	if err := h.ex.Close(); err != nil {
+		h.t.Errorf("executor close: %v", err)
+	}
+}
+
+func TestAgentPromptCards(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	work := t.TempDir()
+	h := newHarness(t, t.TempDir(), marker)
+	c := h.cli
+	c.initialize(true)
+	sid := c.newSession(work)
+
+	stop, us := c.prompt(sid, "echo hi")
+	if stop != "end_turn" {
+		t.Errorf("stop reason %q", stop)
+	}
+	if d := cmp.Diff([]string{"tool_call", "tool_call_update"}, kinds(us)); d != "" {
+		t.Fatalf("updates (-want +got):\n%s", d)
+	}
+	if got := get(us[0], "_meta", "terminal_info", "cwd"); got != work {
+		t.Errorf("terminal cwd %v, want %s", got, work)
+	}
+	if got := get(us[0], "title"); got != "echo hi" {
+		t.Errorf("title %v", got)
+	}
+	if got := get(us[1], "_meta", "terminal_output", "data"); got != "hi\n" {
+		t.Errorf("output %v", got)
+	}
+	if us[1]["content"] != nil {
+		t.Errorf("terminal result has content: %v", us[1])
+	}
+
+	// A failing command: failed, with its exit code.
+	_, us = c.prompt(sid, "echo failing; exit 3")
+	if get(us[1], "status") != "failed" || get(us[1], "_meta", "terminal_exit", "exit_code") != float64(3) {
+		t.Errorf("failing command: %s", jsonString(us[1]))
+	}
+
+	// Commands run in the session's cwd.
+	_, us = c.prompt(sid, "pwd")
+	if got := get(us[1], "_meta", "terminal_output", "data"); got != work+"\n" {
+		t.Errorf("pwd = %v, want %s", got, work)
+	}
+
+	// A blank prompt gets the help text.
+	_, us = c.prompt(sid, "   ")
+	if d := cmp.Diff([]string{"agent_message_chunk"}, kinds(us)); d != "" || get(us[0], "content", "text") != acp.HelpText {
+		t.Errorf("blank prompt: %s", jsonString(us))
+	}
+
+	// Background, then the task tools.
+	_, us = c.prompt(sid, "&echo bg; sleep 0.1")
+	if get(us[0], "_meta") != nil || get(us[1], "content") == nil {
+		t.Errorf("background call is not a generic card: %s", jsonString(us))
+	}
+	text := get(us[1], "content").([]any)[0]
+	if got := get(text, "content", "text"); got != "```console\nstarted background task bash-1\n```" {
+		t.Errorf("background ack %v", got)
+	}
+	_, us = c.prompt(sid, "sleep 0.5")
+	// The task finished on its own during that prompt: its notice follows.
+	if d := cmp.Diff([]string{"tool_call", "tool_call_update", "agent_message_chunk"}, kinds(us)); d != "" {
+		t.Fatalf("updates after a background task finished (-want +got):\n%s", d)
+	}
+	if got := get(us[2], "content", "text").(string); !strings.HasPrefix(got, "background task bash-1 (bash: echo bg; sleep 0.1) finished") {
+		t.Errorf("notice %q", got)
+	}
+	_, us = c.prompt(sid, "/output bash-1")
+	if get(us[0], "title") != "Read output from background task bash-1" || get(us[0], "kind") != "read" {
+		t.Errorf("/output call %s", jsonString(us[0]))
+	}
+	if got := get(get(us[1], "content").([]any)[0], "content", "text"); got != "```console\nbg\n[status: completed, exit code: 0]\n```" {
+		t.Errorf("/output result %v", got)
+	}
+	_, us = c.prompt(sid, "/tasks")
+	if get(us[0], "title") != "List background tasks" {
+		t.Errorf("/tasks call %s", jsonString(us[0]))
+	}
+	_, us = c.prompt(sid, "/kill bash-1")
+	if get(us[0], "title") != "Kill background task bash-1" || get(us[1], "status") != "completed" {
+		t.Errorf("/kill %s", jsonString(us))
+	}
+	_, us = c.prompt(sid, "/kill")
+	if get(us[1], "status") != "failed" {
+		t.Errorf("/kill without an id: %s", jsonString(us))
+	}
+}
+
+// TestCapabilitySnapshot: a session keeps the capability it was created
+// with, whatever a later initialize says.
+func TestCapabilitySnapshot(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	h := newHarness(t, t.TempDir(), marker)
+	c := h.cli
+	work := t.TempDir()
+	c.initialize(true)
+	withTerm := c.newSession(work)
+	c.initialize(false)
+	_, us := c.prompt(withTerm, "echo hi")
+	if get(us[0], "_meta", "terminal_info") == nil || get(us[1], "_meta", "terminal_output") == nil || us[1]["content"] != nil {
+		t.Errorf("call and result of a session created with terminals are not terminal cards:\n%s", jsonString(us))
+	}
+	// A session created after the second initialize has no terminals.
+	without := c.newSession(work)
+	c.initialize(true)
+	_, us = c.prompt(without, "echo hi")
+	if get(us[0], "_meta") != nil || get(us[1], "_meta") != nil {
+		t.Errorf("a session created without terminals draws terminals:\n%s", jsonString(us))
+	}
+	if got := get(get(us[1], "content").([]any)[0], "content", "text"); got != "```console\nhi\n```" {
+		t.Errorf("fallback text %v", got)
+	}
+}
+
+// TestCancel: session/cancel kills the running command, and the prompt
+// answers cancelled after the final update.
+func TestCancel(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	h := newHarness(t, t.TempDir(), marker)
+	c := h.cli
+	c.initialize(true)
+	sid := c.newSession(t.TempDir())
+	id := c.start("session/prompt", promptParams(sid, "sleep 30"))
+	first := c.recv(10 * time.Second)
+	if get(first.update(t), "sessionUpdate") != "tool_call" {
+		t.Fatalf("first update %s", first.raw)
+	}
+	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) > 0 }) {
+		t.Fatal("the command did not start")
+	}
+	start := time.Now()
+	c.notify("session/cancel", map[string]any{"sessionId": sid})
+	resp, notes := c.await(id)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("cancel took %v", took)
+	}
+	if string(resp.Result) != `{"stopReason":"cancelled"}` {
+		t.Errorf("cancelled prompt answered %s", resp.raw)
+	}
+	us := c.updates(notes, sid)
+	if len(us) != 1 || get(us[0], "status") != "failed" {
+		t.Fatalf("final updates %s", jsonString(us))
+	}
+	if got := get(get(us[0], "content").([]any)[0], "content", "text"); got != "```console\nError: tool call aborted\n```" {
+		t.Errorf("cancelled result %v", got)
+	}
+	if left := testutil.Processes(marker); len(left) > 0 {
+		t.Errorf("the cancelled command is still running: %v", left)
+	}
+	// The session goes on.
+	if stop, _ := c.prompt(sid, "true"); stop != "end_turn" {
+		t.Errorf("prompt after a cancel: %s", stop)
+	}
+}
+
+// TestExitKillsTasks: the end of input kills every task of every session.
+func TestExitKillsTasks(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	h := newHarness(t, t.TempDir(), marker)
+	c := h.cli
+	c.initialize(false)
+	for i := 0; i < 2; i++ {
+		sid := c.newSession(t.TempDir())
+		c.prompt(sid, "&sleep 60")
+	}
+	// A foreground command in flight too.
+	c.start("session/prompt", promptParams(c.newSession(t.TempDir()), "sleep 60"))
+	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) >= 3 }) {
+		t.Fatalf("the commands did not start: %v", testutil.Processes(marker))
+	}
+	c.w.Close()
+	// The in-flight prompt may still answer before the output closes.
+	for range c.in {
+	}
+	h.closed = true
+	select {
+	case err := <-h.done:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	if left := testutil.Processes(marker); len(left) > 0 {
+		t.Errorf("processes left after Serve returned: %v", left)
+	}
+	h.rt.Close()
+	h.ex.Close()
+}
+
+// TestServeEndsOnContext: a cancelled ctx (SIGTERM in conch acp) ends
+// Serve like the end of input does.
+func TestServeEndsOnContext(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	h := newHarness(t, t.TempDir(), marker)
+	c := h.cli
+	c.initialize(false)
+	c.prompt(c.newSession(t.TempDir()), "&sleep 60")
+	h.cancel()
+	select {
+	case err := <-h.done:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve did not return after its context ended")
+	}
+	if left := testutil.Processes(marker); len(left) > 0 {
+		t.Errorf("processes left: %v", left)
+	}
+	h.closed = true
+	c.w.Close()
+	for range c.in {
+	}
+	h.rt.Close()
+	h.ex.Close()
+}
+
+func TestBadInput(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	h := newHarness(t, t.TempDir(), marker)
+	c := h.cli
+
+	// A line that is not JSON, and JSON that is not a message: errors
+	// with a null id, and the agent reads on.
+	for _, c2 := range []struct {
+		line string
+		code float64
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"initialize"`, -32700},
+		{`not json at all`, -32700},
+		{`[1,2,3]`, -32600},
+		{`{"jsonrpc":"2.0"}`, -32600},
+	} {
+		c.sendRaw(c2.line)
+		m := c.recv(5 * time.Second)
+		var e rpcError
+		json.Unmarshal(m.Error, &e)
+		if string(m.ID) != "null" || float64(e.Code) != c2.code {
+			t.Errorf("%s: answered %s, want code %v with a null id", c2.line, m.raw, c2.code)
+		}
+	}
+	if !strings.Contains(h.logs.String(), "refusing an input line") {
+		t.Errorf("bad lines were not logged: %s", h.logs.String())
+	}
+	c.initialize(true)
+
+	if e := c.callErr("no/such_method", map[string]any{}); e.Code != -32601 {
+		t.Errorf("unknown method: %+v", e)
+	}
+	for _, m := range []string{"session/list", "session/resume", "session/set_mode", "authenticate"} {
+		if e := c.callErr(m, map[string]any{"sessionId": "x", "cwd": "/", "methodId": "x", "modeId": "x"}); e.Code != -32601 {
+			t.Errorf("%s: %+v", m, e)
+		}
+	}
+	if e := c.callErr("session/prompt", promptParams("sess_nope", "echo hi")); e.Code != -32002 {
+		t.Errorf("prompt for an unknown session: %+v", e)
+	}
+	if e := c.callErr("session/load", map[string]any{"sessionId": "sess_nope", "cwd": "/", "mcpServers": []any{}}); e.Code != -32002 {
+		t.Errorf("load of an unknown session: %+v", e)
+	}
+	if e := c.callErr("session/load", map[string]any{"sessionId": "../../etc/passwd", "cwd": "/", "mcpServers": []any{}}); e.Code != -32002 {
+		t.Errorf("load of a path: %+v", e)
+	}
+	if e := c.callErr("session/new", map[string]any{"cwd": "relative/dir", "mcpServers": []any{}}); e.Code != -32602 {
+		t.Errorf("session/new with a relative cwd: %+v", e)
+	}
+	if e := c.callErr("session/prompt", map[string]any{"sessionId": 7}); e.Code != -32602 {
+		t.Errorf("malformed params: %+v", e)
+	}
+	// A cancel for an unknown session is ignored; the agent still works.
+	c.notify("session/cancel", map[string]any{"sessionId": "sess_nope"})
+	sid := c.newSession(t.TempDir())
+	if stop, _ := c.prompt(sid, "echo still here"); stop != "end_turn" {
+		t.Errorf("after bad input: %s", stop)
+	}
+}
+
+// TestLoadReplaysWithTheLoadingSnapshot: the cards a load replays equal
+// the live ones with the same capability, and follow the loading
+// session's capability otherwise.
+func TestLoadReplaysWithTheLoadingSnapshot(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	state := t.TempDir()
+	work := t.TempDir()
+	h := newHarness(t, state, marker)
+	c := h.cli
+	c.initialize(true)
+	sid := c.newSession(work)
+	var live []map[string]any
+	for _, p := range []string{"echo one", "exit 4", "&true", "   ", "/tasks"} {
+		_, us := c.prompt(sid, p)
+		live = append(live, us...)
+	}
+	h.close()
+
+	h = newHarness(t, state, marker)
+	c = h.cli
+	c.initialize(true)
+	_, notes := c.call("session/load", map[string]any{"sessionId": sid, "cwd": work, "mcpServers": []any{}})
+	replayed := c.updates(notes, sid)
+	var prompts []string
+	var cards []map[string]any
+	for _, u := range replayed {
+		if u["sessionUpdate"] == "user_message_chunk" {
+			prompts = append(prompts, get(u, "content", "text").(string))
+			continue
+		}
+		cards = append(cards, u)
+	}
+	if d := cmp.Diff([]string{"echo one", "exit 4", "&true", "   ", "/tasks"}, prompts); d != "" {
+		t.Errorf("replayed prompts (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(live, cards); d != "" {
+		t.Errorf("replayed cards differ from the live ones (-live +replayed):\n%s", d)
+	}
+	if replayed[0]["sessionUpdate"] != "user_message_chunk" {
+		t.Errorf("replay does not start with the first prompt: %s", jsonString(replayed[0]))
+	}
+	// The loaded session goes on, its call ids after the recorded ones.
+	_, us := c.prompt(sid, "echo after")
+	if got := get(us[0], "toolCallId"); got != "call-5" {
+		t.Errorf("first call id after load %v, want call-5", got)
+	}
+	h.close()
+
+	// Loaded by a client without terminals: the same record, text cards.
+	h = newHarness(t, state, marker)
+	c = h.cli
+	c.initialize(false)
+	_, notes = c.call("session/load", map[string]any{"sessionId": sid, "cwd": work, "mcpServers": []any{}})
+	for _, u := range c.updates(notes, sid) {
+		if u["_meta"] != nil {
+			t.Errorf("replay without terminals has _meta: %s", jsonString(u))
+		}
+	}
+}
+
+// TestTruncatedSessionFile: a cut or garbled line is skipped with a
+// logged reason; the rest of that session and every other session load.
+func TestTruncatedSessionFile(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	state := t.TempDir()
+	work := t.TempDir()
+	h := newHarness(t, state, marker)
+	c := h.cli
+	c.initialize(true)
+	a := c.newSession(work)
+	b := c.newSession(work)
+	for _, sid := range []string{a, b} {
+		c.prompt(sid, "echo first")
+		c.prompt(sid, "echo second")
+	}
+	h.close()
+
+	// Cut a's last record in the middle, as a crash would, and put a
+	// garbled line before it.
+	path := filepath.Join(state, "sessions", a+".jsonl")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(string(data), "\n"), "\n")
+	last := lines[len(lines)-1]
+	cut := strings.Join(lines[:len(lines)-1], "") + "{\"type\":\"prompt\",garbage\n" + last[:len(last)/2]
+	if err := os.WriteFile(path, []byte(cut), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bBefore, _ := os.ReadFile(filepath.Join(state, "sessions", b+".jsonl"))
+
+	h = newHarness(t, state, marker)
+	c = h.cli
+	c.initialize(true)
+	_, notes := c.call("session/load", map[string]any{"sessionId": a, "cwd": work, "mcpServers": []any{}})
+	got := kinds(c.updates(notes, a))
+	// The second result was cut: its call is drawn failed, with no result.
+	want := []string{"user_message_chunk", "tool_call", "tool_call_update", "user_message_chunk", "tool_call", "tool_call_update"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("replay of the cut session (-want +got):\n%s", d)
+	}
+	us := c.updates(notes, a)
+	if get(us[5], "status") != "failed" {
+		t.Errorf("call without a recorded result: %s", jsonString(us[5]))
+	}
+	logs := h.logs.String()
+	if strings.Count(logs, "skipping a session record") != 2 || !strings.Contains(logs, "truncated last line") {
+		t.Errorf("skipped lines not logged as such:\n%s", logs)
+	}
+	// The other session is whole.
+	_, notes = c.call("session/load", map[string]any{"sessionId": b, "cwd": work, "mcpServers": []any{}})
+	if got := kinds(c.updates(notes, b)); len(got) != 6 || get(c.updates(notes, b)[5], "status") != "completed" {
+		t.Errorf("the other session: %v", got)
+	}
+	// Appending to the cut session starts a new line: the next load reads
+	// the new records.
+	c.prompt(a, "echo third")
+	h.close()
+	bAfter, _ := os.ReadFile(filepath.Join(state, "sessions", b+".jsonl"))
+	if !strings.HasPrefix(string(bAfter), string(bBefore)) {
+		t.Errorf("session %s lost records", b)
+	}
+
+	h = newHarness(t, state, marker)
+	c = h.cli
+	c.initialize(true)
+	_, notes = c.call("session/load", map[string]any{"sessionId": a, "cwd": work, "mcpServers": []any{}})
+	us = c.updates(notes, a)
+	if n := len(us); n != 9 || get(us[6], "content", "text") != "echo third" {
+		t.Errorf("after appending to a cut file: %s", jsonString(kinds(us)))
+	}
+}

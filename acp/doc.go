@@ -1,0 +1,62 @@
+// Package acp draws conch's tool calls as Agent Client Protocol cards, and
+// serves conch as an ACP agent for editors (conch acp).
+//
+// # The bridge
+//
+// A Bridge turns the views of tools.PresentCall and tools.PresentResult
+// into the session/update notifications of CONTRACT 7, as values of
+// github.com/coder/acp-go-sdk, so that a Go program that already speaks
+// ACP can draw conch's tools with it alone:
+//
+//	b := acp.NewBridge(acp.Snapshot{
+//		Terminal: acp.TerminalOutput(initReq.ClientCapabilities),
+//		Cwd:      sessionCwd,
+//	})
+//	conn.SessionUpdate(ctx, sdk.SessionNotification{SessionId: sid, Update: b.Call(id, "bash", args)})
+//	r := toolset.Call(ctx, tools.Session{ID: string(sid), Cwd: sessionCwd}, "bash", args, nil)
+//	conn.SessionUpdate(ctx, sdk.SessionNotification{SessionId: sid, Update: b.Result(id, "bash", args, []string{r.Text}, r.IsError)})
+//
+// One Bridge per session: it carries the session's Snapshot, taken when
+// the session is created or loaded, so that a call and its result are
+// drawn alike even if the client initializes again in between.
+//
+// A foreground bash call is a terminal card when the client opted in with
+// clientCapabilities._meta.terminal_output === true:
+//
+//	tool_call        {toolCallId, title:<command>, kind:"execute", status:"in_progress", rawInput:<command>,
+//	                  content:[{type:"content", content:{type:"text", text:<description>}},
+//	                           {type:"terminal", terminalId:<toolCallId>}],
+//	                  _meta:{terminal_info:{terminal_id:<toolCallId>, cwd:<absolute cwd>}}}
+//	tool_call_update {toolCallId, status:"completed"|"failed",
+//	                  _meta:{terminal_output:{terminal_id, data:<output>},
+//	                         terminal_exit:{terminal_id, exit_code:<N>} | {terminal_id, signal:<SIG>}}}
+//
+// The result has no content: it would replace the terminal block. Without
+// the capability the call has neither the terminal block nor _meta, and
+// the result's content is the output in a ```console block. Background
+// calls, the task tools and error results are generic cards with text
+// content. A terminal result for a call the bridge did not draw as a
+// terminal is sent as text (the orphan guard). The status is failed for an
+// error result and for a command that exited non-zero or was killed by a
+// signal, completed otherwise.
+//
+// # The agent
+//
+// An Agent is an ACP agent whose model is the user: each prompt is one
+// shell command, run through the bash tool of its session and drawn as its
+// card. A prompt starting with & runs in the background; /tasks,
+// /output <id> and /kill <id> call task_list, task_output and task_kill.
+// Completion notices of background tasks follow a result as an agent
+// message. It answers initialize (protocol version 1, loadSession),
+// session/new, session/prompt (end_turn), session/cancel (the running
+// command is killed; the prompt answers cancelled) and session/load, which
+// replays a recorded session through the same presenters with the loading
+// session's snapshot. Other methods get "Method not found" (-32601), an
+// unknown session "Resource not found" (-32002), and an input line that is
+// not a JSON-RPC message a parse or invalid-request error with a null id.
+//
+// Sessions are recorded as JSON Lines, one file per session
+// (AgentOptions.SessionDir/<id>.jsonl): each record is written whole by
+// one write and synced, so a crash can cut at most the last line, and a
+// load skips (and logs) any line it cannot read.
+package acp

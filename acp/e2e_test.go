@@ -1,0 +1,266 @@
+package acp_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/conch-dev/conch/internal/testutil"
+)
+
+// The conch binary the end-to-end tests drive, built once per run (by the
+// first test that needs it) and removed by TestMain.
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+func conchBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "conch-acp-e2e-"); binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "conch")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/conch-dev/conch/cmd/conch").CombinedOutput()
+		if err != nil {
+			binErr = &buildError{err: err, out: string(out)}
+		}
+	})
+	if binErr != nil {
+		t.Fatalf("building conch: %v", binErr)
+	}
+	return binPath
+}
+
+type buildError struct {
+	err error
+	out string
+}
+
+func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
+
+// conchProc is a running `conch acp`.
+type conchProc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	cli    *client
+	stderr *syncBuffer
+	waited bool
+}
+
+func startConch(t *testing.T, state, work, marker string) *conchProc {
+	t.Helper()
+	cmd := exec.Command(conchBinary(t), "acp", "--grace-ms", "500")
+	cmd.Dir = work
+	cmd.Env = append(testutil.Env(marker), "XDG_STATE_HOME="+state)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &conchProc{t: t, cmd: cmd, cli: newClient(t, stdin, stdout), stderr: stderr}
+	t.Cleanup(func() {
+		if !p.waited {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return p
+}
+
+// wait waits for conch to exit and checks it exits 0 and leaves nothing.
+func (p *conchProc) wait(marker string) {
+	p.t.Helper()
+	for range p.cli.in { // the output is read to its end before Wait
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		p.waited = true
+		if err != nil {
+			p.t.Errorf("conch acp exited with %v; stderr:\n%s", err, p.stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		p.t.Fatalf("conch acp did not exit; stderr:\n%s", p.stderr.String())
+	}
+	if left := testutil.Processes(marker); len(left) > 0 {
+		p.t.Errorf("processes left after conch acp exited: %v", left)
+	}
+}
+
+// eof closes conch's stdin and waits for it to exit.
+func (p *conchProc) eof(marker string) {
+	p.t.Helper()
+	p.cli.w.Close()
+	p.wait(marker)
+}
+
+// cards keeps the updates that draw calls and messages (what a replay
+// must reproduce), and lists the user messages apart.
+func cards(us []map[string]any) (prompts []string, out []map[string]any) {
+	for _, u := range us {
+		if u["sessionUpdate"] == "user_message_chunk" {
+			prompts = append(prompts, get(u, "content", "text").(string))
+			continue
+		}
+		out = append(out, u)
+	}
+	return prompts, out
+}
+
+func firstText(u map[string]any) string {
+	c, _ := get(u, "content").([]any)
+	if len(c) == 0 {
+		return ""
+	}
+	s, _ := get(c[0], "content", "text").(string)
+	return s
+}
+
+func TestEndToEnd(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	state, work := t.TempDir(), t.TempDir()
+
+	p := startConch(t, state, work, marker)
+	c := p.cli
+	// Bad input first: answered, logged, survived.
+	c.sendRaw("this is not JSON")
+	if m := c.recv(10 * time.Second); string(m.ID) != "null" || !strings.Contains(string(m.Error), "-32700") {
+		t.Errorf("malformed line answered %s", m.raw)
+	}
+	if e := c.callErr("no/such_method", map[string]any{}); e.Code != -32601 {
+		t.Errorf("unknown method: %+v", e)
+	}
+	if e := c.callErr("session/prompt", promptParams("sess_unknown", "echo hi")); e.Code != -32002 {
+		t.Errorf("prompt for an unknown session: %+v", e)
+	}
+	c.initialize(true)
+	sid := c.newSession(work)
+
+	var live []map[string]any
+	var prompts []string
+	run := func(text string, want ...string) []map[string]any {
+		t.Helper()
+		stop, us := c.prompt(sid, text)
+		if stop != "end_turn" {
+			t.Errorf("%q: stop reason %s", text, stop)
+		}
+		if d := cmp.Diff(want, kinds(us)); d != "" {
+			t.Fatalf("%q: updates (-want +got):\n%s", text, d)
+		}
+		prompts = append(prompts, text)
+		live = append(live, us...)
+		return us
+	}
+
+	us := run("echo hi", "tool_call", "tool_call_update")
+	if get(us[0], "_meta", "terminal_info", "cwd") != work || get(us[1], "_meta", "terminal_output", "data") != "hi\n" ||
+		get(us[1], "_meta", "terminal_exit", "exit_code") != float64(0) || get(us[1], "status") != "completed" {
+		t.Errorf("echo hi: %s", jsonString(us))
+	}
+	us = run("&sleep 0.2; echo bg", "tool_call", "tool_call_update")
+	if get(us[0], "_meta") != nil || firstText(us[1]) != "```console\nstarted background task bash-1\n```" {
+		t.Errorf("background: %s", jsonString(us))
+	}
+	us = run("exit 3", "tool_call", "tool_call_update")
+	if get(us[1], "status") != "failed" || get(us[1], "_meta", "terminal_exit", "exit_code") != float64(3) {
+		t.Errorf("exit 3: %s", jsonString(us))
+	}
+	us = run("sleep 1", "tool_call", "tool_call_update", "agent_message_chunk")
+	const notice = "background task bash-1 (bash: sleep 0.2; echo bg) finished [status: completed, exit code: 0]. Read its output with task_output."
+	if got := get(us[2], "content", "text"); got != notice {
+		t.Errorf("notice %q, want %q", got, notice)
+	}
+	us = run("/output bash-1", "tool_call", "tool_call_update")
+	if firstText(us[1]) != "```console\nbg\n[status: completed, exit code: 0]\n```" {
+		t.Errorf("/output: %s", jsonString(us))
+	}
+
+	// A command killed by session/cancel.
+	id := c.start("session/prompt", promptParams(sid, "sleep 30"))
+	first := c.recv(10 * time.Second)
+	call := first.update(t)
+	if call["sessionUpdate"] != "tool_call" {
+		t.Fatalf("first update %s", first.raw)
+	}
+	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) > 1 }) {
+		t.Fatal("sleep 30 did not start")
+	}
+	c.notify("session/cancel", map[string]any{"sessionId": sid})
+	resp, notes := c.await(id)
+	if string(resp.Result) != `{"stopReason":"cancelled"}` {
+		t.Errorf("cancelled prompt: %s", resp.raw)
+	}
+	rest := c.updates(notes, sid)
+	if len(rest) != 1 || get(rest[0], "status") != "failed" || firstText(rest[0]) != "```console\nError: tool call aborted\n```" {
+		t.Errorf("cancelled call: %s", jsonString(rest))
+	}
+	prompts = append(prompts, "sleep 30")
+	live = append(live, call)
+	live = append(live, rest...)
+	// Only conch itself carries the marker now.
+	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) == 1 }) {
+		t.Errorf("the cancelled command survived: %v", testutil.Processes(marker))
+	}
+	p.eof(marker)
+
+	// A new conch loads the recorded session: the same cards, same ids.
+	p = startConch(t, state, work, marker)
+	c = p.cli
+	c.initialize(true)
+	_, notes = c.call("session/load", map[string]any{"sessionId": sid, "cwd": work, "mcpServers": []any{}})
+	gotPrompts, replayed := cards(c.updates(notes, sid))
+	if d := cmp.Diff(prompts, gotPrompts); d != "" {
+		t.Errorf("replayed prompts (-live +replayed):\n%s", d)
+	}
+	if d := cmp.Diff(live, replayed); d != "" {
+		t.Errorf("replayed cards (-live +replayed):\n%s", d)
+	}
+	_, us = c.prompt(sid, "echo again")
+	if get(us[0], "toolCallId") != "call-7" || get(us[1], "_meta", "terminal_output", "data") != "again\n" {
+		t.Errorf("prompt after load: %s", jsonString(us))
+	}
+	p.eof(marker)
+}
+
+// TestEndToEndSIGTERM: SIGTERM ends conch acp with exit 0, its tasks
+// killed.
+func TestEndToEndSIGTERM(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	state, work := t.TempDir(), t.TempDir()
+	p := startConch(t, state, work, marker)
+	c := p.cli
+	c.initialize(false)
+	sid := c.newSession(work)
+	c.prompt(sid, "&sleep 60")
+	c.prompt(sid, "&setsid sleep 60")
+	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) >= 3 }) {
+		t.Fatalf("the tasks did not start: %v", testutil.Processes(marker))
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(marker)
+	p.cli.w.Close()
+}

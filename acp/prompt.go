@@ -1,0 +1,121 @@
+package acp
+
+import (
+	"encoding/json"
+	"net/url"
+	"strings"
+
+	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/conch-dev/conch/tools"
+)
+
+// promptDescription is the description conch acp gives the bash tool for
+// a command the user typed. The tool requires one (it is meant for a
+// model to explain itself); the card is drawn without it, since the
+// person who typed the command needs no summary of it.
+const promptDescription = "Run a command typed at the prompt"
+
+// HelpText is what conch acp answers to a prompt with no command.
+const HelpText = "conch runs each prompt as one bash command in the session's folder. " +
+	"Start it with `&` to run it in the background; `/tasks` lists background tasks, " +
+	"`/output <id>` reads one's new output, `/kill <id>` stops one."
+
+// promptCall is the tool call a prompt asks for.
+type promptCall struct {
+	tool string
+	draw json.RawMessage // the arguments as drawn and recorded
+	exec json.RawMessage // the arguments the tool runs with
+}
+
+// parsePrompt maps a prompt's text to a tool call: `/tasks`, `/output
+// <id>` and `/kill <id>` to the task tools, `&<command>` to a background
+// bash call, anything else to a foreground bash call. ok is false for a
+// blank prompt. Malformed input (`&` alone, `/kill` with no id) still
+// makes a call, so that the tool reports the error.
+func parsePrompt(text string) (c promptCall, ok bool) {
+	t := strings.TrimSpace(text)
+	if t == "" {
+		return c, false
+	}
+	fields := strings.Fields(t)
+	taskID := ""
+	if len(fields) > 1 {
+		taskID = fields[1]
+	}
+	switch fields[0] {
+	case "/tasks":
+		c.tool, c.draw = tools.NameTaskList, mustJSON(struct{}{})
+		c.exec = c.draw
+		return c, true
+	case "/output":
+		c.tool, c.draw = tools.NameTaskOutput, mustJSON(struct {
+			TaskID string `json:"task_id"`
+		}{taskID})
+		c.exec = c.draw
+		return c, true
+	case "/kill":
+		c.tool, c.draw = tools.NameTaskKill, mustJSON(struct {
+			TaskID string `json:"task_id"`
+		}{taskID})
+		c.exec = c.draw
+		return c, true
+	}
+	type bashArgs struct {
+		Command     string `json:"command"`
+		Description string `json:"description,omitempty"`
+		Background  bool   `json:"run_in_background,omitempty"`
+	}
+	a := bashArgs{Command: t}
+	if rest, bg := strings.CutPrefix(t, "&"); bg {
+		a = bashArgs{Command: strings.TrimSpace(rest), Background: true}
+	}
+	c.tool, c.draw = tools.NameBash, mustJSON(a)
+	a.Description = promptDescription
+	c.exec = mustJSON(a)
+	return c, true
+}
+
+// promptText is the text of a prompt: its text blocks, with each link to
+// a local file (an @-mention in Zed) replaced by the file's path, quoted
+// for the shell when it needs to be.
+func promptText(blocks []sdk.ContentBlock) string {
+	var b strings.Builder
+	for _, c := range blocks {
+		switch {
+		case c.Text != nil:
+			b.WriteString(c.Text.Text)
+		case c.ResourceLink != nil:
+			u, err := url.Parse(c.ResourceLink.Uri)
+			if err == nil && u.Scheme == "file" && u.Path != "" {
+				b.WriteString(shellQuote(u.Path))
+			} else {
+				b.WriteString(c.ResourceLink.Uri)
+			}
+		}
+	}
+	return b.String()
+}
+
+// shellQuote quotes s for bash when it has anything but safe characters.
+func shellQuote(s string) string {
+	safe := true
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+:@,%=", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe && s != "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -1,0 +1,272 @@
+package acp
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"time"
+)
+
+// Record types of a session file.
+const (
+	recSession = "session" // first line: the session's id and cwd
+	recPrompt  = "prompt"  // what the user typed
+	recCall    = "call"    // a tool call as drawn
+	recResult  = "result"  // its result
+	recMessage = "message" // an agent message (a notice, the help text)
+)
+
+// recordVersion is the version of the session file format.
+const recordVersion = 1
+
+// maxRecordLine bounds one line of a session file; a longer line is
+// skipped on load.
+const maxRecordLine = 32 << 20
+
+// record is one line of a session file.
+type record struct {
+	Type string `json:"type"`
+	Time string `json:"time,omitempty"`
+	// session
+	Version int    `json:"version,omitempty"`
+	Session string `json:"session,omitempty"`
+	// session, call: the session cwd the call ran in
+	Cwd string `json:"cwd,omitempty"`
+	// prompt, message
+	Text string `json:"text,omitempty"`
+	// call, result
+	ToolCallID string          `json:"toolCallId,omitempty"`
+	Tool       string          `json:"tool,omitempty"`
+	Args       json.RawMessage `json:"args,omitempty"`
+	Texts      []string        `json:"texts,omitempty"`
+	IsError    bool            `json:"isError,omitempty"`
+}
+
+// check reports what makes a decoded record unusable, or nil.
+func (r record) check() error {
+	switch r.Type {
+	case recSession:
+		if r.Session == "" {
+			return errors.New("session record without a session id")
+		}
+	case recPrompt, recMessage:
+	case recCall:
+		if r.ToolCallID == "" || r.Tool == "" {
+			return errors.New("call record without a toolCallId or tool")
+		}
+	case recResult:
+		if r.ToolCallID == "" {
+			return errors.New("result record without a toolCallId")
+		}
+	default:
+		return fmt.Errorf("unknown record type %q", r.Type)
+	}
+	return nil
+}
+
+// validSessionID is what a session id must look like to name a file: no
+// separator, no dot, so that no id reaches outside the sessions folder.
+var validSessionID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// errNoSession is returned when a session has no record.
+var errNoSession = errors.New("no such session")
+
+// store keeps sessions as JSON Lines files, one per session, under dir.
+// Each record is one line written by a single write of the whole line and
+// then synced, so a crash can cut only the last line; load skips a line
+// that does not decode, and appending after such a cut first ends the cut
+// line, so one bad line never spoils the next.
+type store struct {
+	dir string
+	log *slog.Logger
+}
+
+func (s *store) path(id string) string { return filepath.Join(s.dir, id+".jsonl") }
+
+// create makes the file of a new session and writes its first record.
+func (s *store) create(id, cwd string) (*recorder, error) {
+	if !validSessionID.MatchString(id) {
+		return nil, fmt.Errorf("session store: invalid session id %q", id)
+	}
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("session store: %w", err)
+	}
+	p := s.path(id)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("session store: create %s: %w", p, err)
+	}
+	r := &recorder{f: f, path: p}
+	if err := r.write(record{Type: recSession, Version: recordVersion, Session: id, Cwd: cwd}); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// load reads the records of session id, skipping (and logging) every line
+// that is cut, garbled or unknown. It returns errNoSession when the
+// session has no file.
+func (s *store) load(id string) ([]record, error) {
+	if !validSessionID.MatchString(id) {
+		return nil, errNoSession
+	}
+	p := s.path(id)
+	f, err := os.Open(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, errNoSession
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session store: open %s: %w", p, err)
+	}
+	defer f.Close()
+	var recs []record
+	err = readLines(f, maxRecordLine, func(n int, line []byte, whole bool) bool {
+		skip := func(reason string) {
+			s.log.Warn("acp: skipping a session record", "session", id, "file", p, "line", n, "reason", reason)
+		}
+		if line == nil {
+			skip(fmt.Sprintf("line longer than %d bytes", maxRecordLine))
+			return true
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			return true
+		}
+		var r record
+		if err := json.Unmarshal(line, &r); err != nil {
+			if !whole {
+				skip("truncated last line (the writer stopped mid-record): " + err.Error())
+			} else {
+				skip("not a JSON record: " + err.Error())
+			}
+			return true
+		}
+		if err := r.check(); err != nil {
+			skip(err.Error())
+			return true
+		}
+		recs = append(recs, r)
+		return true
+	})
+	if err != nil {
+		return recs, fmt.Errorf("session store: read %s: %w", p, err)
+	}
+	return recs, nil
+}
+
+// reopen opens the file of session id to append to it. If the file does
+// not end in a newline (a cut last line), it first ends that line.
+func (s *store) reopen(id string) (*recorder, error) {
+	if !validSessionID.MatchString(id) {
+		return nil, errNoSession
+	}
+	p := s.path(id)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		return nil, fmt.Errorf("session store: open %s: %w", p, err)
+	}
+	fi, err := f.Stat()
+	if err == nil && fi.Size() > 0 {
+		last := make([]byte, 1)
+		if _, err = f.ReadAt(last, fi.Size()-1); err == nil && last[0] != '\n' {
+			_, err = f.Write([]byte{'\n'})
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("session store: open %s: %w", p, err)
+	}
+	return &recorder{f: f, path: p}, nil
+}
+
+// readLines calls fn for each line of r (without its newline), numbered
+// from 1, until fn returns false. whole is false for a last line that has
+// no newline. A line longer than max is passed as nil.
+func readLines(r io.Reader, max int, fn func(n int, line []byte, whole bool) bool) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var buf []byte
+	size := 0 // of the line so far, newline included
+	for n := 1; ; n++ {
+		chunk, err := br.ReadSlice('\n')
+		size += len(chunk)
+		if size <= max+1 {
+			buf = append(buf, chunk...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			n--
+			continue
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		whole := err == nil
+		if whole {
+			buf = buf[:len(buf)-min(len(buf), 1)]
+			size--
+		}
+		var line []byte
+		if size <= max {
+			line = buf
+			if line == nil {
+				line = []byte{}
+			}
+		}
+		if (whole || size > 0) && !fn(n, line, whole) {
+			return nil
+		}
+		if !whole {
+			return nil
+		}
+		buf, size = buf[:0], 0
+	}
+}
+
+// recorder appends records to one session file.
+type recorder struct {
+	mu   sync.Mutex
+	f    *os.File
+	path string
+}
+
+// write appends r as one line, in one write, and syncs it.
+func (rc *recorder) write(r record) error {
+	if r.Time == "" {
+		r.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("session store: encode: %w", err)
+	}
+	b = append(b, '\n')
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.f == nil {
+		return fmt.Errorf("session store: %s is closed", rc.path)
+	}
+	if _, err := rc.f.Write(b); err != nil {
+		return fmt.Errorf("session store: write %s: %w", rc.path, err)
+	}
+	if err := rc.f.Sync(); err != nil {
+		return fmt.Errorf("session store: sync %s: %w", rc.path, err)
+	}
+	return nil
+}
+
+func (rc *recorder) close() error {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.f == nil {
+		return nil
+	}
+	err := rc.f.Close()
+	rc.f = nil
+	return err
+}
