@@ -1,0 +1,185 @@
+// Package bench measures conch end to end: the built binary as an MCP
+// server on stdio, driven by the go-sdk client, against a bare bash spawn
+// measured in the same run.
+//
+//	go test ./bench/ -run '^$' -bench . -benchtime 200x
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	conchBin  string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// binary builds cmd/conch once per test binary.
+func binary(b *testing.B) string {
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "conch-bench-")
+		if buildErr != nil {
+			return
+		}
+		conchBin = filepath.Join(binDir, "conch")
+		out, err := exec.Command("go", "build", "-o", conchBin, "github.com/conch-dev/conch/cmd/conch").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		b.Fatal(buildErr)
+	}
+	return conchBin
+}
+
+// startServer runs `conch serve` on stdio and connects a client; both end
+// with the benchmark.
+func startServer(b *testing.B) (*mcp.ClientSession, int) {
+	cmd := exec.Command(binary(b), "serve")
+	cmd.Env = append(os.Environ(), "TMPDIR="+b.TempDir(), "XDG_STATE_HOME="+b.TempDir())
+	c := mcp.NewClient(&mcp.Implementation{Name: "conch-bench", Version: "0"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cs.Close() })
+	return cs, cmd.Process.Pid
+}
+
+func call(b *testing.B, cs *mcp.ClientSession, command string) string {
+	r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{
+		Name:      "bash",
+		Arguments: map[string]any{"command": command, "description": "Benchmark a command"},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	text := r.Content[0].(*mcp.TextContent).Text
+	if r.IsError {
+		b.Fatalf("%s: %s", command, text)
+	}
+	return text
+}
+
+func p50(d []time.Duration) time.Duration {
+	slices.Sort(d)
+	return d[len(d)/2]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkEcho: one `echo hi` call through the MCP server per iteration,
+// and one bare exec.Command("bash", "-c", "echo hi").Run() next to it.
+// Reports both p50 latencies and their ratio (target: p50 < 3 ms, ratio
+// ≤ 1.5).
+func BenchmarkEcho(b *testing.B) {
+	cs, _ := startServer(b)
+	for range 20 { // warm up both paths
+		call(b, cs, "echo hi")
+		exec.Command("bash", "-c", "echo hi").Run()
+	}
+	var conch, bare []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if got := call(b, cs, "echo hi"); got != "hi\n" {
+			b.Fatalf("echo hi: %q", got)
+		}
+		t1 := time.Now()
+		if err := exec.Command("bash", "-c", "echo hi").Run(); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		conch, bare = append(conch, t1.Sub(t0)), append(bare, t2.Sub(t1))
+	}
+	pc, pb := p50(conch), p50(bare)
+	b.ReportMetric(ms(pc), "p50-ms")
+	b.ReportMetric(ms(pb), "bare-p50-ms")
+	b.ReportMetric(float64(pc)/float64(pb), "ratio")
+}
+
+// BenchmarkConcurrentSleep: 20 concurrent `sleep 0.5` calls on one
+// session per iteration; reports the wall time of the batch (target
+// < 700 ms: calls are not serialized).
+func BenchmarkConcurrentSleep(b *testing.B) {
+	cs, _ := startServer(b)
+	var walls []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Go(func() {
+				if got := call(b, cs, "sleep 0.5"); got != "(no output)" {
+					b.Errorf("sleep 0.5: %q", got)
+				}
+			})
+		}
+		wg.Wait()
+		walls = append(walls, time.Since(start))
+	}
+	b.ReportMetric(ms(slices.Max(walls)), "max-wall-ms")
+	b.ReportMetric(ms(p50(walls)), "p50-wall-ms")
+}
+
+// BenchmarkLargeOutput: a 50 MB output through a fresh server; reports
+// the call's time (target < 500 ms) and the server's peak resident memory
+// (VmHWM, target < 64 MiB).
+func BenchmarkLargeOutput(b *testing.B) {
+	cs, pid := startServer(b)
+	var times []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		got := call(b, cs, `head -c 50000000 /dev/zero | tr '\0' a`)
+		times = append(times, time.Since(start))
+		tail, _, ok := strings.Cut(got, "\n[output truncated; full output: ")
+		if !ok || len(tail) != 64000 || strings.Trim(tail, "a") != "" {
+			b.Fatalf("result: %d bytes, ends %q", len(got), got[max(0, len(got)-200):])
+		}
+	}
+	b.ReportMetric(ms(slices.Max(times)), "max-ms")
+	b.ReportMetric(float64(vmHWM(b, pid))/(1<<20), "server-hwm-MiB")
+}
+
+// vmHWM reads the peak resident set of pid, in bytes.
+func vmHWM(b *testing.B, pid int) int64 {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatal("no VmHWM")
+	return 0
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/conch-dev/conch/acp"
+)
+
+// acpCommand is `conch acp`: an ACP agent on stdin/stdout for editors
+// (Zed), whose prompts are shell commands. It returns when stdin ends or
+// ctx is done (SIGINT/SIGTERM), after killing every task.
+func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("conch acp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "Usage: conch acp [flags]\n\n"+
+			"An Agent Client Protocol agent on stdio: each prompt runs as one bash command\n"+
+			"(& runs it in the background; /tasks, /output <id>, /kill <id> manage tasks).\n"+
+			"Sessions are recorded under $XDG_STATE_HOME/conch/sessions for session/load.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	var c config
+	c.addFlags(fs, 0)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "conch acp: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	st, err := c.build()
+	if err != nil {
+		fmt.Fprintln(stderr, "conch acp:", err)
+		return 1
+	}
+	// A client that closes our stdout must not kill us with SIGPIPE
+	// before the tasks are killed: with SIGPIPE notified, the write fails
+	// instead. (Notify, not Ignore: an ignored signal stays ignored in
+	// the commands we start.)
+	sigpipe := make(chan os.Signal, 1)
+	signal.Notify(sigpipe, syscall.SIGPIPE)
+	defer signal.Stop(sigpipe)
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	agent := acp.NewAgent(st.tools, &acp.AgentOptions{
+		SessionDir: filepath.Join(st.home, "sessions"),
+		Logger:     log,
+		Version:    version,
+	})
+	serveErr := agent.Serve(ctx, stdin, stdout)
+	if err := st.close(); err != nil {
+		log.Warn("conch acp: closing the executor", "err", err)
+	}
+	if serveErr != nil {
+		fmt.Fprintln(stderr, "conch acp:", serveErr)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,405 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conch-dev/conch/internal/testutil"
+	"github.com/conch-dev/conch/shell/local"
+	"github.com/conch-dev/conch/tasks"
+	"github.com/conch-dev/conch/tools"
+)
+
+// TestE2E runs every scenario over both transports: stdio against the
+// built binary, and streamable HTTP against httptest, each time with a
+// go-sdk client.
+func TestE2E(t *testing.T) {
+	scenarios := []struct {
+		name string
+		run  func(t *testing.T, tr transport)
+	}{
+		{"ListTools", testListTools},
+		{"Foreground", testForeground},
+		{"ToolError", testToolError},
+		{"BackgroundWait", testBackgroundWait},
+		{"TaskKill", testTaskKill},
+		{"Cancel", testCancel},
+		{"Progress", testProgress},
+		{"Yield", testYield},
+		{"CompletionNotice", testCompletionNotice},
+		{"RootsCwd", testRootsCwd},
+		{"NoRootsCwd", testNoRootsCwd},
+	}
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			t.Parallel()
+			for _, sc := range scenarios {
+				t.Run(sc.name, func(t *testing.T) {
+					t.Parallel()
+					sc.run(t, tr)
+				})
+			}
+		})
+	}
+}
+
+// referenceTools is what every conch server with a task runtime lists.
+func referenceTools(t *testing.T) []tools.Tool {
+	ex, err := local.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Close()
+	return tools.New(ex, &tools.Options{Tasks: tasks.New(nil)}).Tools()
+}
+
+func testListTools(t *testing.T, tr transport) {
+	cs, _ := tr.start(t, serverOptions{marker: testutil.Marker(t)})
+	res, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := referenceTools(t)
+	if len(res.Tools) != len(want) {
+		t.Fatalf("%d tools, want %d", len(res.Tools), len(want))
+	}
+	for i, w := range want {
+		got := res.Tools[i]
+		if got.Name != w.Name || got.Title != w.Title || got.Description != w.Description {
+			t.Errorf("tool %d: %q %q %q, want %q %q %q", i, got.Name, got.Title, got.Description, w.Name, w.Title, w.Description)
+		}
+		for _, s := range []struct {
+			name      string
+			got, want any
+		}{{"input", got.InputSchema, w.InputSchema}, {"output", got.OutputSchema, w.OutputSchema}} {
+			var wantV any
+			if err := json.Unmarshal(s.want.(json.RawMessage), &wantV); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(wantV, s.got); diff != "" {
+				t.Errorf("%s %s schema (-want +got):\n%s", w.Name, s.name, diff)
+			}
+		}
+		a := got.Annotations
+		if a == nil || a.ReadOnlyHint != w.ReadOnly || a.DestructiveHint == nil || *a.DestructiveHint != w.Destructive {
+			t.Errorf("%s annotations %+v, want readOnly %v destructive %v", w.Name, a, w.ReadOnly, w.Destructive)
+		}
+	}
+}
+
+func testForeground(t *testing.T, tr transport) {
+	cs, _ := tr.start(t, serverOptions{marker: testutil.Marker(t)})
+	r := callTool(t, cs, "bash", bash("echo hello"))
+	if got := text(t, r); got != "hello\n" || r.IsError {
+		t.Fatalf("echo hello: %q (isError %v)", got, r.IsError)
+	}
+	want := map[string]any{
+		"kind": "foreground", "exitCode": 0.0, "signal": nil, "timedOut": false, "aborted": false, "timeoutMs": 120000.0,
+		"stdout": map[string]any{"text": "hello\n", "truncated": false},
+		"stderr": map[string]any{"text": "", "truncated": false},
+	}
+	if diff := cmp.Diff(want, r.StructuredContent); diff != "" {
+		t.Errorf("structuredContent (-want +got):\n%s", diff)
+	}
+
+	r = callTool(t, cs, "bash", bash("echo out; echo err >&2; exit 3"))
+	if got := text(t, r); got != "out\n[stderr]\nerr\n[exit code: 3]" || r.IsError {
+		t.Errorf("failing command: %q (isError %v)", got, r.IsError)
+	}
+	r = callTool(t, cs, "bash", map[string]any{"command": "echo CONCH_SESSION_ID=$CONCH_SESSION_ID", "description": "Show the session id"})
+	if got := text(t, r); !regexp.MustCompile(`^CONCH_SESSION_ID=(stdio|http-\d+)\n$`).MatchString(got) {
+		t.Errorf("session id: %q", got)
+	}
+}
+
+func testToolError(t *testing.T, tr transport) {
+	cs, _ := tr.start(t, serverOptions{marker: testutil.Marker(t)})
+	for _, c := range []struct {
+		args map[string]any
+		want string
+	}{
+		{map[string]any{"description": "x"}, "Error: invalid command: expected a non-empty string"},
+		{map[string]any{"command": "true"}, "Error: invalid description: expected a non-empty string"},
+		{map[string]any{"command": "true", "description": "x", "timeoutMs": -5}, "Error: invalid timeoutMs: expected a positive number, got -5"},
+		{map[string]any{"command": "true", "description": "x", "workdir": "/nonexistent/dir"}, "Error: workdir /nonexistent/dir: no such file or directory"},
+	} {
+		r := callTool(t, cs, "bash", c.args)
+		if got := text(t, r); got != c.want || !r.IsError || r.StructuredContent != nil {
+			t.Errorf("bash %v: %q (isError %v, structured %v), want %q", c.args, got, r.IsError, r.StructuredContent, c.want)
+		}
+	}
+	r := callTool(t, cs, "task_output", map[string]any{"task_id": "bash-99"})
+	if got := text(t, r); got != "Error: unknown task bash-99" || !r.IsError {
+		t.Errorf("task_output of unknown task: %q (isError %v)", got, r.IsError)
+	}
+}
+
+func testBackgroundWait(t *testing.T, tr transport) {
+	cs, _ := tr.start(t, serverOptions{marker: testutil.Marker(t)})
+	r := callTool(t, cs, "bash", bashBG("sleep 0.3; echo done"))
+	if got := text(t, r); got != "started background task bash-1" {
+		t.Fatalf("background start: %q", got)
+	}
+	if diff := cmp.Diff(map[string]any{"kind": "background", "taskId": "bash-1"}, r.StructuredContent); diff != "" {
+		t.Errorf("structuredContent (-want +got):\n%s", diff)
+	}
+	r = callTool(t, cs, "task_output", map[string]any{"task_id": "bash-1", "wait": true})
+	if got := text(t, r); got != "done\n[status: completed, exit code: 0]" {
+		t.Errorf("task_output wait: %q", got)
+	}
+	r = callTool(t, cs, "task_list", nil)
+	if got := text(t, r); got != "bash-1 [bash] completed — sleep 0.3; echo done" {
+		t.Errorf("task_list: %q", got)
+	}
+}
+
+func testTaskKill(t *testing.T, tr transport) {
+	marker := testutil.Marker(t)
+	cs, server := tr.start(t, serverOptions{marker: marker})
+	callTool(t, cs, "bash", bashBG("sleep 100"))
+	waitProcess(t, marker, server, "sleep 100")
+	r := callTool(t, cs, "task_kill", map[string]any{"task_id": "bash-1"})
+	if got := text(t, r); got != "requested cancellation of task bash-1" {
+		t.Fatalf("task_kill: %q", got)
+	}
+	r = callTool(t, cs, "task_output", map[string]any{"task_id": "bash-1", "wait": true})
+	if got := text(t, r); got != "(no new output)\n[status: killed, signal: SIGTERM]" {
+		t.Errorf("task_output after kill: %q", got)
+	}
+	waitNoProcesses(t, marker, server, 3*time.Second)
+	r = callTool(t, cs, "task_kill", map[string]any{"task_id": "bash-1"})
+	if got := text(t, r); got != "task bash-1 had already finished [status: killed, signal: SIGTERM]" {
+		t.Errorf("second task_kill: %q", got)
+	}
+}
+
+func testCancel(t *testing.T, tr transport) {
+	marker := testutil.Marker(t)
+	cs, server := tr.start(t, serverOptions{marker: marker})
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		// A grandchild holds the pipes: only a group kill ends the call.
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: bash("sleep 100 & sleep 200; echo never")})
+		errc <- err
+	}()
+	waitProcess(t, marker, server, "sleep 200")
+	start := time.Now()
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled call: %v, want context.Canceled", err)
+	}
+	waitNoProcesses(t, marker, server, 3*time.Second)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the group died %v after the cancel", d)
+	}
+	// The session goes on.
+	if got := text(t, callTool(t, cs, "bash", bash("echo still here"))); got != "still here\n" {
+		t.Errorf("after the cancel: %q", got)
+	}
+}
+
+func testProgress(t *testing.T, tr transport) {
+	type note struct {
+		at     time.Time
+		params mcp.ProgressNotificationParams
+	}
+	var mu sync.Mutex
+	var notes []note
+	copts := &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+		mu.Lock()
+		notes = append(notes, note{time.Now(), *req.Params})
+		mu.Unlock()
+	}}
+	cs, _ := tr.start(t, serverOptions{marker: testutil.Marker(t), client: copts})
+	params := &mcp.CallToolParams{Name: "bash", Arguments: bash("for i in 1 2 3 4 5; do echo tick; sleep 0.5; done")}
+	params.SetProgressToken("progress-1")
+	r, err := cs.CallTool(t.Context(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := text(t, r); got != strings.Repeat("tick\n", 5) {
+		t.Errorf("result: %q", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(notes) < 2 || len(notes) > 3 {
+		t.Fatalf("%d progress notifications for a 2.5 s command, want 2 or 3: %+v", len(notes), notes)
+	}
+	msg := regexp.MustCompile(`^running for \d+\.\ds, \d+ bytes of output so far$`)
+	for i, n := range notes {
+		if n.params.ProgressToken != "progress-1" || !msg.MatchString(n.params.Message) {
+			t.Errorf("notification %d: %+v", i, n.params)
+		}
+		if i > 0 {
+			if n.params.Progress <= notes[i-1].params.Progress {
+				t.Errorf("progress did not increase: %v then %v", notes[i-1].params.Progress, n.params.Progress)
+			}
+			// The server sends one a second; the client's receipt may
+			// jitter under load.
+			if gap := n.at.Sub(notes[i-1].at); gap < 600*time.Millisecond {
+				t.Errorf("two notifications %v apart", gap)
+			}
+		}
+	}
+	if !strings.HasSuffix(notes[len(notes)-1].params.Message, "bytes of output so far") ||
+		strings.HasPrefix(notes[len(notes)-1].params.Message, "running for 0") {
+		t.Errorf("last message %q", notes[len(notes)-1].params.Message)
+	}
+}
+
+func testYield(t *testing.T, tr transport) {
+	cs, _ := tr.start(t, serverOptions{marker: testutil.Marker(t), yieldMs: 500})
+	r := callTool(t, cs, "bash", bash("for i in $(seq 1 20); do echo line$i; sleep 0.1; done"))
+	got := text(t, r)
+	const marker = "[still running after 500ms; moved to background task bash-1: read it with task_output, stop it with task_kill]"
+	body, ok := strings.CutSuffix(got, marker)
+	if !ok || r.IsError {
+		t.Fatalf("yielded result: %q (isError %v)", got, r.IsError)
+	}
+	if diff := cmp.Diff(map[string]any{"kind": "yielded", "taskId": "bash-1", "yieldedAfterMs": 500.0}, r.StructuredContent); diff != "" {
+		t.Errorf("structuredContent (-want +got):\n%s", diff)
+	}
+	if body == "(no output)\n" {
+		body = ""
+	}
+	if !strings.HasPrefix(body, "line1\n") {
+		t.Errorf("output so far %q, want it to start with line1", body)
+	}
+	all := body
+	for range 10 {
+		r = callTool(t, cs, "task_output", map[string]any{"task_id": "bash-1", "wait": true})
+		sc := r.StructuredContent.(map[string]any)
+		all += sc["output"].(string)
+		if sc["status"] != "running" {
+			if got := text(t, r); !strings.HasSuffix(got, "[status: completed, exit code: 0]") {
+				t.Errorf("final read: %q", got)
+			}
+			break
+		}
+	}
+	var want strings.Builder
+	for i := 1; i <= 20; i++ {
+		fmt.Fprintf(&want, "line%d\n", i)
+	}
+	if all != want.String() {
+		t.Errorf("yielded + task_output reads:\n%q\nwant\n%q", all, want.String())
+	}
+}
+
+func testCompletionNotice(t *testing.T, tr transport) {
+	cs, _ := tr.start(t, serverOptions{marker: testutil.Marker(t)})
+	callTool(t, cs, "bash", bashBG("echo x"))
+	const notice = "background task bash-1 (bash: echo x) finished [status: completed, exit code: 0]. Read its output with task_output."
+	var blocks []string
+	waitFor(t, 5*time.Second, "a completion notice", func() bool {
+		blocks = texts(t, callTool(t, cs, "task_list", nil))
+		return len(blocks) > 1
+	})
+	if diff := cmp.Diff([]string{"bash-1 [bash] completed — echo x", notice}, blocks); diff != "" {
+		t.Errorf("call after completion (-want +got):\n%s", diff)
+	}
+	// Once only.
+	if got := texts(t, callTool(t, cs, "bash", bash("true"))); len(got) != 1 {
+		t.Errorf("next call: %q", got)
+	}
+}
+
+func testRootsCwd(t *testing.T, tr transport) {
+	dir := filepath.Join(t.TempDir(), "x")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The go-sdk client lists its roots sorted by URI: the https one,
+	// which is no file root, comes after.
+	cs, _ := tr.start(t, serverOptions{marker: testutil.Marker(t), roots: []*mcp.Root{
+		{URI: "file://" + dir, Name: "x"},
+		{URI: "https://example.com/not-a-file-root"},
+	}})
+	if got := text(t, callTool(t, cs, "bash", bash("pwd"))); got != real+"\n" {
+		t.Errorf("pwd: %q, want %q", got, real+"\n")
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a := bash("pwd")
+	a["workdir"] = "sub"
+	if got := text(t, callTool(t, cs, "bash", a)); got != filepath.Join(real, "sub")+"\n" {
+		t.Errorf("pwd in relative workdir: %q", got)
+	}
+}
+
+func testNoRootsCwd(t *testing.T, tr transport) {
+	// The go-sdk client declares roots but has none: the server's cwd.
+	cs, _ := tr.start(t, serverOptions{marker: testutil.Marker(t)})
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := text(t, callTool(t, cs, "bash", bash("pwd -P"))); got != wd+"\n" {
+		t.Errorf("pwd: %q, want %q", got, wd+"\n")
+	}
+}
+
+// TestToolsListBytes reads tools/list off the binary's stdout as bytes:
+// each schema must go out exactly as the toolset wrote it (property order
+// included), and the tools in the toolset's order.
+func TestToolsListBytes(t *testing.T) {
+	t.Parallel()
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	cmd := exec.Command(conchBin, "serve")
+	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/list"}
+`)
+	lines := bufio.NewReader(stdout)
+	lines.ReadString('\n') // initialize
+	list, err := lines.ReadString('\n')
+	if err != nil || !strings.HasPrefix(list, `{"jsonrpc":"2.0","id":2,"result":`) {
+		t.Fatalf("tools/list: %q (%v)", list, err)
+	}
+	at := 0
+	for _, tool := range referenceTools(t) {
+		for _, schema := range []json.RawMessage{tool.InputSchema, tool.OutputSchema} {
+			i := strings.Index(list[at:], string(schema))
+			if i < 0 {
+				t.Fatalf("%s: schema %s not found verbatim (or out of order) in %s", tool.Name, schema, list)
+			}
+			at += i + len(schema)
+		}
+	}
+}

@@ -1,0 +1,60 @@
+// Command conch is a bash tool for AI agents: an MCP server (conch serve),
+// an ACP agent for editors (conch acp), and a way to try one command as a
+// model would see it (conch run).
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+const usage = `conch: a bash tool for AI agents
+
+Usage:
+  conch run [flags] -- <command>   run one command and print what a model sees
+  conch serve [flags]              serve the tools over MCP (stdio, or --http ADDR)
+  conch acp [flags]                an ACP agent on stdio for editors (Zed)
+  conch version                    print the version
+  conch help                       this text
+
+Run 'conch <command> --help' for the flags of a command.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Main runs conch with args (without the program name) and returns the
+// exit status. ctx ends on SIGINT/SIGTERM.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return runCommand(ctx, args[1:], stdout, stderr)
+	case "serve":
+		return serveCommand(ctx, args[1:], stdin, stdout, stderr)
+	case "acp":
+		return acpCommand(ctx, args[1:], stdin, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "conch", version)
+		return 0
+	case "help", "--help", "-help", "-h":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "conch: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}

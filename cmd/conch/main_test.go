@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+
+	"github.com/conch-dev/conch/internal/testutil"
+	"github.com/conch-dev/conch/mcpserver"
+	"github.com/conch-dev/conch/shell/local"
+	"github.com/conch-dev/conch/tasks"
+	"github.com/conch-dev/conch/tools"
+)
+
+// conchBin is the conch binary built for these tests.
+var conchBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "conch-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	conchBin = filepath.Join(dir, "conch")
+	if out, err := exec.Command("go", "build", "-o", conchBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(testutil.LeakOptions()...); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// logBuffer collects a server's logs and shows them if the test fails.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func newLogBuffer(t *testing.T, what string) *logBuffer {
+	l := &logBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s logs:\n%s", what, l.String())
+		}
+	})
+	return l
+}
+
+// serverOptions configure a server under test.
+type serverOptions struct {
+	marker  string
+	yieldMs int
+	client  *mcp.ClientOptions
+	roots   []*mcp.Root
+}
+
+// transport starts a conch MCP server and connects a go-sdk client to it.
+// The server and the client end when the test does, and then no process
+// with the marker may be left.
+type transport struct {
+	name string
+	// start returns the client session and the pid of the server process
+	// (0 when the server runs in the test process).
+	start func(t *testing.T, o serverOptions) (*mcp.ClientSession, int)
+}
+
+var transports = []transport{
+	{"stdio", startStdio},
+	{"http", startHTTP},
+}
+
+func newClient(o serverOptions) *mcp.Client {
+	c := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, o.client)
+	if len(o.roots) > 0 {
+		c.AddRoots(o.roots...)
+	}
+	return c
+}
+
+// startStdio runs the built binary as `conch serve` on stdio.
+func startStdio(t *testing.T, o serverOptions) (*mcp.ClientSession, int) {
+	t.Helper()
+	t.Cleanup(func() { testutil.AssertNoProcesses(t, o.marker) })
+	args := []string{"serve"}
+	if o.yieldMs != 0 {
+		args = append(args, "--yield-ms", fmt.Sprint(o.yieldMs))
+	}
+	cmd := exec.Command(conchBin, args...)
+	cmd.Env = append(testutil.Env(o.marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
+	cmd.Stderr = newLogBuffer(t, "conch serve")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	cs, err := newClient(o).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect to conch serve: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := cs.Close(); err != nil {
+			t.Errorf("close stdio session: %v", err)
+		}
+		if code := cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("conch serve exited with %d, want 0", code)
+		}
+	})
+	return cs, cmd.Process.Pid
+}
+
+// startHTTP serves an in-process mcpserver over httptest, wired like
+// conch serve.
+func startHTTP(t *testing.T, o serverOptions) (*mcp.ClientSession, int) {
+	t.Helper()
+	t.Cleanup(func() { testutil.AssertNoProcesses(t, o.marker) })
+	hs, _ := newHTTPStack(t, o)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	cs, err := newClient(o).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: hs.Client()}, nil)
+	if err != nil {
+		t.Fatalf("connect over http: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := cs.Close(); err != nil {
+			t.Errorf("close http session: %v", err)
+		}
+	})
+	return cs, 0
+}
+
+// newHTTPStack builds what conch serve --http builds, in this process,
+// with the marker in the commands' environment.
+func newHTTPStack(t *testing.T, o serverOptions) (*httptest.Server, *mcpserver.Server) {
+	t.Helper()
+	ex, err := local.New(&local.Options{Environ: testutil.Env(o.marker), SpillParent: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := tasks.New(nil)
+	ts := tools.New(ex, &tools.Options{
+		Tasks:      rt,
+		Home:       t.TempDir(),
+		YieldAfter: time.Duration(o.yieldMs) * time.Millisecond,
+	})
+	logs := newLogBuffer(t, "mcpserver")
+	srv := mcpserver.New(ts, &mcpserver.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	hs := httptest.NewServer(srv.HTTPHandler())
+	t.Cleanup(func() {
+		srv.Close()
+		hs.CloseClientConnections()
+		hs.Close()
+		rt.Close()
+		if err := ex.Close(); err != nil {
+			t.Errorf("executor close: %v", err)
+		}
+	})
+	return hs, srv
+}
+
+// callTool calls tool name with args and fails the test on a protocol
+// error.
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s %v: %v", name, args, err)
+	}
+	return r
+}
+
+// texts returns the text blocks of r.
+func texts(t *testing.T, r *mcp.CallToolResult) []string {
+	t.Helper()
+	var out []string
+	for _, c := range r.Content {
+		tc, ok := c.(*mcp.TextContent)
+		if !ok {
+			t.Fatalf("content block %T, want text", c)
+		}
+		out = append(out, tc.Text)
+	}
+	return out
+}
+
+// text returns the only text block of r.
+func text(t *testing.T, r *mcp.CallToolResult) string {
+	t.Helper()
+	ts := texts(t, r)
+	if len(ts) != 1 {
+		t.Fatalf("%d content blocks %q, want 1", len(ts), ts)
+	}
+	return ts[0]
+}
+
+func bash(command string) map[string]any {
+	return map[string]any{"command": command, "description": "Run a test command"}
+}
+
+func bashBG(command string) map[string]any {
+	a := bash(command)
+	a["run_in_background"] = true
+	return a
+}
+
+// liveProcesses returns the processes with marker, other than the server.
+func liveProcesses(marker string, server int) []string {
+	var out []string
+	for _, p := range testutil.Processes(marker) {
+		if p.Pid != server {
+			out = append(out, fmt.Sprintf("%d %s", p.Pid, testutil.Cmdline(p.Pid)))
+		}
+	}
+	return out
+}
+
+// waitFor polls cond every 10 ms for up to d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitProcesses waits until a process with marker whose command line
+// contains cmd runs.
+func waitProcess(t *testing.T, marker string, server int, cmd string) {
+	t.Helper()
+	waitFor(t, 5*time.Second, "a process running "+cmd, func() bool {
+		for _, p := range liveProcesses(marker, server) {
+			if strings.Contains(p, cmd) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// waitNoProcesses waits until no process with marker but the server is
+// left.
+func waitNoProcesses(t *testing.T, marker string, server int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		left := liveProcesses(marker, server)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes still alive after %v: %q", d, left)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conch-dev/conch/internal/testutil"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of conch run")
+
+// runConch runs the built binary with args and the test's marker, and
+// returns its stdout, stderr and exit status.
+func runConch(t *testing.T, marker string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(conchBin, args...)
+	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatalf("conch %q: %v", args, err)
+	}
+	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
+}
+
+// TestRunGolden pins what conch run prints and its exit status. Each
+// case's golden file (testdata/run/<name>.golden) is the stdout, then a
+// line "-- exit <status> --". Run with -update to rewrite them.
+func TestRunGolden(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"text_echo", []string{"--", "echo", "hello"}},
+		{"text_words_joined", []string{"echo", "a", "b"}},
+		{"text_streams_exit", []string{"--", "echo out; echo err >&2; exit 3"}},
+		{"text_no_output", []string{"--", "true"}},
+		{"text_timeout", []string{"--timeout-ms", "200", "--", "sleep 5"}},
+		{"text_trapped_timeout", []string{"--timeout-ms", "200", "--", "trap 'exit 0' TERM; sleep 5 & wait"}},
+		{"text_signal", []string{"--", "kill -TERM $$"}},
+		{"text_workdir", []string{"--cwd", "/", "--workdir", "usr", "--", "pwd"}},
+		{"text_workdir_missing", []string{"--workdir", "/nonexistent/dir", "--", "true"}},
+		{"text_no_trailing_newline", []string{"--", "printf abc"}},
+		{"json_echo", []string{"--json", "--", "echo hi"}},
+		{"json_exit", []string{"--json", "--", "echo bye; exit 7"}},
+		{"json_error", []string{"--json", "--workdir", "/nonexistent/dir", "--", "true"}},
+		{"present_echo", []string{"--present", "--", "echo hi"}},
+		{"present_exit", []string{"--present", "--workdir", "/", "--", "echo bye; exit 7"}},
+		{"present_signal", []string{"--present", "--", "kill -KILL $$"}},
+		{"present_error", []string{"--present", "--workdir", "/nonexistent/dir", "--", "true"}},
+		{"present_background", []string{"--present", "--background", "--", "echo a; exit 4"}},
+		{"background", []string{"--background", "--", "echo a; sleep 0.3; echo b"}},
+		{"background_no_newline", []string{"--background", "--", "printf a"}},
+		{"background_exit", []string{"--background", "--", "echo x >&2; exit 5"}},
+		{"background_signal", []string{"--background", "--", "kill -KILL $$"}},
+		{"background_json", []string{"--background", "--json", "--", "echo a; exit 6"}},
+		{"yield", []string{"--yield-ms", "300", "--", "echo a; sleep 1; echo b"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			marker := testutil.Marker(t)
+			defer testutil.AssertNoProcesses(t, marker)
+			stdout, stderr, code := runConch(t, marker, append([]string{"run"}, c.args...)...)
+			got := stdout + "-- exit " + strconv.Itoa(code) + " --\n"
+			path := filepath.Join("testdata", "run", c.name+".golden")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("conch run %q:\n%s\nwant:\n%s\nstderr: %s", c.args, got, want, stderr)
+			}
+		})
+	}
+}
+
+// TestRunUsage covers conch run's refusals and its help.
+func TestRunUsage(t *testing.T) {
+	t.Parallel()
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	for _, c := range []struct {
+		args      []string
+		code      int
+		out, errs string
+	}{
+		{[]string{"--help"}, 0, "Exit status:", ""},
+		{nil, 2, "", "conch run: no command"},
+		{[]string{"--"}, 2, "", "conch run: no command"},
+		{[]string{"--json", "--present", "--", "true"}, 2, "", "--json and --present cannot be combined"},
+		{[]string{"--timeout-ms", "abc", "--", "true"}, 2, "", `invalid value "abc" for flag -timeout-ms: must be a positive finite number`},
+		{[]string{"--grace-ms", "Inf", "--", "true"}, 2, "", `invalid value "Inf" for flag -grace-ms`},
+		{[]string{"--cwd", "/nonexistent/dir", "--", "true"}, 2, "", "--cwd /nonexistent/dir: not a directory"},
+	} {
+		stdout, stderr, code := runConch(t, marker, append([]string{"run"}, c.args...)...)
+		if code != c.code || !strings.Contains(stdout, c.out) || !strings.Contains(stderr, c.errs) {
+			t.Errorf("run %q: exit %d\nstdout %q\nstderr %q\nwant exit %d, %q in stdout, %q in stderr",
+				c.args, code, stdout, stderr, c.code, c.out, c.errs)
+		}
+	}
+}
+
+// TestRunInterrupted: SIGINT kills the command's group and exits 130;
+// nothing the command started survives, not even an escapee.
+func TestRunInterrupted(t *testing.T) {
+	for _, bg := range []bool{false, true} {
+		t.Run(fmt.Sprintf("background=%v", bg), func(t *testing.T) {
+			t.Parallel()
+			marker := testutil.Marker(t)
+			defer testutil.AssertNoProcesses(t, marker)
+			args := []string{"run"}
+			if bg {
+				args = append(args, "--background")
+			}
+			args = append(args, "--", "setsid sleep 1004 >/dev/null 2>&1 & echo started; sleep 1005")
+			cmd := exec.Command(conchBin, args...)
+			cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
+			var out bytes.Buffer
+			cmd.Stdout = &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitProcess(t, marker, cmd.Process.Pid, "sleep 1005")
+			waitProcess(t, marker, cmd.Process.Pid, "sleep 1004")
+			start := time.Now()
+			cmd.Process.Signal(syscall.SIGINT)
+			cmd.Wait()
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("exit took %v", d)
+			}
+			if code := cmd.ProcessState.ExitCode(); code != 130 {
+				t.Errorf("exit %d, want 130", code)
+			}
+			want := "Error: tool call aborted\n"
+			if bg {
+				want = "started background task bash-1\nstarted\n"
+			}
+			if out.String() != want {
+				t.Errorf("stdout %q, want %q", out.String(), want)
+			}
+		})
+	}
+}
+
+// TestRunStdoutClosed: a reader that goes away (conch run … | head -2)
+// ends the follow with 141, as SIGPIPE would, and nothing survives.
+func TestRunStdoutClosed(t *testing.T) {
+	t.Parallel()
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	cmd := exec.Command(conchBin, "run", "--background", "--",
+		"setsid sleep 1022 >/dev/null 2>&1 & while :; do echo y; sleep 0.05; done")
+	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewReader(stdout)
+	for _, want := range []string{"started background task bash-1\n", "y\n"} {
+		if got, err := lines.ReadString('\n'); got != want {
+			t.Fatalf("read %q (%v), want %q", got, err, want)
+		}
+	}
+	waitProcess(t, marker, cmd.Process.Pid, "sleep 1022")
+	stdout.Close()
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 141 {
+		t.Errorf("exit %d, want 141", code)
+	}
+}

@@ -1,0 +1,276 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conch-dev/conch/internal/testutil"
+)
+
+// TestServeShutdown stops the binary (signals, end of stdin) while it has a running background
+// task, a foreground call in flight, a setsid escapee left by a finished
+// command and a spill file: it must exit 0 at once, leave no process and
+// remove its spill directory.
+func TestServeShutdown(t *testing.T) {
+	for _, how := range []string{"SIGTERM", "SIGINT", "stdin EOF"} {
+		t.Run(strings.ReplaceAll(how, " ", "_"), func(t *testing.T) {
+			t.Parallel()
+			marker := testutil.Marker(t)
+			defer testutil.AssertNoProcesses(t, marker)
+			tmp := t.TempDir()
+			cmd := exec.Command(conchBin, "serve")
+			cmd.Env = append(testutil.Env(marker), "TMPDIR="+tmp, "XDG_STATE_HOME="+t.TempDir())
+			cmd.Stderr = newLogBuffer(t, "conch serve")
+			cmd.WaitDelay = 2 * time.Second
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var waitErr error
+			exited := make(chan struct{})
+			go func() {
+				waitErr = cmd.Wait()
+				close(exited)
+			}()
+			defer func() {
+				select {
+				case <-exited:
+				default:
+					cmd.Process.Kill()
+					<-exited
+				}
+			}()
+			client := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, nil)
+			cs, err := client.Connect(t.Context(), &mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			server := cmd.Process.Pid
+
+			if got := text(t, callTool(t, cs, "bash", bashBG("sleep 1000"))); got != "started background task bash-1" {
+				t.Fatalf("background: %q", got)
+			}
+			if got := text(t, callTool(t, cs, "bash", bash("setsid sleep 1001 >/dev/null 2>&1 &"))); got != "(no output)" {
+				t.Fatalf("escapee: %q", got)
+			}
+			spilled := text(t, callTool(t, cs, "bash", bash(`head -c 100000 /dev/zero | tr '\0' a`)))
+			spill, _ := filepath.Glob(filepath.Join(tmp, "conch-spill-*"))
+			if len(spill) != 1 || !strings.Contains(spilled, "[output truncated; full output: "+spill[0]+"/") {
+				t.Fatalf("spill dirs %q; result ends %q", spill, spilled[len(spilled)-200:])
+			}
+			inflight := make(chan error, 1)
+			go func() {
+				_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: bash("sleep 1002")})
+				inflight <- err
+			}()
+			for _, p := range []string{"sleep 1000", "sleep 1001", "sleep 1002"} {
+				waitProcess(t, marker, server, p)
+			}
+
+			start := time.Now()
+			switch how {
+			case "SIGTERM":
+				cmd.Process.Signal(syscall.SIGTERM)
+			case "SIGINT":
+				cmd.Process.Signal(syscall.SIGINT)
+			case "stdin EOF":
+				stdin.Close()
+			}
+			select {
+			case <-exited:
+				if waitErr != nil {
+					t.Errorf("conch serve: %v, want exit 0", waitErr)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("conch serve did not exit within 10s")
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("shutdown took %v", d)
+			}
+			<-inflight
+			if left := liveProcesses(marker, server); len(left) > 0 {
+				t.Errorf("survivors: %q", left)
+			}
+			if entries, _ := os.ReadDir(tmp); len(entries) > 0 {
+				var names []string
+				for _, e := range entries {
+					names = append(names, e.Name())
+				}
+				t.Errorf("left in TMPDIR: %q", names)
+			}
+		})
+	}
+}
+
+// TestServeStdoutClosed: a client that closes the server's stdout and
+// sends one more request must not kill the server with SIGPIPE (which
+// would leave its processes behind): the write fails, the session ends,
+// everything is cleaned up and conch exits 0.
+func TestServeStdoutClosed(t *testing.T) {
+	t.Parallel()
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	cmd := exec.Command(conchBin, "serve")
+	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
+	cmd.Stderr = newLogBuffer(t, "conch serve")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewReader(stdout)
+	send := func(msg string) {
+		if _, err := io.WriteString(stdin, msg+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect := func(want string) {
+		line, err := lines.ReadString('\n')
+		if err != nil || !strings.Contains(line, want) {
+			t.Fatalf("read %q (%v), want %q in it", line, err, want)
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	expect(`"id":1`)
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"setsid sleep 1018 >/dev/null 2>&1 & sleep 1019","description":"x","run_in_background":true}}}`)
+	expect("started background task bash-1")
+	waitProcess(t, marker, cmd.Process.Pid, "sleep 1018")
+	waitProcess(t, marker, cmd.Process.Pid, "sleep 1019")
+	stdout.Close()
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo hi","description":"x"}}}`)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("conch serve: %v, want exit 0", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("conch serve did not exit within 10s")
+	}
+}
+
+// TestServeHTTPBinary starts the binary on a loopback port, checks that
+// it answers, and stops it with SIGTERM.
+func TestServeHTTPBinary(t *testing.T) {
+	t.Parallel()
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	cmd := exec.Command(conchBin, "serve", "--http", ":0") // a bare port: loopback
+	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
+	logs := newLogBuffer(t, "conch serve --http")
+	cmd.Stderr = logs
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var url string
+	waitFor(t, 5*time.Second, "the listening address in the logs", func() bool {
+		_, rest, ok := strings.Cut(logs.String(), "url=")
+		if ok {
+			url, _, ok = strings.Cut(rest, " ")
+		}
+		return ok
+	})
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Errorf("listening on %s, want 127.0.0.1", url)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, nil)
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := text(t, callTool(t, cs, "bash", bashBG("sleep 1003"))); got != "started background task bash-1" {
+		t.Errorf("background: %q", got)
+	}
+	waitProcess(t, marker, cmd.Process.Pid, "sleep 1003")
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("conch serve --http: %v, want exit 0", err)
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("conch serve --http did not exit within 10s")
+	}
+	cs.Close()
+	if out.Len() > 0 {
+		t.Errorf("stdout: %q, want nothing", out.String())
+	}
+}
+
+// TestServeRefusesNonLoopbackWithoutToken: a non-loopback bind needs a
+// token.
+func TestServeRefusesNonLoopbackWithoutToken(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{"0.0.0.0:0", "[::]:0", "192.0.2.1:7433"} {
+		cmd := exec.Command(conchBin, "serve", "--http", addr)
+		cmd.Env = append(os.Environ(), "CONCH_TOKEN=")
+		out, err := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != 2 || err == nil {
+			t.Errorf("serve --http %s: exit %d, want 2", addr, code)
+		}
+		if want := "--http " + addr + " is not a loopback address: set a bearer token with --token or CONCH_TOKEN"; !strings.Contains(string(out), want) {
+			t.Errorf("serve --http %s: %q, want it to say %q", addr, out, want)
+		}
+	}
+}
+
+// TestServeFlags: bad values are refused at start, naming the flag;
+// --help goes to stdout.
+func TestServeFlags(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		code int
+		out  string // in stdout
+		err  string // in stderr
+	}{
+		{[]string{"--help"}, 0, "Usage: conch serve [flags]", ""},
+		{[]string{"--yield-ms", "-1"}, 2, "", `invalid value "-1" for flag -yield-ms: must be zero or a positive finite number`},
+		{[]string{"--timeout-ms", "0"}, 2, "", `invalid value "0" for flag -timeout-ms: must be a positive finite number`},
+		{[]string{"--max-tasks", "NaN"}, 2, "", `invalid value "NaN" for flag -max-tasks`},
+		{[]string{"--cwd", "/nonexistent/dir"}, 2, "", "--cwd /nonexistent/dir: not a directory"},
+		{[]string{"--http", "nonsense"}, 2, "", `invalid value "nonsense" for flag -http`},
+		{[]string{"extra"}, 2, "", `unexpected argument "extra"`},
+	} {
+		cmd := exec.Command(conchBin, append([]string{"serve"}, c.args...)...)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.Run()
+		if code := cmd.ProcessState.ExitCode(); code != c.code || !strings.Contains(stdout.String(), c.out) || !strings.Contains(stderr.String(), c.err) {
+			t.Errorf("serve %q: exit %d\nstdout %q\nstderr %q\nwant exit %d, %q in stdout, %q in stderr",
+				c.args, code, stdout.String(), stderr.String(), c.code, c.out, c.err)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+// Package mcpserver serves conch's tools over MCP (stdio and streamable HTTP) with the official Go SDK.
+//
+// # Tools
+//
+// Every tool of a [tools.Toolset] is registered with the SDK's raw form, so
+// the arguments reach the toolset untouched and its validation messages
+// reach the model byte for byte. Schemas are the toolset's own JSON bytes
+// (property order included), and tools/list returns the tools in the
+// toolset's order (the SDK would sort them by name). A result is one text
+// block with the model-facing text, then one more text block per
+// completion notice of the session's background tasks; the structured
+// value travels as structuredContent; tool errors set isError.
+//
+// # Sessions
+//
+// conch speaks the protocol versions that open a session with initialize
+// (up to 2025-11-25): its sessions, their cwd from roots and the
+// keep-alive rest on them, and 2026-07-28 has none.
+//
+// A session owns background tasks (its id is the task owner and the
+// command's CONCH_SESSION_ID) and has a working directory. Stdio is one
+// session, "stdio" (further concurrent ServeStdio calls get "stdio-2", …).
+// Each streamable HTTP session (one Mcp-Session-Id) is its own session,
+// "http-1", "http-2", … — the protocol's session id, which acts as a
+// capability, never reaches commands.
+//
+// The working directory of a session is the first file:// root of a
+// client that declared the roots capability, asked for on the first bash
+// call (bounded by Options.RootsTimeout) and again after the client says
+// its roots changed; otherwise, or if that root is not a directory, it is
+// the executor's default (conch serve --cwd).
+//
+// A session ends when the client closes it (stdin EOF, HTTP DELETE), when
+// an HTTP session has no request in flight and no event stream open for
+// Options.SessionTimeout, when a client holding an event stream fails two
+// keep-alive pings in a row (a client without one cannot be pinged), or
+// when the Server closes. The end cancels the session's running calls at once (the
+// SDK alone would wait for them), which kills their process groups, and
+// then disposes of the session's background tasks.
+//
+// # Calls
+//
+// The client's notifications/cancelled cancels the call: the process group
+// is killed and the call ends with "tool call aborted". When the client
+// sent a progress token, a running foreground command reports progress at
+// most once a second (progress = elapsed seconds; the message gives the
+// elapsed time and the bytes of output so far).
+//
+// # HTTP safety
+//
+// [Server.HTTPHandler] checks, before the SDK sees a request: the bearer
+// token (Options.Token; without one, any request from or to a non-loopback
+// address is refused), the Host header of requests that arrived on a
+// loopback address (DNS rebinding), and cross-origin browser requests
+// ([http.CrossOriginProtection]). A refused request runs nothing.
+package mcpserver

@@ -1,0 +1,403 @@
+package mcpserver_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conch-dev/conch/mcpserver"
+)
+
+// TestSessionsIsolated: two HTTP sessions have their own tasks.
+func TestSessionsIsolated(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	hs := e.serveHTTP(t)
+	a, b := connect(t, hs, nil), connect(t, hs, nil)
+	if got, _ := call(t, a, "bash", bashBG("sleep 0.2; echo from a")); got != "started background task bash-1" {
+		t.Fatalf("start in a: %q", got)
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"task_output", map[string]any{"task_id": "bash-1"}},
+		{"task_kill", map[string]any{"task_id": "bash-1"}},
+	} {
+		if got, isErr := call(t, b, c.tool, c.args); got != "Error: task bash-1 belongs to another session" || !isErr {
+			t.Errorf("%s from b: %q (isError %v)", c.tool, got, isErr)
+		}
+	}
+	if got, _ := call(t, b, "task_list", nil); got != "(no background tasks)" {
+		t.Errorf("task_list from b: %q", got)
+	}
+	if got, _ := call(t, a, "task_output", map[string]any{"task_id": "bash-1", "wait": true}); got != "from a\n[status: completed, exit code: 0]" {
+		t.Errorf("task_output from a: %q", got)
+	}
+	ida, _ := call(t, a, "bash", bash("echo $CONCH_SESSION_ID"))
+	idb, _ := call(t, b, "bash", bash("echo $CONCH_SESSION_ID"))
+	if ida == idb || !strings.HasPrefix(ida, "http-") || !strings.HasPrefix(idb, "http-") {
+		t.Errorf("session ids %q and %q", ida, idb)
+	}
+}
+
+// TestClosedSessionKillsTasks: a client that closes its session (DELETE)
+// takes its background tasks with it; other sessions are untouched.
+func TestClosedSessionKillsTasks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	hs := e.serveHTTP(t)
+	a, other := connect(t, hs, nil), connect(t, hs, nil)
+	call(t, a, "bash", bashBG("sleep 1006"))
+	call(t, other, "bash", bashBG("sleep 1007"))
+	e.waitRunning(t, "sleep 1006")
+	if err := a.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	e.waitGone(t, "sleep 1006", 3*time.Second)
+	if len(e.processes("sleep 1007")) != 1 {
+		t.Errorf("the other session's task died")
+	}
+	if got, _ := call(t, other, "task_list", nil); got != "bash-2 [bash] running — sleep 1007" {
+		t.Errorf("other session's tasks: %q", got)
+	}
+}
+
+// TestDeleteCancelsCallsInFlight: a DELETE ends the session's calls in
+// flight at once (the SDK alone would wait for them to finish).
+func TestDeleteCancelsCallsInFlight(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	hs := e.serveHTTP(t)
+	cs := connect(t, hs, nil)
+	call(t, cs, "bash", bashBG("sleep 1014"))
+	inflight := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: bash("sleep 1008")})
+		inflight <- err
+	}()
+	e.waitRunning(t, "sleep 1014")
+	e.waitRunning(t, "sleep 1008")
+	start := time.Now()
+	del, _ := http.NewRequest(http.MethodDelete, hs.URL+"/mcp", nil)
+	del.Header.Set("Mcp-Session-Id", cs.ID())
+	resp, err := hs.Client().Do(del)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Errorf("DELETE: %s", resp.Status)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("DELETE took %v: the call in flight was not cancelled at once", d)
+	}
+	e.waitGone(t, "sleep 1008", 3*time.Second)
+	e.waitGone(t, "sleep 1014", 3*time.Second)
+	select {
+	case <-inflight:
+	case <-time.After(5 * time.Second):
+		t.Errorf("the client's call did not return after the DELETE")
+	}
+}
+
+// TestIdleSessionExpires: a session with no request in flight and no
+// event stream ends after SessionTimeout, and its tasks die.
+func TestIdleSessionExpires(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, &mcpserver.Options{SessionTimeout: 300 * time.Millisecond})
+	hs := e.serveHTTP(t)
+	cs := connect(t, hs, &mcp.StreamableClientTransport{DisableStandaloneSSE: true, MaxRetries: -1})
+	call(t, cs, "bash", bashBG("sleep 1009"))
+	e.waitRunning(t, "sleep 1009")
+	// A call in flight keeps it alive past the timeout.
+	if got, _ := call(t, cs, "bash", bash("sleep 0.5; echo alive")); got != "alive\n" {
+		t.Fatalf("long call: %q", got)
+	}
+	start := time.Now()
+	e.waitGone(t, "sleep 1009", 3*time.Second)
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Errorf("expired %v after the last request", d)
+	}
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "task_list"}); err == nil {
+		t.Errorf("call on an expired session succeeded")
+	}
+}
+
+// TestKeepAliveKeepsListeningClient: a client with an open event stream
+// that answers pings is never idle.
+func TestKeepAliveKeepsListeningClient(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, &mcpserver.Options{SessionTimeout: 100 * time.Millisecond, KeepAlive: 50 * time.Millisecond})
+	hs := e.serveHTTP(t)
+	cs := connect(t, hs, nil)
+	call(t, cs, "bash", bashBG("sleep 1010"))
+	time.Sleep(700 * time.Millisecond)
+	if got, _ := call(t, cs, "task_list", nil); got != "bash-1 [bash] running — sleep 1010" {
+		t.Errorf("after 700 ms: %q", got)
+	}
+}
+
+// TestKeepAliveEndsDeadClient: a client that holds an event stream but
+// stops answering pings loses its session and its tasks.
+func TestKeepAliveEndsDeadClient(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, &mcpserver.Options{KeepAlive: 100 * time.Millisecond})
+	hs := e.serveHTTP(t)
+	c := rawClient{t: t, hc: hs.Client(), url: hs.URL + "/mcp"}
+	c.initialize()
+	if body := c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"sleep 1011","description":"x","run_in_background":true}}}`); !strings.Contains(body, "started background task bash-1") {
+		t.Fatalf("tools/call: %s", body)
+	}
+	e.waitRunning(t, "sleep 1011")
+	// An event stream that nobody answers.
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, c.url, nil)
+	c.headers(req)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	go io.Copy(io.Discard, resp.Body)
+	start := time.Now()
+	e.waitGone(t, "sleep 1011", 3*time.Second)
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Errorf("session ended %v after the stream opened: before two pings could fail", d)
+	}
+}
+
+// rawClient speaks streamable HTTP by hand, to act as a client the
+// go-sdk one would not be.
+type rawClient struct {
+	t       *testing.T
+	hc      *http.Client
+	url     string
+	session string
+	token   string
+}
+
+func (c *rawClient) headers(req *http.Request) {
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	if c.session != "" {
+		req.Header.Set("Mcp-Session-Id", c.session)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+}
+
+// do posts one message and returns the response with its body read.
+func (c *rawClient) do(body string) (*http.Response, string) {
+	c.t.Helper()
+	req, _ := http.NewRequestWithContext(c.t.Context(), http.MethodPost, c.url, strings.NewReader(body))
+	c.headers(req)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func (c *rawClient) post(body string) string {
+	c.t.Helper()
+	resp, b := c.do(body)
+	if resp.StatusCode/100 != 2 {
+		c.t.Fatalf("POST %s: %s %s", body, resp.Status, b)
+	}
+	return b
+}
+
+func (c *rawClient) initialize() {
+	c.t.Helper()
+	resp, body := c.do(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	c.session = resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || c.session == "" {
+		c.t.Fatalf("initialize: %s %s", resp.Status, body)
+	}
+	c.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+}
+
+// TestBearerToken: with a token, a request without it (or with another)
+// gets 401 and runs nothing; with it, everything works.
+func TestBearerToken(t *testing.T) {
+	t.Parallel()
+	const token = "s3cret-token"
+	e := newEnv(t, &mcpserver.Options{Token: token})
+	hs := e.serveHTTP(t)
+
+	c := rawClient{t: t, hc: hs.Client(), url: hs.URL + "/mcp", token: token}
+	c.initialize()
+	flag := filepath.Join(t.TempDir(), "ran")
+	callBody := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"bash","arguments":{"command":"touch ` + flag + `","description":"x"}}}`
+	for _, tok := range []string{"", "wrong", token + "x"} {
+		c.token = tok
+		resp, body := c.do(callBody)
+		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("token %q: %s %q, want 401 with WWW-Authenticate", tok, resp.Status, body)
+		}
+	}
+	// A new session without the token is refused too.
+	c.session, c.token = "", ""
+	if resp, _ := c.do(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("initialize without a token: %s", resp.Status)
+	}
+	if _, err := os.Stat(flag); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused request ran its command (%v)", err)
+	}
+
+	// The go-sdk client with the token.
+	cs := connect(t, hs, &mcp.StreamableClientTransport{HTTPClient: &http.Client{Transport: bearer{token, hs.Client().Transport}}})
+	if got, _ := call(t, cs, "bash", bash("echo authorized")); got != "authorized\n" {
+		t.Errorf("with the token: %q", got)
+	}
+	// Any case of the scheme.
+	req := httptest.NewRequest(http.MethodGet, "/mcp", nil)
+	req.RemoteAddr = "192.0.2.1:1234"
+	req.Header.Set("Authorization", "bearer "+token)
+	rec := httptest.NewRecorder()
+	e.srv.HTTPHandler().ServeHTTP(rec, req)
+	if rec.Code == http.StatusUnauthorized {
+		t.Errorf("lower-case scheme: 401")
+	}
+}
+
+// TestNoTokenLoopbackOnly: without a token, a request from or to a
+// non-loopback address gets 401 and reaches nothing.
+func TestNoTokenLoopbackOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	h := e.srv.HTTPHandler()
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`
+	for _, c := range []struct {
+		name   string
+		remote string
+		local  net.Addr
+		want   int
+	}{
+		{"remote client", "192.0.2.1:1234", nil, http.StatusUnauthorized},
+		{"remote client, loopback listener", "192.0.2.1:1234", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80}, http.StatusUnauthorized},
+		{"non-loopback listener", "127.0.0.1:1234", &net.TCPAddr{IP: net.IPv4(192, 0, 2, 2), Port: 80}, http.StatusUnauthorized},
+		{"ipv6 remote", "[2001:db8::1]:1234", nil, http.StatusUnauthorized},
+		{"loopback", "127.0.0.1:1234", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80}, http.StatusOK},
+		{"ipv6 loopback", "[::1]:1234", &net.TCPAddr{IP: net.IPv6loopback, Port: 80}, http.StatusOK},
+	} {
+		req := httptest.NewRequest(http.MethodPost, "http://localhost/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.RemoteAddr = c.remote
+		if c.local != nil {
+			req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, c.local))
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != c.want {
+			t.Errorf("%s: %d %q, want %d", c.name, rec.Code, rec.Body.String(), c.want)
+		}
+		if sid := rec.Header().Get("Mcp-Session-Id"); c.want == http.StatusOK && sid != "" {
+			del := httptest.NewRequest(http.MethodDelete, "http://localhost/mcp", nil)
+			del.Header.Set("Mcp-Session-Id", sid)
+			del.RemoteAddr = c.remote
+			h.ServeHTTP(httptest.NewRecorder(), del)
+		}
+	}
+}
+
+// TestHostAndOrigin: DNS rebinding (a foreign Host on a loopback
+// listener) and cross-origin browser requests are refused with 403.
+func TestHostAndOrigin(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	hs := e.serveHTTP(t)
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`
+	_, port, _ := net.SplitHostPort(hs.Listener.Addr().String())
+	for _, c := range []struct {
+		name   string
+		host   string
+		header map[string]string
+		want   int
+	}{
+		{"rebinding", "evil.example:" + port, nil, http.StatusForbidden},
+		{"rebinding without port", "attacker.test", nil, http.StatusForbidden},
+		{"cross-site fetch", "127.0.0.1:" + port, map[string]string{"Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+		{"foreign origin", "127.0.0.1:" + port, map[string]string{"Origin": "https://evil.example"}, http.StatusForbidden},
+		{"localhost", "localhost:" + port, nil, http.StatusOK},
+		{"127.0.0.1", "127.0.0.1:" + port, nil, http.StatusOK},
+		{"same origin", "127.0.0.1:" + port, map[string]string{"Origin": "http://127.0.0.1:" + port}, http.StatusOK},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, hs.URL+"/mcp", strings.NewReader(body))
+		req.Host = c.host
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range c.header {
+			req.Header.Set(k, v)
+		}
+		resp, err := hs.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: %s %q, want %d", c.name, resp.Status, b, c.want)
+		}
+		if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" {
+			del, _ := http.NewRequest(http.MethodDelete, hs.URL+"/mcp", nil)
+			del.Header.Set("Mcp-Session-Id", sid)
+			if resp, err := hs.Client().Do(del); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}
+}
+
+// TestServerCloseEndsSessions: Close cancels calls in flight and kills
+// every session's tasks.
+func TestServerCloseEndsSessions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	hs := e.serveHTTP(t)
+	a := connect(t, hs, nil)
+	call(t, a, "bash", bashBG("sleep 1012"))
+	inflight := make(chan error, 1)
+	go func() {
+		_, err := a.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: bash("sleep 1013")})
+		inflight <- err
+	}()
+	e.waitRunning(t, "sleep 1012")
+	e.waitRunning(t, "sleep 1013")
+	start := time.Now()
+	e.srv.Close()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Close took %v", d)
+	}
+	if len(e.processes("sleep 101")) != 0 {
+		t.Errorf("survivors after Close: %q", e.processes("sleep 101"))
+	}
+	<-inflight
+}
+
+func TestLoopbackAddr(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:7433": true, "127.0.0.2:0": true, "localhost:7433": true, "[::1]:7433": true, "LOCALHOST:1": true,
+		":7433": false, "0.0.0.0:7433": false, "[::]:7433": false, "192.168.1.2:80": false, "example.com:80": false, "127.0.0.1": false,
+	} {
+		if got := mcpserver.LoopbackAddr(addr); got != want {
+			t.Errorf("LoopbackAddr(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}

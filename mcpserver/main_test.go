@@ -1,0 +1,186 @@
+package mcpserver_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conch-dev/conch/internal/testutil"
+	"github.com/conch-dev/conch/mcpserver"
+	"github.com/conch-dev/conch/shell/local"
+	"github.com/conch-dev/conch/tasks"
+	"github.com/conch-dev/conch/tools"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
+
+// logBuffer collects the server's logs and shows them if the test fails.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// env is a server under test: an executor whose commands carry the
+// test's marker, a task runtime, the tools, and the MCP server over them.
+type env struct {
+	marker string
+	rt     *tasks.Runtime
+	srv    *mcpserver.Server
+	logs   *logBuffer
+}
+
+// newEnv builds an env that is closed, and checked for survivors, when
+// the test ends.
+func newEnv(t *testing.T, opts *mcpserver.Options) *env {
+	t.Helper()
+	e := &env{marker: testutil.Marker(t), logs: &logBuffer{}}
+	t.Cleanup(func() { testutil.AssertNoProcesses(t, e.marker) })
+	ex, err := local.New(&local.Options{Environ: testutil.Env(e.marker), SpillParent: t.TempDir(), Grace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.rt = tasks.New(nil)
+	ts := tools.New(ex, &tools.Options{Tasks: e.rt, Home: t.TempDir()})
+	var o mcpserver.Options
+	if opts != nil {
+		o = *opts
+	}
+	o.Logger = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e.srv = mcpserver.New(ts, &o)
+	t.Cleanup(func() {
+		e.srv.Close()
+		e.rt.Close()
+		if err := ex.Close(); err != nil {
+			t.Errorf("executor close: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("server logs:\n%s", e.logs.String())
+		}
+	})
+	return e
+}
+
+// serveHTTP serves the env's HTTP handler on a loopback httptest server.
+func (e *env) serveHTTP(t *testing.T) *httptest.Server {
+	t.Helper()
+	hs := httptest.NewServer(e.srv.HTTPHandler())
+	t.Cleanup(func() {
+		e.srv.Close() // ends the event streams
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	return hs
+}
+
+// connect opens a client session over streamable HTTP; it is closed when
+// the test ends.
+func connect(t *testing.T, hs *httptest.Server, tr *mcp.StreamableClientTransport, roots ...*mcp.Root) *mcp.ClientSession {
+	t.Helper()
+	if tr == nil {
+		tr = &mcp.StreamableClientTransport{}
+	}
+	tr.Endpoint = hs.URL + "/mcp"
+	if tr.HTTPClient == nil {
+		tr.HTTPClient = hs.Client()
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, nil)
+	c.AddRoots(roots...)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (text string, isError bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s %v: %v", name, args, err)
+	}
+	if len(r.Content) == 0 {
+		t.Fatalf("%s: no content", name)
+	}
+	return r.Content[0].(*mcp.TextContent).Text, r.IsError
+}
+
+func bash(command string) map[string]any {
+	return map[string]any{"command": command, "description": "Run a test command"}
+}
+
+func bashBG(command string) map[string]any {
+	a := bash(command)
+	a["run_in_background"] = true
+	return a
+}
+
+// processes lists the live processes with the env's marker whose command
+// line contains cmd.
+func (e *env) processes(cmd string) []string {
+	var out []string
+	for _, p := range testutil.Processes(e.marker) {
+		if c := testutil.Cmdline(p.Pid); strings.Contains(c, cmd) {
+			out = append(out, fmt.Sprintf("%d %s", p.Pid, c))
+		}
+	}
+	return out
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (e *env) waitRunning(t *testing.T, cmd string) {
+	t.Helper()
+	waitFor(t, 5*time.Second, cmd+" to run", func() bool { return len(e.processes(cmd)) > 0 })
+}
+
+func (e *env) waitGone(t *testing.T, cmd string, d time.Duration) {
+	t.Helper()
+	waitFor(t, d, cmd+" to die", func() bool { return len(e.processes(cmd)) == 0 })
+}
+
+// bearer adds a bearer token to every request.
+type bearer struct {
+	token string
+	rt    http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.rt.RoundTrip(r)
+}

@@ -1,0 +1,300 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conch-dev/conch/tools"
+)
+
+// Defaults of Options.
+const (
+	DefaultSessionTimeout = 30 * time.Minute
+	DefaultKeepAlive      = 30 * time.Second
+	DefaultRootsTimeout   = 2 * time.Second
+)
+
+// Options configure a Server. A nil *Options means all defaults.
+type Options struct {
+	// Name and Version identify the server to clients (defaults "conch"
+	// and "dev").
+	Name, Version string
+	// Logger receives the server's logs (default: discard). It must not
+	// write to the stdio transport's output.
+	Logger *slog.Logger
+	// Token, if set, is the bearer token every HTTP request must carry
+	// ("Authorization: Bearer <Token>"); others get 401. Without a Token,
+	// a request that arrives on, or comes from, a non-loopback address
+	// gets 401: exposing conch beyond this machine needs a token.
+	Token string
+	// SessionTimeout ends an HTTP session that has had no request in
+	// flight and no open event stream for this long (default 30 min;
+	// negative: never).
+	SessionTimeout time.Duration
+	// KeepAlive is the interval of the pings sent to HTTP sessions that
+	// hold an event stream; two failed pings in a row end the session
+	// (default 30 s; negative: no pings).
+	KeepAlive time.Duration
+	// RootsTimeout bounds the roots/list request that finds a session's
+	// working directory (default 2 s).
+	RootsTimeout time.Duration
+}
+
+// Server is conch's MCP server: the tools of one Toolset, served to any
+// number of sessions over stdio and streamable HTTP. Create it with New.
+// It is safe for concurrent use.
+type Server struct {
+	ts    *tools.Toolset
+	opts  Options
+	log   *slog.Logger
+	tools []tools.Tool
+
+	httpOnce sync.Once
+	httpMCP  *mcp.Server
+
+	mu       sync.Mutex
+	closed   bool
+	sessions map[*session]struct{}
+	byMCP    map[*mcp.ServerSession]*session // HTTP sessions
+	byHTTPID map[string]*session             // by Mcp-Session-Id
+	ids      map[string]bool                 // session ids in use
+	nextHTTP int
+	wg       sync.WaitGroup // session goroutines and ServeStdio calls
+}
+
+// ErrClosed is returned by ServeStdio after Close.
+var ErrClosed = errors.New("mcpserver: server is closed")
+
+// errSessionEnded is the cancel cause of calls whose session ended.
+var errSessionEnded = errors.New("mcpserver: session ended")
+
+// New returns a Server for the tools of ts. A nil opts means defaults.
+func New(ts *tools.Toolset, opts *Options) *Server {
+	if ts == nil {
+		panic("mcpserver: nil toolset")
+	}
+	s := &Server{
+		ts:       ts,
+		tools:    ts.Tools(),
+		sessions: make(map[*session]struct{}),
+		byMCP:    make(map[*mcp.ServerSession]*session),
+		byHTTPID: make(map[string]*session),
+		ids:      make(map[string]bool),
+	}
+	if opts != nil {
+		s.opts = *opts
+	}
+	if s.opts.Name == "" {
+		s.opts.Name = "conch"
+	}
+	if s.opts.Version == "" {
+		s.opts.Version = "dev"
+	}
+	if s.opts.SessionTimeout == 0 {
+		s.opts.SessionTimeout = DefaultSessionTimeout
+	}
+	if s.opts.KeepAlive == 0 {
+		s.opts.KeepAlive = DefaultKeepAlive
+	}
+	if s.opts.RootsTimeout <= 0 {
+		s.opts.RootsTimeout = DefaultRootsTimeout
+	}
+	s.log = s.opts.Logger
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return s
+}
+
+// Close ends every session (their running calls are cancelled and their
+// background tasks disposed of) and waits until that is done. ServeStdio
+// calls in progress return; new sessions are refused. Close does not close
+// the Toolset or its executor. It is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	all := make([]*session, 0, len(s.sessions))
+	for x := range s.sessions {
+		all = append(all, x)
+	}
+	s.mu.Unlock()
+	for _, x := range all {
+		x.end("server closing")
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// resolver finds the conch session of an SDK session.
+type resolver func(*mcp.ServerSession) (*session, error)
+
+// newMCP returns an SDK server with the tools registered, whose requests
+// belong to the sessions resolve gives.
+func (s *Server) newMCP(resolve resolver) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: s.opts.Name, Version: s.opts.Version}, &mcp.ServerOptions{
+		Instructions: s.ts.Prompt(),
+		Logger:       s.sdkLog(),
+		// conch's sessions (their tasks, cwd from roots, keep-alive) are
+		// those of the initialize handshake.
+		SupportedProtocolVersions: handshakeVersions(),
+		// No logging capability: conch sends no log messages.
+		Capabilities: &mcp.ServerCapabilities{},
+		RootsListChangedHandler: func(_ context.Context, req *mcp.RootsListChangedRequest) {
+			if x, err := resolve(req.Session); err == nil {
+				x.forgetCwd()
+			}
+		},
+	})
+	srv.AddReceivingMiddleware(s.middleware(resolve))
+	for _, t := range s.tools {
+		srv.AddTool(sdkTool(t), s.handler(t.Name, resolve))
+	}
+	return srv
+}
+
+// handshakeVersions are the protocol versions that open a session with
+// initialize: 2026-07-28 and later have no sessions and forbid the
+// server's own roots/list request.
+func handshakeVersions() []string {
+	return slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v >= "2026-07-28" })
+}
+
+// sdkTool is t as the SDK lists it: the schemas go out as the toolset's
+// bytes.
+func sdkTool(t tools.Tool) *mcp.Tool {
+	destructive := t.Destructive
+	return &mcp.Tool{
+		Name:         t.Name,
+		Title:        t.Title,
+		Description:  t.Description,
+		InputSchema:  t.InputSchema,
+		OutputSchema: t.OutputSchema,
+		Annotations: &mcp.ToolAnnotations{
+			Title:           t.Title,
+			ReadOnlyHint:    t.ReadOnly,
+			DestructiveHint: &destructive,
+		},
+	}
+}
+
+// middleware registers sessions on first sight and lists tools in the
+// toolset's order.
+func (s *Server) middleware(resolve resolver) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+				if _, err := resolve(ss); err != nil {
+					return nil, err
+				}
+			}
+			res, err := next(ctx, method, req)
+			if lt, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+				s.order(lt.Tools)
+			}
+			return res, err
+		}
+	}
+}
+
+// order sorts list into the toolset's order.
+func (s *Server) order(list []*mcp.Tool) {
+	rank := func(name string) int {
+		for i, t := range s.tools {
+			if t.Name == name {
+				return i
+			}
+		}
+		return len(s.tools)
+	}
+	slices.SortStableFunc(list, func(a, b *mcp.Tool) int { return rank(a.Name) - rank(b.Name) })
+}
+
+// handler runs tool name for the calling session.
+func (s *Server) handler(name string, resolve resolver) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		x, err := resolve(req.Session)
+		if err != nil {
+			return nil, err
+		}
+		ctx, done := x.track(ctx)
+		defer done()
+		sess := tools.Session{ID: x.id}
+		if name == tools.NameBash { // only bash runs anything in a directory
+			sess.Cwd = x.workdir(ctx, req.Session)
+		}
+		var co tools.CallOptions
+		if token := req.Params.GetProgressToken(); token != nil {
+			co.Progress = func(p tools.Progress) {
+				err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+					ProgressToken: token,
+					Progress:      p.Elapsed.Seconds(),
+					Message:       progressMessage(p),
+				})
+				if err != nil {
+					s.log.Debug("progress notification failed", "session", x.id, "error", err)
+				}
+			}
+		}
+		start := time.Now()
+		r := s.ts.Call(ctx, sess, name, req.Params.Arguments, &co)
+		s.log.Debug("tool call", "session", x.id, "tool", name, "isError", r.IsError, "elapsed", time.Since(start))
+		return callResult(r), nil
+	}
+}
+
+func progressMessage(p tools.Progress) string {
+	return fmt.Sprintf("running for %.1fs, %s of output so far", p.Elapsed.Seconds(), byteCount(p.Bytes))
+}
+
+func byteCount(n int64) string {
+	if n == 1 {
+		return "1 byte"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}
+
+// callResult is r as MCP carries it: the text, then one block per
+// completion notice; the structured value; the error flag.
+func callResult(r tools.Result) *mcp.CallToolResult {
+	content := make([]mcp.Content, 0, 1+len(r.Notices))
+	content = append(content, &mcp.TextContent{Text: r.Text})
+	for _, n := range r.Notices {
+		content = append(content, &mcp.TextContent{Text: n})
+	}
+	res := &mcp.CallToolResult{Content: content, IsError: r.IsError}
+	if r.Value != nil {
+		res.StructuredContent = r.Value
+	}
+	return res
+}
+
+// sdkLog is the SDK's logger: warnings and errors only, as it logs every
+// session event at Info.
+func (s *Server) sdkLog() *slog.Logger {
+	return slog.New(minLevel{Handler: s.log.Handler(), min: slog.LevelWarn})
+}
+
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{Handler: h.Handler.WithAttrs(attrs), min: h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
+}

@@ -1,0 +1,221 @@
+package mcpserver
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// session is one MCP session as conch sees it: the owner of background
+// tasks, a working directory, and the calls it has in flight.
+type session struct {
+	srv *Server
+	id  string // task owner, CONCH_SESSION_ID
+
+	mu       sync.Mutex
+	ended    bool
+	calls    map[uint64]context.CancelCauseFunc
+	nextCall uint64
+
+	// HTTP activity, for the idle timeout: requests in flight (event
+	// streams included), open event streams, and when it went idle.
+	active    int
+	listening int
+	idleSince time.Time
+	idle      *time.Timer
+
+	// ctx is done once the session ended (end was called).
+	ctx  context.Context
+	stop context.CancelFunc
+
+	// cwdMu serializes the roots lookup; cwd is valid while cwdKnown.
+	cwdMu    sync.Mutex
+	cwd      string
+	cwdKnown bool
+}
+
+// newSession registers a session whose id is base, or base-2, base-3, …
+// when base is in use. It fails after Close.
+func (s *Server) newSession(base string) (*session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.newSessionLocked(base)
+}
+
+func (s *Server) newSessionLocked(base string) (*session, error) {
+	if s.closed {
+		return nil, ErrClosed
+	}
+	id := base
+	for n := 2; s.ids[id]; n++ {
+		id = base + "-" + strconv.Itoa(n)
+	}
+	x := &session{
+		srv:   s,
+		id:    id,
+		calls: make(map[uint64]context.CancelCauseFunc),
+	}
+	x.ctx, x.stop = context.WithCancel(context.Background())
+	s.ids[id] = true
+	s.sessions[x] = struct{}{}
+	s.wg.Add(1) // done by finish
+	return x, nil
+}
+
+// finish ends x, disposes of its background tasks and forgets it. The
+// party that serves x calls it once the SDK session is closed.
+func (s *Server) finish(x *session) {
+	defer s.wg.Done()
+	x.end("closed")
+	s.dispose(x)
+	s.forget(x)
+}
+
+// forget unregisters x.
+func (s *Server) forget(x *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.sessions, x)
+	delete(s.ids, x.id)
+	for k, v := range s.byMCP {
+		if v == x {
+			delete(s.byMCP, k)
+		}
+	}
+	for k, v := range s.byHTTPID {
+		if v == x {
+			delete(s.byHTTPID, k)
+		}
+	}
+}
+
+// dispose kills and forgets the background tasks of x.
+func (s *Server) dispose(x *session) {
+	if rt := s.ts.Tasks(); rt != nil {
+		rt.Dispose(x.id)
+	}
+}
+
+// track registers a call of x: the returned ctx is cancelled when x ends
+// (or at once if it already has); done unregisters it.
+func (x *session) track(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	x.mu.Lock()
+	if x.ended {
+		x.mu.Unlock()
+		cancel(errSessionEnded)
+		return ctx, func() {}
+	}
+	id := x.nextCall
+	x.nextCall++
+	x.calls[id] = cancel
+	x.mu.Unlock()
+	return ctx, func() {
+		x.mu.Lock()
+		delete(x.calls, id)
+		x.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// end marks x ended and cancels its calls in flight. Whoever serves x
+// then closes the SDK session and disposes of its tasks. It is idempotent.
+func (x *session) end(reason string) {
+	x.mu.Lock()
+	if x.ended {
+		x.mu.Unlock()
+		return
+	}
+	x.ended = true
+	calls := x.calls
+	x.calls = nil
+	if x.idle != nil {
+		x.idle.Stop()
+	}
+	x.mu.Unlock()
+	x.srv.log.Info("session ended", "session", x.id, "reason", reason, "callsCancelled", len(calls))
+	for _, cancel := range calls {
+		cancel(errSessionEnded)
+	}
+	x.stop()
+}
+
+// forgetCwd makes the next call ask the client for its roots again.
+func (x *session) forgetCwd() {
+	x.cwdMu.Lock()
+	x.cwdKnown = false
+	x.cwdMu.Unlock()
+}
+
+// workdir is the session's working directory: the client's first file://
+// root when it declared the roots capability, else "" (the executor's
+// default).
+func (x *session) workdir(ctx context.Context, ss *mcp.ServerSession) string {
+	x.cwdMu.Lock()
+	defer x.cwdMu.Unlock()
+	if x.cwdKnown {
+		return x.cwd
+	}
+	cwd, final := x.rootsCwd(ctx, ss)
+	if final {
+		x.cwd, x.cwdKnown = cwd, true
+	}
+	return cwd
+}
+
+// rootsCwd asks the client for its roots. final is false when the answer
+// should not be kept (the call was cancelled while asking).
+func (x *session) rootsCwd(ctx context.Context, ss *mcp.ServerSession) (cwd string, final bool) {
+	p := ss.InitializeParams()
+	if p == nil || p.Capabilities == nil || p.Capabilities.RootsV2 == nil {
+		return "", true
+	}
+	rctx, cancel := context.WithTimeout(ctx, x.srv.opts.RootsTimeout)
+	defer cancel()
+	//lint:ignore SA1019 roots are how MCP clients name their workspace today.
+	res, err := ss.ListRoots(rctx, nil)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", false
+		}
+		x.srv.log.Warn("roots/list failed; using the default working directory", "session", x.id, "error", err)
+		return "", true
+	}
+	for _, r := range res.Roots {
+		dir, ok := fileRoot(r.URI)
+		if !ok {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(dir)
+		if err == nil {
+			var fi os.FileInfo
+			if fi, err = os.Stat(real); err == nil && !fi.IsDir() {
+				err = &os.PathError{Op: "stat", Path: real, Err: syscall.ENOTDIR}
+			}
+		}
+		if err != nil {
+			x.srv.log.Warn("first file:// root is not a directory; using the default working directory",
+				"session", x.id, "root", r.URI, "error", err)
+			return "", true
+		}
+		x.srv.log.Info("session working directory from roots", "session", x.id, "cwd", real)
+		return real, true
+	}
+	return "", true
+}
+
+// fileRoot is the local absolute path of a file:// URI.
+func fileRoot(uri string) (string, bool) {
+	u, err := url.Parse(uri)
+	if err != nil || u.Scheme != "file" || (u.Host != "" && u.Host != "localhost") || !filepath.IsAbs(u.Path) {
+		return "", false
+	}
+	return filepath.Clean(u.Path), true
+}
