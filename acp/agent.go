@@ -437,6 +437,32 @@ func (a *Agent) Cancel(ctx context.Context, p sdk.CancelNotification) (err error
 	return nil
 }
 
+// Notify tells the agent that a completion notice is pending for the
+// session owner: it is sent as an agent message as soon as the session
+// is idle (a prompt in flight sends its own notices with its result).
+// Pass it as the task runtime's OnNotice hook, so that a finished
+// background task is announced without waiting for the next prompt.
+// It returns at once.
+func (a *Agent) Notify(owner string) {
+	if !a.enter() {
+		return
+	}
+	go func() {
+		defer a.running.Done()
+		a.mu.Lock()
+		s := a.sessions[owner]
+		a.mu.Unlock()
+		if s == nil {
+			return
+		}
+		s.turn.Lock()
+		defer s.turn.Unlock()
+		if notices := a.ts.Notices(s.id); len(notices) > 0 {
+			a.message(s, strings.Join(notices, "\n\n"))
+		}
+	}()
+}
+
 // message sends text as an agent message chunk and records it.
 func (a *Agent) message(s *session, text string) {
 	a.record(s, record{Type: recMessage, Text: text})

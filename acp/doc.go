@@ -47,7 +47,8 @@
 // card. A prompt starting with & runs in the background; /tasks,
 // /output <id> and /kill <id> call task_list, task_output and task_kill.
 // Completion notices of background tasks follow a result as an agent
-// message. It answers initialize (protocol version 1, loadSession),
+// message, or, when the session is idle, are sent as soon as the task
+// ends (wire Agent.Notify as the task runtime's OnNotice hook). It answers initialize (protocol version 1, loadSession),
 // session/new, session/prompt (end_turn), session/cancel (the running
 // command is killed; the prompt answers cancelled) and session/load, which
 // replays a recorded session through the same presenters with the loading

@@ -264,3 +264,32 @@ func TestEndToEndSIGTERM(t *testing.T) {
 	p.wait(marker)
 	p.cli.w.Close()
 }
+
+// TestEndToEndIdleNotice: a background task that finishes while the
+// session is idle is announced at once, as an agent message, without
+// waiting for the next prompt.
+func TestEndToEndIdleNotice(t *testing.T) {
+	marker := testutil.Marker(t)
+	state, work := t.TempDir(), t.TempDir()
+	p := startConch(t, state, work, marker)
+	c := p.cli
+	c.initialize(true)
+	sid := c.newSession(work)
+	if stop, _ := c.prompt(sid, "&sleep 0.3; echo done"); stop != "end_turn" {
+		t.Fatalf("stop reason %s", stop)
+	}
+	m := c.recv(10 * time.Second)
+	if m.Method != "session/update" {
+		t.Fatalf("got %s, want an unsolicited session/update", m.raw)
+	}
+	u := m.update(t)
+	const notice = "background task bash-1 (bash: sleep 0.3; echo done) finished [status: completed, exit code: 0]. Read its output with task_output."
+	if u["sessionUpdate"] != "agent_message_chunk" || get(u, "content", "text") != notice {
+		t.Errorf("idle notice: %s", jsonString(u))
+	}
+	// Announced once: the next prompt carries no notice.
+	if _, us := c.prompt(sid, "true"); len(us) != 2 {
+		t.Errorf("updates after the idle notice: %s", jsonString(us))
+	}
+	p.eof(marker)
+}

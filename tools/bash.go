@@ -152,11 +152,14 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, spec
 		defer tm.Stop()
 		yield = tm.C
 	}
+	// A timer re-armed after each report, not a ticker: two reports are
+	// never closer than ProgressEvery, whatever the scheduling jitter.
 	var tick <-chan time.Time
+	var progress *time.Timer
 	if co.Progress != nil {
-		tk := time.NewTicker(t.opts.ProgressEvery)
-		defer tk.Stop()
-		tick = tk.C
+		progress = time.NewTimer(t.opts.ProgressEvery)
+		defer progress.Stop()
+		tick = progress.C
 	}
 	for {
 		select {
@@ -167,9 +170,10 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, spec
 			p.Kill()
 			<-p.Done()
 			return errorResult(msgAborted)
-		case now := <-tick:
+		case <-tick:
 			o, e := p.Written()
-			co.Progress(Progress{Elapsed: now.Sub(start), Bytes: o + e})
+			co.Progress(Progress{Elapsed: time.Since(start), Bytes: o + e})
+			progress.Reset(t.opts.ProgressEvery)
 		case <-yield:
 			if r, ok := t.yieldToTask(sess, b, p); ok {
 				return r

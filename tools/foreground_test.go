@@ -395,6 +395,9 @@ func TestProgress(t *testing.T) {
 		if got[i].Elapsed <= got[i-1].Elapsed || got[i].Bytes < got[i-1].Bytes {
 			t.Errorf("progress goes backwards: %+v", got)
 		}
+		if gap := got[i].Elapsed - got[i-1].Elapsed; gap < 100*time.Millisecond {
+			t.Errorf("two reports %v apart, closer than ProgressEvery: %+v", gap, got)
+		}
 	}
 	if last := got[len(got)-1]; last.Bytes == 0 || last.Bytes > 30 {
 		t.Errorf("last progress %+v: want 1..30 bytes", last)

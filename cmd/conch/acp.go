@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/conch-dev/conch/acp"
@@ -40,6 +41,13 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "conch acp: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	// The runtime exists before the agent that announces its notices.
+	var notify atomic.Pointer[acp.Agent]
+	c.onNotice = func(owner string) {
+		if a := notify.Load(); a != nil {
+			a.Notify(owner)
+		}
+	}
 	st, err := c.build()
 	if err != nil {
 		fmt.Fprintln(stderr, "conch acp:", err)
@@ -58,6 +66,7 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		Logger:     log,
 		Version:    version,
 	})
+	notify.Store(agent)
 	serveErr := agent.Serve(ctx, stdin, stdout)
 	if err := st.close(); err != nil {
 		log.Warn("conch acp: closing the executor", "err", err)

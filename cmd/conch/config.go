@@ -25,6 +25,10 @@ type config struct {
 	noBackground   bool
 	yieldMs        number // 0 turns the yield off
 	maxTasks       number
+
+	// onNotice, if set before build, is told when a completion notice
+	// becomes pending for a session (tasks.Options.OnNotice).
+	onNotice func(owner string)
 }
 
 // number is a flag value that must be a positive finite number (or, with
@@ -108,7 +112,7 @@ func (c *config) build() (*stack, error) {
 		return nil, err
 	}
 	home := stateDir()
-	rt := tasks.New(&tasks.Options{MaxPerSession: int(c.maxTasks.v)})
+	rt := tasks.New(&tasks.Options{MaxPerSession: int(c.maxTasks.v), OnNotice: c.onNotice})
 	ts := tools.New(ex, &tools.Options{
 		Tasks:             rt,
 		DisableBackground: c.noBackground,
