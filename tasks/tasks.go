@@ -70,8 +70,9 @@ type Options struct {
 
 	// OnNotice, if set, is called when a completion notice becomes pending
 	// for owner, so a transport can push it. It is called outside any lock
-	// of the runtime, from the goroutine that observed the settlement; the
-	// notice stays pending until drained with Notices (and is withdrawn if
+	// of the runtime, from the goroutine that settled the task (its
+	// watcher, or a Kill that found the work already ended); the notice
+	// stays pending until drained with Notices (and is withdrawn if
 	// the owner collects the result first). OnNotice should return
 	// promptly and must not call Dispose or Close: disposal waits for that
 	// goroutine.
@@ -318,17 +319,38 @@ func callStart(o *owner, start func() (Handle, error)) (h Handle, err error) {
 
 // watch settles t once its work has ended.
 func (r *Runtime) watch(t *task) {
-	o := t.owner
-	defer o.watchers.Done()
+	defer t.owner.watchers.Done()
 	<-t.h.Done()
+	r.settle(t, false)
+}
+
+// settleIfEnded settles t now if its work has already ended, so that a
+// caller who acts on t (Read, Kill) sees what a watcher not yet scheduled
+// would record: a task whose work is over is never reported running, nor
+// "cancelled". collect is passed to settle.
+func (r *Runtime) settleIfEnded(t *task, collect bool) {
+	select {
+	case <-t.h.Done():
+		r.settle(t, collect)
+	default:
+	}
+}
+
+// settle records t's outcome; its Handle must be done. The first call wins
+// (the watcher, or a caller that saw the work ended first). collect marks
+// the result as collected by its owner in the same step, so that a Read
+// that settles the task makes no notice for it.
+func (r *Runtime) settle(t *task, collect bool) {
+	o := t.owner
 	out := normalize(t.h.Outcome())
 
 	o.mu.Lock()
-	if t.status.Settled() { // cannot happen today: the watcher is the only settler
+	if t.status.Settled() {
 		o.mu.Unlock()
 		return
 	}
 	t.status, t.outcome = out.Status, out
+	t.collected = t.collected || collect
 	o.active--
 	notify := !t.killRequested && !o.disposed && !t.collected
 	if notify {
@@ -404,16 +426,18 @@ func (r *Runtime) Get(owner, id string) (Info, error) {
 }
 
 // Read consumes the output of task id produced since its previous read and
-// returns it with the status at that moment. The status is taken before the
-// output is drained, so a settled status always comes with the complete rest
-// of the output. A read by the owner of a settled task collects its result:
-// its pending completion notice, if any, is withdrawn, and none will be
-// made. Access errors are those of Get.
+// returns it with the status at that moment. Work that has already ended is
+// settled first (its read never says running), and the status is taken
+// before the output is drained, so a settled status always comes with the
+// complete rest of the output. A read by the owner of a settled task collects
+// its result: its pending completion notice, if any, is withdrawn, and none
+// will be made. Access errors are those of Get.
 func (r *Runtime) Read(owner, id string) (delta string, info Info, err error) {
 	t, err := r.lookup(owner, id)
 	if err != nil {
 		return "", Info{}, err
 	}
+	r.settleIfEnded(t, true)
 	o := t.owner
 	o.mu.Lock()
 	info = t.infoLocked()
@@ -483,14 +507,15 @@ func (r *Runtime) List(owner string) []Info {
 // stopping and Kill returns at once, without waiting for the work to end; it
 // will make no completion notice. A stopping task is left as it is (the
 // cancellation was already requested) and alreadyFinished is false. A
-// settled task is not touched (its unread output stays readable) and
-// alreadyFinished is true. info is the snapshot after the call. Access
-// errors are those of Get.
+// settled task, or one whose work has already ended (it is settled then), is
+// not touched (its unread output stays readable) and alreadyFinished is
+// true. info is the snapshot after the call. Access errors are those of Get.
 func (r *Runtime) Kill(owner, id, reason string) (info Info, alreadyFinished bool, err error) {
 	t, err := r.lookup(owner, id)
 	if err != nil {
 		return Info{}, false, err
 	}
+	r.settleIfEnded(t, false)
 	o := t.owner
 	o.mu.Lock()
 	cancel := t.status == StatusRunning

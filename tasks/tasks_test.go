@@ -712,3 +712,37 @@ func TestClose(t *testing.T) {
 	}
 	r.Close() // idempotent
 }
+
+// TestActingOnEndedWork: once a Handle's work has ended, Kill and Read see
+// it ended even if the watcher has not yet run: Kill reports the task as
+// already finished (its notice stays owed: it ended on its own) and does
+// not cancel it; Read reports the final outcome with the rest of the output
+// and collects it (no notice). Without that, the first call after the end
+// races the watcher. (Many rounds: the watcher often wins the race.)
+func TestActingOnEndedWork(t *testing.T) {
+	r := newRuntime(t, &Options{MaxPerSession: 1})
+	for i := range 50 {
+		h, info := startManual(t, r, "a", "bash", "x")
+		h.emit("out\n")
+		h.finish(exit0)
+		got, already, err := r.Kill("a", info.ID, "late")
+		if err != nil || !already || got.Outcome != exit0 || len(h.cancelReasons()) != 0 {
+			t.Fatalf("round %d: Kill of ended work = %+v, already %v, %v (cancels %q)", i, got, already, err, h.cancelReasons())
+		}
+		if n := r.Notices("a"); len(n) != 1 {
+			t.Fatalf("round %d: notices %q, want the one of work that ended on its own", i, n)
+		}
+		r.Read("a", info.ID)
+
+		h, info = startManual(t, r, "a", "bash", "y")
+		h.emit("rest\n")
+		h.finish(exit3)
+		d, got, err := r.Read("a", info.ID)
+		if err != nil || d != "rest\n" || got.Outcome != exit3 {
+			t.Fatalf("round %d: Read of ended work = %q, %+v, %v", i, d, got, err)
+		}
+		if n := r.Notices("a"); n != nil {
+			t.Fatalf("round %d: notices %q after the owner read the final outcome", i, n)
+		}
+	}
+}

@@ -569,7 +569,10 @@ func TestDispose(t *testing.T) {
 
 	e.ts.Tasks().Dispose(a.ID)
 	// A's processes (their environment carries CONCH_SESSION_ID=<a.ID>)
-	// are gone once Dispose returns.
+	// are gone once Dispose returns: it awaits them, so no polling.
+	if left := testutil.Processes(a.ID); len(left) != 0 {
+		t.Errorf("Dispose returned while %d of a's processes live: %+v", len(left), left)
+	}
 	waitNoProcesses(t, a.ID)
 	for _, id := range []string{a1, a2, done} {
 		wantError(t, e.callAs(a, tools.NameTaskOutput, map[string]any{"task_id": id}), "unknown task "+id)
@@ -616,5 +619,42 @@ func TestSpawnFailure(t *testing.T) {
 	}
 	if r := e.call(tools.NameTaskOutput, map[string]any{"task_id": info.ID}); r.Text != "(no new output)\n[status: killed, killed before exit]" {
 		t.Errorf("second read = %q", r.Text)
+	}
+}
+
+// TestKillOfAnEndedProcess: task_kill of a task whose process has already
+// exited (its watcher may not have run yet) says the task had already
+// finished, never "requested cancellation" of a task that then reads
+// "completed"; and task_output right after the exit gives the final status.
+// Real processes, many rounds: the watcher often wins the race.
+func TestKillOfAnEndedProcess(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	start := func(command string) (string, shell.Process) {
+		spec, err := e.ex.Resolve(e.ts.Request(e.sess, tools.BashArgs{Command: command, Description: "d"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := e.ex.Start(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := e.rt.Start(e.sess.ID, tools.KindBash, command, func() (tasks.Handle, error) { return tools.NewProcessHandle(p), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.ID, p
+	}
+	for i := range 30 {
+		id, p := start("echo out")
+		<-p.Done()
+		if r := e.call(tools.NameTaskKill, map[string]any{"task_id": id}); r.Text != "task "+id+" had already finished [status: completed, exit code: 0]" {
+			t.Fatalf("round %d: kill of an exited process = %q", i, r.Text)
+		}
+		id, p = start("echo rest; exit 2")
+		<-p.Done()
+		if r := e.call(tools.NameTaskOutput, map[string]any{"task_id": id}); r.Text != "rest\n[status: completed, exit code: 2]" {
+			t.Fatalf("round %d: read right after the exit = %q", i, r.Text)
+		}
 	}
 }

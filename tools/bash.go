@@ -147,7 +147,7 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, spec
 	}
 	start := time.Now()
 	var yield <-chan time.Time
-	if t.opts.YieldAfter > 0 && t.opts.Tasks != nil {
+	if t.opts.YieldAfter > 0 && t.opts.Tasks != nil && t.background() {
 		tm := time.NewTimer(t.opts.YieldAfter)
 		defer tm.Stop()
 		yield = tm.C
@@ -164,9 +164,11 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, spec
 	for {
 		select {
 		case <-p.Done():
-			res := p.Result()
-			return Result{Text: RenderForeground(res), Value: foregroundValue(res)}
+			return finished(p)
 		case <-ctx.Done():
+			if ended(p) {
+				return finished(p)
+			}
 			p.Kill()
 			<-p.Done()
 			return errorResult(msgAborted)
@@ -175,12 +177,33 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, spec
 			co.Progress(Progress{Elapsed: time.Since(start), Bytes: o + e})
 			progress.Reset(t.opts.ProgressEvery)
 		case <-yield:
+			// select picks at random among ready cases: a command that
+			// ended while a slow progress report ran is not "still running".
+			if ended(p) {
+				return finished(p)
+			}
 			if r, ok := t.yieldToTask(sess, b, p); ok {
 				return r
 			}
 			yield = nil // the session is at its task limit: stay in the foreground
 		}
 	}
+}
+
+// ended reports whether p has settled.
+func ended(p shell.Process) bool {
+	select {
+	case <-p.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// finished is the result of a foreground command that has ended.
+func finished(p shell.Process) Result {
+	res := p.Result()
+	return Result{Text: RenderForeground(res), Value: foregroundValue(res)}
 }
 
 // yieldToTask moves a running foreground command into a background task.

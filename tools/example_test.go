@@ -38,9 +38,12 @@ func Example() {
 		return r
 	}
 
-	call("bash", `{"command": "echo hello; exit 3", "description": "Greet, then fail"}`)
+	r := call("bash", `{"command": "echo hello; exit 3", "description": "Greet, then fail"}`)
+	// The structured value rides alongside the text.
+	value, _ := json.Marshal(r.Value)
+	fmt.Printf("value: %s\n", value)
 	call("bash", `{"command": "", "description": "Run nothing"}`)
-	r := call("bash", `{"command": "sleep 0.1; echo built", "description": "Build in the background", "run_in_background": true}`)
+	r = call("bash", `{"command": "sleep 0.1; echo built", "description": "Build in the background", "run_in_background": true}`)
 	id := r.Value.(tools.BackgroundValue).TaskID
 
 	// Wait until the task has ended (without collecting its output): the
@@ -51,6 +54,7 @@ func Example() {
 
 	// Output:
 	// bash -> "hello\n[exit code: 3]" (error: false)
+	// value: {"kind":"foreground","exitCode":3,"signal":null,"timedOut":false,"aborted":false,"timeoutMs":120000,"stdout":{"text":"hello\n","truncated":false},"stderr":{"text":"","truncated":false}}
 	// bash -> "Error: invalid command: expected a non-empty string" (error: true)
 	// bash -> "started background task bash-1" (error: false)
 	// task_list -> "bash-1 [bash] completed — sleep 0.1; echo built" (error: false)

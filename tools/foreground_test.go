@@ -403,3 +403,46 @@ func TestProgress(t *testing.T) {
 		t.Errorf("last progress %+v: want 1..30 bytes", last)
 	}
 }
+
+// TestForegroundEndedBeforeTheAbort: when a call's ctx is cancelled after
+// its command has already ended (here while a slow progress report
+// blocked the call), the command was not killed: the call returns its
+// result rather than "tool call aborted". (Twelve rounds: select picks at
+// random among ready cases.)
+func TestForegroundEndedBeforeTheAbort(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{tools: tools.Options{ProgressEvery: 10 * time.Millisecond}})
+	for i := range 12 {
+		ctx, cancel := context.WithCancel(t.Context())
+		command, waitEnded := endingCommand(t, e)
+		r := e.ts.Call(ctx, e.sess, tools.NameBash, args(t, map[string]any{
+			"command": command, "description": "Print after a short sleep"}),
+			&tools.CallOptions{Progress: func(tools.Progress) {
+				waitEnded() // a slow client: the command ends meanwhile
+				cancel()
+			}})
+		cancel()
+		if r.IsError || r.Text != "done\n" {
+			t.Fatalf("round %d: %q (isError %v), want the ended command's result", i, r.Text, r.IsError)
+		}
+	}
+}
+
+// endingCommand returns a command that prints "done" after a short sleep,
+// and a function that blocks until that command has exited (it leaves a
+// file as its last act, then no process of e is left) and a little more,
+// for the executor to collect it. It stands for a slow transport.
+func endingCommand(t *testing.T, e *env) (command string, waitEnded func()) {
+	t.Helper()
+	flag := t.TempDir() + "/ended"
+	return "sleep 0.02; echo done; : > " + flag, func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, err := os.Stat(flag); err == nil && len(testutil.Processes(e.marker)) == 0 {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -29,7 +29,9 @@ type Options struct {
 	Home string
 	// YieldAfter moves a foreground call still running after this long
 	// into a background task and returns what it printed so far. 0 turns
-	// it off. It needs Tasks.
+	// it off. It needs Tasks, and is off with DisableBackground: a
+	// deployment that offers no background execution gets none by the
+	// back door.
 	YieldAfter time.Duration
 	// ProgressEvery is the least time between two progress reports of one
 	// call (default 1 s).

@@ -110,3 +110,44 @@ func TestYieldAtTheLimit(t *testing.T) {
 		t.Errorf("list = %q", r.Text)
 	}
 }
+
+// TestYieldNeverMovesAnEndedCommand: a transport's progress report can
+// block (a slow client); when it returns, the command may have ended and
+// the yield window passed at once. The call then returns the command's
+// result: a command that has exited is not "still running", and no task is
+// made of it. (select chooses at random among ready cases, so one round
+// would pass half the time; twelve rounds almost never.)
+func TestYieldNeverMovesAnEndedCommand(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{tools: tools.Options{YieldAfter: 50 * time.Millisecond, ProgressEvery: 10 * time.Millisecond}})
+	for i := range 12 {
+		command, waitEnded := endingCommand(t, e)
+		r := e.ts.Call(t.Context(), e.sess, tools.NameBash, args(t, map[string]any{
+			"command": command, "description": "Print after a short sleep"}),
+			&tools.CallOptions{Progress: func(tools.Progress) { waitEnded() }})
+		if r.Text != "done\n" {
+			t.Fatalf("round %d: %q, want the ended command's own result", i, r.Text)
+		}
+		if _, ok := r.Value.(tools.ForegroundValue); !ok {
+			t.Fatalf("round %d: value %#v", i, r.Value)
+		}
+	}
+	if r := e.call(tools.NameTaskList, "{}"); r.Text != "(no background tasks)" || r.Notices != nil {
+		t.Errorf("list = %q, notices %q: an ended command became a task", r.Text, r.Notices)
+	}
+}
+
+// TestNoYieldWithoutBackground: a deployment that disabled background
+// execution gets none through the yield either; the call stays in the
+// foreground until it ends.
+func TestNoYieldWithoutBackground(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{tools: tools.Options{YieldAfter: 100 * time.Millisecond, DisableBackground: true}})
+	r := e.call(tools.NameBash, map[string]any{"command": "sleep 0.4; echo done", "description": "Sleep a little"})
+	if r.Text != "done\n" {
+		t.Errorf("text = %q, want the foreground result", r.Text)
+	}
+	if r := e.call(tools.NameTaskList, "{}"); r.Text != "(no background tasks)" {
+		t.Errorf("list = %q", r.Text)
+	}
+}
