@@ -8,8 +8,10 @@
 // (property order included), and tools/list returns the tools in the
 // toolset's order (the SDK would sort them by name). A result is one text
 // block with the model-facing text, then one more text block per
-// completion notice of the session's background tasks; the structured
-// value travels as structuredContent; tool errors set isError.
+// completion notice of the session's background tasks (a notice drained
+// by a call the client cancelled, whose result it drops, goes with the
+// session's next result instead); the structured value travels as
+// structuredContent; tool errors set isError.
 //
 // # Sessions
 //
@@ -33,8 +35,11 @@
 // A session ends when the client closes it (stdin EOF, HTTP DELETE), when
 // an HTTP session has no request in flight and no event stream open for
 // Options.SessionTimeout, when a client holding an event stream fails two
-// keep-alive pings in a row (a client without one cannot be pinged), or
-// when the Server closes. The end cancels the session's running calls at once (the
+// keep-alive pings in a row, when a client that held one lost it and then
+// for two keep-alive intervals neither re-opened it nor sent any request
+// (it left without a DELETE, or died; a client that never opened a stream
+// cannot be pinged and is left to the idle timeout), or when the Server
+// closes. The end cancels the session's running calls at once (the
 // SDK alone would wait for them), which kills their process groups, and
 // then disposes of the session's background tasks.
 //

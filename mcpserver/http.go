@@ -215,8 +215,10 @@ func (x *session) busy(stream bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.active++
+	x.lastActive = time.Now()
 	if stream {
 		x.listening++
+		x.listened = true
 	}
 }
 
@@ -224,6 +226,7 @@ func (x *session) unbusy(stream bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.active--
+	x.lastActive = time.Now()
 	if stream {
 		x.listening--
 	}
@@ -235,15 +238,27 @@ func (x *session) unbusy(stream bool) {
 	}
 }
 
-func (x *session) isListening() bool {
+// reach tells how the keep-alive can reach x now: by a ping on its open
+// event stream (listening); or not at all, and then whether it has
+// shown it is alive within the last interval (a request in flight, or
+// one that started or ended) or never held a stream (then the idle
+// timeout alone watches it).
+func (x *session) reach(interval time.Duration) (listening, alive bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.listening > 0
+	if x.listening > 0 {
+		return true, true
+	}
+	return false, !x.listened || x.active > 0 || time.Since(x.lastActive) < interval
 }
 
-// keepAlive pings a session while it holds an event stream (a ping
-// cannot reach a client without one, which says nothing about it being
-// alive); keepAliveFailures failed pings in a row end the session.
+// keepAlive pings a session while it holds an event stream;
+// keepAliveFailures failed pings in a row end the session. A client that
+// held a stream and lost it cannot be pinged: an interval in which it
+// neither re-opened a stream nor sent any request counts as a failed
+// ping (a live client re-opens its stream; a client that left, by a
+// close without DELETE or by dying, does neither). A client that never
+// opened a stream is left to the idle timeout.
 func (s *Server) keepAlive(x *session, ss *mcp.ServerSession) {
 	defer s.wg.Done()
 	tick := time.NewTicker(s.opts.KeepAlive)
@@ -255,8 +270,17 @@ func (s *Server) keepAlive(x *session, ss *mcp.ServerSession) {
 			return
 		case <-tick.C:
 		}
-		if !x.isListening() {
-			failures = 0
+		if listening, alive := x.reach(s.opts.KeepAlive); !listening {
+			if alive {
+				failures = 0
+				continue
+			}
+			failures++
+			s.log.Info("client without its event stream and silent", "session", x.id, "failures", failures)
+			if failures >= keepAliveFailures {
+				x.end("client left: its event stream is gone and it sent nothing")
+				return
+			}
 			continue
 		}
 		ctx, cancel := context.WithTimeout(x.ctx, s.opts.KeepAlive/2)

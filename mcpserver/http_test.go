@@ -1,7 +1,9 @@
 package mcpserver_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -9,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -398,6 +401,98 @@ func TestLoopbackAddr(t *testing.T) {
 	} {
 		if got := mcpserver.LoopbackAddr(addr); got != want {
 			t.Errorf("LoopbackAddr(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+// TestKeepAliveEndsClientThatLeft: a client that held an event stream and
+// went away without a DELETE (the TypeScript client's close() only drops
+// its streams; a killed client drops them too) cannot be pinged any more.
+// Once it has neither re-opened a stream nor sent a request for two
+// keep-alive intervals, its session ends and its tasks die, rather than
+// living on until the idle timeout (30 minutes by default).
+func TestKeepAliveEndsClientThatLeft(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, &mcpserver.Options{KeepAlive: 100 * time.Millisecond})
+	hs := e.serveHTTP(t)
+	c := rawClient{t: t, hc: hs.Client(), url: hs.URL + "/mcp"}
+	c.initialize()
+	if body := c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"sleep 1019","description":"x","run_in_background":true}}}`); !strings.Contains(body, "started background task bash-1") {
+		t.Fatalf("tools/call: %s", body)
+	}
+	e.waitRunning(t, "sleep 1019")
+	ctx, cancel := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+	c.headers(req)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go c.answerPings(resp.Body) // the client is alive while its stream is open
+	time.Sleep(300 * time.Millisecond)
+	if len(e.processes("sleep 1019")) != 1 {
+		t.Fatalf("the task died while the client held its stream")
+	}
+	cancel() // the client goes away
+	resp.Body.Close()
+	start := time.Now()
+	e.waitGone(t, "sleep 1019", 3*time.Second)
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Errorf("session ended %v after the stream closed: before two intervals passed", d)
+	}
+}
+
+// TestKeepAliveSparesActiveClientWithoutStream: a client that lost its
+// event stream but goes on sending requests is alive: its session stays.
+func TestKeepAliveSparesActiveClientWithoutStream(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, &mcpserver.Options{KeepAlive: 100 * time.Millisecond})
+	hs := e.serveHTTP(t)
+	c := rawClient{t: t, hc: hs.Client(), url: hs.URL + "/mcp"}
+	c.initialize()
+	c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"sleep 1020","description":"x","run_in_background":true}}}`)
+	ctx, cancel := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+	c.headers(req)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go c.answerPings(resp.Body)
+	time.Sleep(150 * time.Millisecond)
+	cancel()
+	resp.Body.Close()
+	for i := range 10 {
+		time.Sleep(60 * time.Millisecond)
+		if body := c.post(`{"jsonrpc":"2.0","id":` + strconv.Itoa(10+i) + `,"method":"tools/call","params":{"name":"task_list","arguments":{}}}`); !strings.Contains(body, "bash-1 [bash] running") {
+			t.Fatalf("after %d requests without a stream: %s", i, body)
+		}
+	}
+}
+
+// answerPings reads an event stream and answers every ping on it, until
+// the stream ends.
+func (c *rawClient) answerPings(stream io.Reader) {
+	sc := bufio.NewScanner(stream)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal([]byte(data), &msg) != nil || msg.Method != "ping" {
+			continue
+		}
+		req, _ := http.NewRequest(http.MethodPost, c.url, strings.NewReader(`{"jsonrpc":"2.0","id":`+string(msg.ID)+`,"result":{}}`))
+		c.headers(req)
+		if resp, err := c.hc.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
 		}
 	}
 }

@@ -40,8 +40,10 @@ type Options struct {
 	// negative: never).
 	SessionTimeout time.Duration
 	// KeepAlive is the interval of the pings sent to HTTP sessions that
-	// hold an event stream; two failed pings in a row end the session
-	// (default 30 s; negative: no pings).
+	// hold an event stream; two failed pings in a row end the session,
+	// and so do two intervals in which a client that lost its stream
+	// neither re-opened it nor sent a request (default 30 s; negative: no
+	// pings).
 	KeepAlive time.Duration
 	// RootsTimeout bounds the roots/list request that finds a session's
 	// working directory (default 2 s).
@@ -245,6 +247,9 @@ func (s *Server) handler(name string, resolve resolver) mcp.ToolHandler {
 		}
 		start := time.Now()
 		r := s.ts.Call(ctx, sess, name, req.Params.Arguments, &co)
+		// A cancelled call's result never reaches the model (the client
+		// drops it): its notices wait for the session's next result.
+		r.Notices = x.notices(r, ctx.Err() != nil)
 		s.log.Debug("tool call", "session", x.id, "tool", name, "isError", r.IsError, "elapsed", time.Since(start))
 		return callResult(r), nil
 	}

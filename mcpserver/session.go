@@ -5,12 +5,17 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conch-dev/conch/tasks"
+	"github.com/conch-dev/conch/tools"
 )
 
 // session is one MCP session as conch sees it: the owner of background
@@ -24,16 +29,24 @@ type session struct {
 	calls    map[uint64]context.CancelCauseFunc
 	nextCall uint64
 
-	// HTTP activity, for the idle timeout: requests in flight (event
-	// streams included), open event streams, and when it went idle.
-	active    int
-	listening int
-	idleSince time.Time
-	idle      *time.Timer
+	// HTTP activity, for the idle timeout and the keep-alive: requests
+	// in flight (event streams included), open event streams, whether
+	// one was ever open, when it went idle, and the last time a request
+	// started or ended.
+	active     int
+	listening  int
+	listened   bool
+	idleSince  time.Time
+	idle       *time.Timer
+	lastActive time.Time
 
 	// ctx is done once the session ended (end was called).
 	ctx  context.Context
 	stop context.CancelFunc
+
+	// held are completion notices drained by calls whose result the
+	// client never received (it cancelled them), for the next result.
+	held []string
 
 	// cwdMu serializes the roots lookup; cwd is valid while cwdKnown.
 	cwdMu    sync.Mutex
@@ -145,6 +158,26 @@ func (x *session) end(reason string) {
 		cancel(errSessionEnded)
 	}
 	x.stop()
+}
+
+// notices returns the completion notices that go with r, the result of
+// a call of x: those held back from cancelled calls, then r's own. A
+// cancelled call gets none: they are held for the next result. A read of
+// a settled task's output collects its result, and its held notice goes.
+func (x *session) notices(r tools.Result, cancelled bool) []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if v, ok := r.Value.(tools.TaskOutputValue); ok && !cancelled && tasks.Status(v.Status).Settled() {
+		prefix := "background task " + v.TaskID + " ("
+		x.held = slices.DeleteFunc(x.held, func(n string) bool { return strings.HasPrefix(n, prefix) })
+	}
+	if cancelled {
+		x.held = append(x.held, r.Notices...)
+		return nil
+	}
+	out := append(x.held, r.Notices...)
+	x.held = nil
+	return out
 }
 
 // forgetCwd makes the next call ask the client for its roots again.

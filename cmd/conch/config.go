@@ -32,11 +32,19 @@ type config struct {
 }
 
 // number is a flag value that must be a positive finite number (or, with
-// zeroOK, zero).
+// zeroOK, zero) that conch can honour as given: a count is a whole number
+// that fits an int; a number of milliseconds fits a time.Duration and is
+// at least a nanosecond. (Anything else would be silently replaced by a
+// default, or refused later under the name of an internal field.)
 type number struct {
 	v      float64
 	zeroOK bool
+	count  bool // a whole number of things, not milliseconds
 }
+
+// maxCount is the largest count a float64 holds exactly (and an int on
+// every platform conch runs on).
+const maxCount = 1 << 53
 
 func (n *number) String() string {
 	if n == nil {
@@ -53,6 +61,14 @@ func (n *number) Set(s string) error {
 			return errors.New("must be zero or a positive finite number")
 		}
 		return errors.New("must be a positive finite number")
+	case n.count && f != math.Trunc(f):
+		return errors.New("must be a whole number")
+	case n.count && f > maxCount:
+		return fmt.Errorf("must be at most %d", int64(maxCount))
+	case !n.count && f*float64(time.Millisecond) >= math.MaxInt64:
+		return fmt.Errorf("must be at most %d", int64(math.MaxInt64/time.Millisecond))
+	case !n.count && f > 0 && f*float64(time.Millisecond) < 1:
+		return errors.New("must be at least 0.000001 (one nanosecond)")
 	}
 	n.v = f
 	return nil
@@ -65,11 +81,11 @@ func (n number) millis() time.Duration { return time.Duration(n.v * float64(time
 func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64) {
 	c.timeoutMs = number{v: float64(local.DefaultTimeout.Milliseconds())}
 	c.maxTimeoutMs = number{v: float64(local.DefaultMaxTimeout.Milliseconds())}
-	c.maxOutputBytes = number{v: local.DefaultMaxOutputBytes}
-	c.maxSpillBytes = number{v: local.DefaultMaxSpillBytes}
+	c.maxOutputBytes = number{v: local.DefaultMaxOutputBytes, count: true}
+	c.maxSpillBytes = number{v: local.DefaultMaxSpillBytes, count: true}
 	c.graceMs = number{v: float64(local.DefaultGrace.Milliseconds())}
 	c.yieldMs = number{v: yieldDefault, zeroOK: true}
-	c.maxTasks = number{v: 10}
+	c.maxTasks = number{v: tasks.DefaultMaxPerSession, count: true}
 	fs.StringVar(&c.cwd, "cwd", "", "default working directory of commands (default: the current directory)")
 	fs.Var(&c.timeoutMs, "timeout-ms", "default foreground timeout in ms")
 	fs.Var(&c.maxTimeoutMs, "max-timeout-ms", "cap on any foreground timeout in ms")
@@ -77,7 +93,7 @@ func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64) {
 	fs.Var(&c.maxSpillBytes, "max-spill-bytes", "cap on each stream's spill file, in bytes")
 	fs.Var(&c.graceMs, "grace-ms", "delay between SIGTERM and SIGKILL, in ms")
 	fs.BoolVar(&c.noBackground, "no-background", false, "disable run_in_background")
-	fs.Var(&c.yieldMs, "yield-ms", "move a foreground call still running after this many ms to a background task (0: off)")
+	fs.Var(&c.yieldMs, "yield-ms", "move a foreground call still running after this many ms to a background task (0: off; off with --no-background)")
 	fs.Var(&c.maxTasks, "max-tasks", "running background tasks per session")
 }
 

@@ -42,6 +42,8 @@ func TestE2E(t *testing.T) {
 		{"Progress", testProgress},
 		{"Yield", testYield},
 		{"CompletionNotice", testCompletionNotice},
+		{"NoticeAfterCancel", testNoticeAfterCancel},
+		{"HeldNoticeCollected", testHeldNoticeCollected},
 		{"RootsCwd", testRootsCwd},
 		{"NoRootsCwd", testNoRootsCwd},
 	}
@@ -317,6 +319,63 @@ func testCompletionNotice(t *testing.T, tr transport) {
 	// Once only.
 	if got := texts(t, callTool(t, cs, "bash", bash("true"))); len(got) != 1 {
 		t.Errorf("next call: %q", got)
+	}
+}
+
+// cancelAfterTaskEnds starts bash-1 (sleep 0.3; echo x) and a foreground
+// call, cancels the call once bash-1 has finished (its notice is pending
+// by then), and waits until the call's group is gone.
+func cancelAfterTaskEnds(t *testing.T, cs *mcp.ClientSession, marker string, server int) {
+	t.Helper()
+	callTool(t, cs, "bash", bashBG("sleep 0.3; echo x"))
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: bash("sleep 1030")})
+		errc <- err
+	}()
+	waitProcess(t, marker, server, "sleep 1030")
+	waitFor(t, 5*time.Second, "the background task to end", func() bool {
+		for _, p := range liveProcesses(marker, server) {
+			if strings.Contains(p, "sleep 0.3") {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(200 * time.Millisecond) // the task settles and its notice is pending
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled call: %v, want context.Canceled", err)
+	}
+	waitNoProcesses(t, marker, server, 3*time.Second)
+}
+
+// testHeldNoticeCollected: a notice held back from a cancelled call is
+// dropped once the model reads the task's final output (it has the
+// result: the notice would only repeat it).
+func testHeldNoticeCollected(t *testing.T, tr transport) {
+	marker := testutil.Marker(t)
+	cs, server := tr.start(t, serverOptions{marker: marker})
+	cancelAfterTaskEnds(t, cs, marker, server)
+	if got := texts(t, callTool(t, cs, "task_output", map[string]any{"task_id": "bash-1"})); !cmp.Equal(got, []string{"x\n[status: completed, exit code: 0]"}) {
+		t.Errorf("task_output: %q", got)
+	}
+	if got := texts(t, callTool(t, cs, "task_list", nil)); len(got) != 1 {
+		t.Errorf("task_list: %q, want no notice", got)
+	}
+}
+
+// testNoticeAfterCancel: a completion notice that became pending while a
+// call ran must not ride on that call's result when the client cancelled
+// it (the client drops that result): it comes with the next result.
+func testNoticeAfterCancel(t *testing.T, tr transport) {
+	marker := testutil.Marker(t)
+	cs, server := tr.start(t, serverOptions{marker: marker})
+	cancelAfterTaskEnds(t, cs, marker, server)
+	const notice = "background task bash-1 (bash: sleep 0.3; echo x) finished [status: completed, exit code: 0]. Read its output with task_output."
+	if diff := cmp.Diff([]string{"bash-1 [bash] completed — sleep 0.3; echo x", notice}, texts(t, callTool(t, cs, "task_list", nil))); diff != "" {
+		t.Errorf("call after the cancelled one (-want +got):\n%s", diff)
 	}
 }
 

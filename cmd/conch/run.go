@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -135,11 +136,14 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 
 	quiet := *asJSON || *present
+	// An interrupted task gets SIGTERM, SIGKILL after the grace, and
+	// then at most the grace again to drain its pipes.
+	settle := 2*c.graceMs.millis() + time.Second
 	switch v := r.Value.(type) {
 	case tools.BackgroundValue:
-		return follow(ctx, st.tools, v.TaskID, quiet, stdout, stderr)
+		return follow(ctx, st.tools, v.TaskID, settle, quiet, stdout, stderr)
 	case tools.YieldedValue:
-		return follow(ctx, st.tools, v.TaskID, quiet, stdout, stderr)
+		return follow(ctx, st.tools, v.TaskID, settle, quiet, stdout, stderr)
 	case tools.ForegroundValue:
 		return foregroundStatus(v)
 	}
@@ -171,18 +175,25 @@ const followPoll = 200
 // follow reads task id with task_output until it settles, printing each
 // delta (unless quiet) and then its status line, and returns the exit
 // status its outcome maps to.
-func follow(ctx context.Context, ts *tools.Toolset, id string, quiet bool, stdout, stderr io.Writer) int {
+//
+// An interruption (ctx done) kills the task and waits up to settle for it
+// to end before the last read.
+func follow(ctx context.Context, ts *tools.Toolset, id string, settle time.Duration, quiet bool, stdout, stderr io.Writer) int {
 	args, _ := json.Marshal(map[string]any{"task_id": id, "wait": true, "timeout_ms": followPoll})
-	flush, _ := json.Marshal(map[string]any{"task_id": id})
+	kill, _ := json.Marshal(map[string]any{"task_id": id, "reason": "conch run interrupted"})
+	final, _ := json.Marshal(map[string]any{"task_id": id, "wait": true, "timeout_ms": settle.Milliseconds()})
 	last := byte('\n')
 	for {
 		r := ts.Call(ctx, runSession, tools.NameTaskOutput, args, nil)
 		v, ok := r.Value.(tools.TaskOutputValue)
 		if r.IsError || !ok {
 			if ctx.Err() != nil {
-				// Show what it printed before the interruption; the
-				// task is killed when conch run closes.
-				r = ts.Call(context.WithoutCancel(ctx), runSession, tools.NameTaskOutput, flush, nil)
+				// Kill the task and show what it printed up to its end
+				// (while dying included): read only once it has settled,
+				// when its pipes are drained, or after settle at most.
+				bg := context.WithoutCancel(ctx)
+				ts.Call(bg, runSession, tools.NameTaskKill, kill, nil)
+				r = ts.Call(bg, runSession, tools.NameTaskOutput, final, nil)
 				if v, ok := r.Value.(tools.TaskOutputValue); ok && !quiet {
 					io.WriteString(stdout, v.Output)
 				}

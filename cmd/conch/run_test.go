@@ -192,3 +192,34 @@ func TestRunStdoutClosed(t *testing.T) {
 		t.Errorf("exit %d, want 141", code)
 	}
 }
+
+// TestRunInterruptedFollowsToTheEnd: an interrupted --background follow
+// kills the task and shows everything it printed up to its end, what it
+// printed while dying included: the last read comes after the task has
+// settled, not before the kill (which also lost output still in the pipe
+// when the read came early).
+func TestRunInterruptedFollowsToTheEnd(t *testing.T) {
+	t.Parallel()
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	cmd := exec.Command(conchBin, "run", "--background", "--", "trap 'echo bye; exit 0' TERM; echo started; sleep 1040 & wait")
+	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitProcess(t, marker, cmd.Process.Pid, "sleep 1040")
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGINT)
+	cmd.Wait()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("exit took %v", d)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("exit %d, want 130", code)
+	}
+	if want := "started background task bash-1\nstarted\nbye\n"; out.String() != want {
+		t.Errorf("stdout %q, want %q", out.String(), want)
+	}
+}

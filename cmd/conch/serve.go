@@ -73,9 +73,21 @@ func serveCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		}
 	}
 
+	var ln net.Listener
+	if addr != "" {
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			fmt.Fprintf(stderr, "conch serve: --http %s: %v\n", addr, err)
+			return 1
+		}
+	}
+
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	st, err := c.build()
 	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
 		fmt.Fprintf(stderr, "conch serve: %v\n", err)
 		return 2
 	}
@@ -93,7 +105,7 @@ func serveCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 			log.Error("stdio transport failed", "error", err)
 			code = 1
 		}
-	} else if err := serveHTTP(ctx, srv, addr, log); err != nil {
+	} else if err := serveHTTP(ctx, srv, ln, log); err != nil {
 		log.Error("http transport failed", "error", err)
 		code = 1
 	}
@@ -116,18 +128,17 @@ func listenAddr(flagValue string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", errors.New("the port must be a number from 0 to 65535")
+	}
 	if host == "" {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port), nil
 }
 
-// serveHTTP serves srv on addr until ctx is done.
-func serveHTTP(ctx context.Context, srv *mcpserver.Server, addr string, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
+// serveHTTP serves srv on ln until ctx is done.
+func serveHTTP(ctx context.Context, srv *mcpserver.Server, ln net.Listener, log *slog.Logger) error {
 	hs := &http.Server{
 		Handler:           srv.HTTPHandler(),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -274,3 +274,41 @@ func TestServeFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestServeFlagRanges: a value that passes as a number but that conch
+// cannot honour (a fractional or overflowing count, a duration that
+// overflows or rounds to nothing) is refused at start, naming the flag,
+// rather than silently replaced by a default or refused under the name
+// of an internal field.
+func TestServeFlagRanges(t *testing.T) {
+	t.Parallel()
+	for _, sub := range []string{"serve", "run"} {
+		for _, args := range [][]string{
+			{"--max-tasks", "0.5"},
+			{"--max-tasks", "1e300"},
+			{"--max-output-bytes", "2.5"},
+			{"--max-output-bytes", "1e300"},
+			{"--max-spill-bytes", "0.5"},
+			{"--max-spill-bytes", "1e300"},
+			{"--timeout-ms", "1e300"},
+			{"--max-timeout-ms", "1e-9"},
+			{"--grace-ms", "1e-9"},
+			{"--yield-ms", "1e300"},
+		} {
+			full := append([]string{sub}, args...)
+			if sub == "run" {
+				full = append(full, "--", "true")
+			}
+			cmd := exec.Command(conchBin, full...)
+			cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
+			cmd.Stdin = strings.NewReader("") // stdio serve ends at once if it starts
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			cmd.Run()
+			want := `invalid value "` + args[1] + `" for flag -` + strings.TrimPrefix(args[0], "--") + ": "
+			if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(stderr.String(), want) || stdout.Len() > 0 {
+				t.Errorf("%q: exit %d\nstdout %q\nstderr %q\nwant exit 2 and %q in stderr", full, code, stdout.String(), stderr.String(), want)
+			}
+		}
+	}
+}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/conch-dev/conch/internal/testutil"
+)
+
+// tsClientDir holds the script that drives conch serve with the official
+// TypeScript MCP client, and the npm lock that pins it.
+const tsClientDir = "../../mcpserver/testdata/ts-client"
+
+// TestTSClient runs the built binary under the official TypeScript MCP
+// client (@modelcontextprotocol/sdk, pinned in tsClientDir), over stdio
+// and over streamable HTTP, and checks what the client saw. The client
+// validates every structuredContent against the tool's outputSchema and
+// throws when it does not match, so getting through the calls is part of
+// the test. It needs node and `npm ci` run in tsClientDir;
+// CONCH_SKIP_TS_CLIENT=1 skips it.
+func TestTSClient(t *testing.T) {
+	if os.Getenv("CONCH_SKIP_TS_CLIENT") == "1" {
+		t.Skip("CONCH_SKIP_TS_CLIENT=1")
+	}
+	t.Parallel()
+	if _, err := os.Stat(filepath.Join(tsClientDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
+		t.Fatalf("the TypeScript MCP client is not installed: run `npm ci` in mcpserver/testdata/ts-client (or set CONCH_SKIP_TS_CLIENT=1 to skip this test): %v", err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is needed to run the TypeScript MCP client (or set CONCH_SKIP_TS_CLIENT=1 to skip this test): %v", err)
+	}
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "script.mjs", conchBin, root)
+	cmd.Dir = tsClientDir
+	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node script.mjs: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
+	}
+	var out map[string]map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("script output: %v\n%s", err, stdout.String())
+	}
+	for _, tr := range []string{"stdio", "http"} {
+		t.Run(tr, func(t *testing.T) {
+			got := out[tr]
+			if got == nil {
+				t.Fatalf("no %s result in %s", tr, stdout.String())
+			}
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("conch serve logs:\n%s", got["logs"])
+				}
+			})
+			if f, ok := got["fatal"]; ok {
+				t.Fatalf("the TypeScript client failed: %s", f)
+			}
+			checkTSClient(t, tr, got, root)
+		})
+	}
+}
+
+func checkTSClient(t *testing.T, tr string, got map[string]any, root string) {
+	t.Helper()
+	expect := func(path string, want any) {
+		t.Helper()
+		var v any = got
+		for _, k := range strings.Split(path, ".") {
+			m, ok := v.(map[string]any)
+			if !ok {
+				v = nil
+				break
+			}
+			v = m[k]
+		}
+		if diff := cmp.Diff(want, v); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", path, diff)
+		}
+	}
+	type list = []any
+	type obj = map[string]any
+
+	expect("protocolVersion", "2025-11-25")
+	expect("server", "conch")
+	expect("tools", list{"bash", "task_output", "task_list", "task_kill"})
+	expect("withOutputSchema", list{"bash", "task_output", "task_list", "task_kill"})
+	expect("bashInputProperties", list{"command", "description", "timeoutMs", "workdir", "run_in_background"})
+
+	expect("echo", obj{
+		"texts": list{"hello\n"}, "isError": false,
+		"structuredContent": obj{
+			"kind": "foreground", "exitCode": 0.0, "signal": nil, "timedOut": false, "aborted": false, "timeoutMs": 120000.0,
+			"stdout": obj{"text": "hello\n", "truncated": false},
+			"stderr": obj{"text": "", "truncated": false},
+		},
+	})
+	expect("exit3", obj{"texts": list{"out\n[stderr]\nerr\n[exit code: 3]"}, "isError": false, "exitCode": 3.0})
+	expect("invalid", obj{"texts": list{"Error: invalid description: expected a non-empty string"}, "isError": true})
+	expect("pwd", list{root + "\n"})
+
+	expect("background", obj{
+		"start":       list{"started background task bash-1"},
+		"startValue":  obj{"kind": "background", "taskId": "bash-1"},
+		"output":      list{"done\n[status: completed, exit code: 0]"},
+		"outputValue": obj{"taskId": "bash-1", "status": "completed", "detail": "exit code: 0", "output": "done\n"},
+	})
+	expect("taskList", obj{
+		"texts": list{"bash-1 [bash] completed — sleep 0.3; echo done"},
+		"structuredContent": obj{"tasks": list{
+			obj{"id": "bash-1", "kind": "bash", "status": "completed", "detail": "exit code: 0", "label": "sleep 0.3; echo done"},
+		}},
+	})
+	expect("notice", obj{"taskId": "bash-2", "texts": list{
+		"bash-1 [bash] completed — sleep 0.3; echo done\nbash-2 [bash] completed — echo x",
+		"background task bash-2 (bash: echo x) finished [status: completed, exit code: 0]. Read its output with task_output.",
+	}})
+
+	// 2.5 s of ticks: a report after each full second, never two within
+	// a second (the client's clock may jitter a little).
+	expect("progress.texts", list{strings.Repeat("tick\n", 5)})
+	expect("progress.increasing", true)
+	if n, _ := got["progress"].(map[string]any)["count"].(float64); n < 2 || n > 3 {
+		t.Errorf("%v progress notifications for a 2.5 s command, want 2 or 3", n)
+	}
+	if gap, _ := got["progress"].(map[string]any)["minGapMs"].(float64); gap < 900 {
+		t.Errorf("two progress notifications %v ms apart, want at least a second", gap)
+	}
+
+	expect("cancel.answer", obj{"texts": list{"Error: tool call aborted"}, "isError": true})
+	expect("cancel.after", list{"still here\n"})
+	if e, _ := got["cancel"].(map[string]any)["error"].(string); !strings.Contains(e, "cancelled by the test") {
+		t.Errorf("the aborted call: %q, want it rejected with the abort reason", e)
+	}
+	if ms, _ := got["cancel"].(map[string]any)["deadAfterMs"].(float64); ms < 0 || ms > 2000 {
+		t.Errorf("the cancelled command's group died %v ms after the abort (-1: it survived)", ms)
+	}
+
+	expect("kill", obj{
+		"taskId": "bash-3",
+		"texts":  list{"requested cancellation of task bash-3"},
+		"value":  obj{"taskId": "bash-3", "status": "stopping", "alreadyFinished": false},
+		"output": list{"(no new output)\n[status: killed, signal: SIGTERM]"},
+	})
+
+	const yieldMarker = "[still running after 3000ms; moved to background task bash-4: read it with task_output, stop it with task_kill]"
+	expect("yield.value", obj{"kind": "yielded", "taskId": "bash-4", "yieldedAfterMs": 3000.0})
+	expect("yield.final", func() any {
+		final, _ := got["yield"].(map[string]any)["final"].([]any)
+		if len(final) == 1 {
+			if s, ok := final[0].(string); ok && strings.HasSuffix(s, "[status: completed, exit code: 0]") {
+				return final
+			}
+		}
+		return "a final read ending in [status: completed, exit code: 0]"
+	}())
+	yielded, _ := got["yield"].(map[string]any)["texts"].([]any)
+	var all strings.Builder
+	if len(yielded) != 1 || !strings.HasSuffix(fmt.Sprint(yielded[0]), yieldMarker) {
+		t.Errorf("yielded result %q, want one block ending in %q", yielded, yieldMarker)
+	} else {
+		all.WriteString(strings.TrimSuffix(fmt.Sprint(yielded[0]), yieldMarker))
+	}
+	reads, _ := got["yield"].(map[string]any)["reads"].([]any)
+	for _, r := range reads {
+		all.WriteString(fmt.Sprint(r))
+	}
+	var want strings.Builder
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&want, "line%d\n", i)
+	}
+	if all.String() != want.String() {
+		t.Errorf("yielded output + task_output reads:\n%q\nwant\n%q", all.String(), want.String())
+	}
+
+	// The only client error: the answer to the cancelled call, which the
+	// client no longer waits for.
+	errs, _ := got["errors"].([]any)
+	for _, e := range errs {
+		if s := fmt.Sprint(e); !strings.Contains(s, "unknown message ID") || !strings.Contains(s, "Error: tool call aborted") {
+			t.Errorf("client error: %s", s)
+		}
+	}
+	if ms, _ := got["exit"].(map[string]any)["afterMs"].(float64); ms > 2000 {
+		t.Errorf("conch serve took %v ms to exit", ms)
+	}
+	expect("exit.code", 0.0)
+	expect("exit.signal", nil)
+
+	if tr != "http" {
+		return
+	}
+	expect("url", func() any {
+		if u, _ := got["url"].(string); strings.HasPrefix(u, "http://127.0.0.1:") {
+			return u
+		}
+		return "http://127.0.0.1:<port>/mcp"
+	}())
+	expect("transportProtocolVersion", "2025-11-25")
+	expect("noToken", 401.0)
+	expect("wrongToken", 401.0)
+	expect("foreignOrigin", 403.0)
+	expect("otherSession", obj{"texts": list{"Error: task bash-1 belongs to another session"}, "isError": true, "list": list{"(no background tasks)"}})
+	if ms, _ := got["terminate"].(map[string]any)["deadAfterMs"].(float64); ms < 0 || ms > 2000 {
+		t.Errorf("the closed session's task died %v ms after the DELETE (-1: it survived)", ms)
+	}
+	if ms, _ := got["terminate"].(map[string]any)["deletedAfterMs"].(float64); ms > 2000 {
+		t.Errorf("the DELETE took %v ms", ms)
+	}
+	expect("stdout", "")
+}
