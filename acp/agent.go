@@ -50,6 +50,17 @@ type Agent struct {
 	closed   bool
 	running  sync.WaitGroup // handlers in flight
 	nextTurn int
+	// arrivals orders the prompts of each session id with its cancels,
+	// as read from the input (see turnOrder): an entry lives while some
+	// prompt read has not reached Prompt yet.
+	arrivals map[string]*arrival
+}
+
+// arrival counts the session/prompt requests of one session id.
+type arrival struct {
+	read     int // read from the input
+	started  int // of those, the ones Prompt has begun
+	cancelTo int // read when the latest session/cancel was read
 }
 
 // session is one ACP session: its tasks are owned by its id.
@@ -76,7 +87,7 @@ func NewAgent(ts *tools.Toolset, opts *AgentOptions) *Agent {
 	if opts != nil {
 		o = *opts
 	}
-	a := &Agent{ts: ts, log: o.Logger, version: o.Version, sessions: make(map[string]*session)}
+	a := &Agent{ts: ts, log: o.Logger, version: o.Version, sessions: make(map[string]*session), arrivals: make(map[string]*arrival)}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
@@ -107,7 +118,7 @@ func (a *Agent) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	conn := a.conn
 	a.mu.Unlock()
 
-	go filterInput(in, pw, w, a.log)
+	go filterInput(in, pw, w, a.log, a)
 	select {
 	case <-conn.Done():
 	case <-ctx.Done():
@@ -252,31 +263,41 @@ func (a *Agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (_ sd
 	if err != nil {
 		return sdk.LoadSessionResponse{}, err
 	}
-	recs, err := a.store.load(id)
-	if errors.Is(err, errNoSession) {
-		return sdk.LoadSessionResponse{}, resourceNotFound(p.SessionId)
-	}
-	if err != nil {
-		a.log.Warn("acp: reading a session record", "session", id, "err", err)
-		if recs == nil {
-			return sdk.LoadSessionResponse{}, sdk.NewInternalError(map[string]any{"error": err.Error()})
-		}
-	}
-	snap := a.snapshot(cwd)
-
 	a.mu.Lock()
 	s := a.sessions[id]
 	if s == nil {
+		// Not live until loaded (bridge set): a prompt for it waits for
+		// the load, and fails if the load does.
 		s = &session{id: id, cancels: map[int]context.CancelFunc{}}
 		a.sessions[id] = s
 	}
 	a.mu.Unlock()
 
+	// The record is read in the session's turn, so that a live session
+	// replays its prompt in flight with its result.
 	s.turn.Lock()
 	defer s.turn.Unlock()
+	recs, err := a.store.load(id)
+	if errors.Is(err, errNoSession) {
+		a.forgetUnloaded(s)
+		return sdk.LoadSessionResponse{}, resourceNotFound(p.SessionId)
+	}
+	if err != nil {
+		a.log.Warn("acp: reading a session record", "session", id, "err", err)
+		if recs == nil {
+			a.forgetUnloaded(s)
+			return sdk.LoadSessionResponse{}, sdk.NewInternalError(map[string]any{"error": err.Error()})
+		}
+	}
+	snap := a.snapshot(cwd)
 	a.replay(s.id, recs, snap)
 	s.cwd = cwd
 	s.bridge = NewBridge(snap)
+	a.mu.Lock()
+	if a.sessions[id] == nil { // a concurrent load that failed dropped it
+		a.sessions[id] = s
+	}
+	a.mu.Unlock()
 	s.next = max(s.next, nextCallNumber(recs))
 	if s.rec == nil {
 		if s.rec, err = a.store.reopen(id); err != nil {
@@ -284,6 +305,19 @@ func (a *Agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (_ sd
 		}
 	}
 	return sdk.LoadSessionResponse{}, nil
+}
+
+// forgetUnloaded drops s, whose turn the caller holds, if no load ever
+// made it live.
+func (a *Agent) forgetUnloaded(s *session) {
+	if s.bridge != nil {
+		return
+	}
+	a.mu.Lock()
+	if a.sessions[s.id] == s {
+		delete(a.sessions, s.id)
+	}
+	a.mu.Unlock()
 }
 
 // noResultText is the result drawn on replay for a recorded call whose
@@ -383,6 +417,17 @@ func (a *Agent) Prompt(ctx context.Context, p sdk.PromptRequest) (_ sdk.PromptRe
 	if s != nil {
 		s.cancels[turn] = cancel
 	}
+	if ar := a.arrivals[string(p.SessionId)]; ar != nil {
+		// A session/cancel read after this prompt and before it got
+		// here cancels it now.
+		ar.started++
+		if ar.started <= ar.cancelTo {
+			cancel()
+		}
+		if ar.started >= ar.read {
+			delete(a.arrivals, string(p.SessionId))
+		}
+	}
 	a.mu.Unlock()
 	if s == nil {
 		return sdk.PromptResponse{}, resourceNotFound(p.SessionId)
@@ -395,6 +440,9 @@ func (a *Agent) Prompt(ctx context.Context, p sdk.PromptRequest) (_ sdk.PromptRe
 
 	s.turn.Lock()
 	defer s.turn.Unlock()
+	if s.bridge == nil { // a session/load of it failed or is not done
+		return sdk.PromptResponse{}, resourceNotFound(p.SessionId)
+	}
 	text := promptText(p.Prompt)
 	a.record(s, record{Type: recPrompt, Text: text})
 	c, ok := parsePrompt(text)
@@ -421,20 +469,51 @@ func (a *Agent) Prompt(ctx context.Context, p sdk.PromptRequest) (_ sdk.PromptRe
 }
 
 // Cancel cancels the session's prompts in flight: a running command is
-// killed and its prompt answers cancelled.
+// killed and its prompt answers cancelled. (Serve cancels as it reads a
+// session/cancel, see cancelRead; this is for a cancel sent as a request.)
 func (a *Agent) Cancel(ctx context.Context, p sdk.CancelNotification) (err error) {
 	defer a.guard("session/cancel", &err)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := a.sessions[string(p.SessionId)]
+	a.cancelLocked(string(p.SessionId))
+	return nil
+}
+
+// cancelLocked cancels the prompts of session sid that have begun.
+func (a *Agent) cancelLocked(sid string) {
+	s := a.sessions[sid]
 	if s == nil {
-		a.log.Debug("acp: cancel for an unknown session", "session", p.SessionId)
-		return nil
+		a.log.Debug("acp: cancel for an unknown session", "session", sid)
+		return
 	}
 	for _, cancel := range s.cancels {
 		cancel()
 	}
-	return nil
+}
+
+// promptRead notes a session/prompt read from the input (turnOrder).
+func (a *Agent) promptRead(sid string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ar := a.arrivals[sid]
+	if ar == nil {
+		ar = &arrival{}
+		a.arrivals[sid] = ar
+	}
+	ar.read++
+}
+
+// cancelRead cancels, as soon as a session/cancel is read from the input,
+// every prompt of the session read before it: those that have begun now,
+// the others when they begin (turnOrder). A prompt read after it is not
+// cancelled, however late the SDK would have delivered the cancel.
+func (a *Agent) cancelRead(sid string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ar := a.arrivals[sid]; ar != nil {
+		ar.cancelTo = ar.read
+	}
+	a.cancelLocked(sid)
 }
 
 // Notify tells the agent that a completion notice is pending for the
@@ -449,6 +528,8 @@ func (a *Agent) Notify(owner string) {
 	}
 	go func() {
 		defer a.running.Done()
+		var err error // a panic is logged, not fatal, as in the handlers
+		defer a.guard("notify", &err)
 		a.mu.Lock()
 		s := a.sessions[owner]
 		a.mu.Unlock()
@@ -457,6 +538,9 @@ func (a *Agent) Notify(owner string) {
 		}
 		s.turn.Lock()
 		defer s.turn.Unlock()
+		if s.bridge == nil {
+			return
+		}
 		if notices := a.ts.Notices(s.id); len(notices) > 0 {
 			a.message(s, strings.Join(notices, "\n\n"))
 		}

@@ -3,11 +3,13 @@ package acp_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -426,6 +428,23 @@ func TestLoadReplaysWithTheLoadingSnapshot(t *testing.T) {
 			t.Errorf("replay without terminals has _meta: %s", jsonString(u))
 		}
 	}
+	// The same cards, drawn as text: not an empty replay that no check
+	// above could fail.
+	var textCards []map[string]any
+	for _, u := range c.updates(notes, sid) {
+		if u["sessionUpdate"] != "user_message_chunk" {
+			textCards = append(textCards, u)
+		}
+	}
+	if len(textCards) != len(live)+2 { // and the call and result of "echo after"
+		t.Fatalf("replay without terminals: %d cards, want %d:\n%s", len(textCards), len(live)+2, jsonString(textCards))
+	}
+	if got := firstText(textCards[1]); got != "```console\none\n```" {
+		t.Errorf("first result replayed without terminals: %s", jsonString(textCards[1]))
+	}
+	if get(textCards[0], "title") != "echo one" || get(textCards[0], "content") != nil {
+		t.Errorf("first call replayed without terminals: %s", jsonString(textCards[0]))
+	}
 }
 
 // TestTruncatedSessionFile: a cut or garbled line is skipped with a
@@ -500,5 +519,322 @@ func TestTruncatedSessionFile(t *testing.T) {
 	us = c.updates(notes, a)
 	if n := len(us); n != 9 || get(us[6], "content", "text") != "echo third" {
 		t.Errorf("after appending to a cut file: %s", jsonString(kinds(us)))
+	}
+}
+
+// TestCancelRightAfterPrompt: a session/cancel sent right behind its
+// prompt cancels it, even when the SDK would deliver the cancel before
+// the prompt has begun (it runs them on different goroutines).
+func TestCancelRightAfterPrompt(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	h := newHarness(t, t.TempDir(), marker)
+	c := h.cli
+	c.initialize(true)
+	sid := c.newSession(t.TempDir())
+	cancel := jsonString(map[string]any{"jsonrpc": "2.0", "method": "session/cancel", "params": map[string]any{"sessionId": sid}})
+	for i := 0; i < 20; i++ {
+		id := c.startWith("session/prompt", promptParams(sid, "sleep 30"), cancel)
+		start := time.Now()
+		resp, _ := c.await(id)
+		if string(resp.Result) != `{"stopReason":"cancelled"}` {
+			t.Fatalf("prompt %d, cancelled at once, answered %s after %v", i, resp.raw, time.Since(start))
+		}
+	}
+	// A cancel covers only the prompts sent before it.
+	if stop, _ := c.prompt(sid, "echo after"); stop != "end_turn" {
+		t.Errorf("a prompt after the cancels answered %s", stop)
+	}
+}
+
+// TestBadMessages: a JSON object that the SDK cannot decode as a
+// message, or that names no method, gets an invalid request error (with
+// its id when it has a valid one), not silence; an id that ACP does not
+// allow is not echoed.
+func TestBadMessages(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	h := newHarness(t, t.TempDir(), marker)
+	c := h.cli
+	for _, b := range []struct{ line, id string }{
+		{`{"jsonrpc":"2.0","id":7,"method":""}`, "7"},
+		{`{"jsonrpc":"2.0","id":"x","method":5}`, `"x"`},
+		{`{"jsonrpc":2,"id":9,"method":"initialize","params":{"protocolVersion":1}}`, "9"},
+		{`{"jsonrpc":"2.0","id":{"x":1},"method":"initialize","params":{"protocolVersion":1}}`, "null"},
+		{`{"jsonrpc":"2.0","id":1.5,"method":"initialize","params":{"protocolVersion":1}}`, "null"},
+		{`{"jsonrpc":"2.0","id":3,"error":"not an error object"}`, "null"},
+	} {
+		c.sendRaw(b.line)
+		m := c.recv(5 * time.Second)
+		var e rpcError
+		json.Unmarshal(m.Error, &e)
+		if string(m.ID) != b.id || e.Code != -32600 {
+			t.Errorf("%s: answered %s, want code -32600 with id %s", b.line, m.raw, b.id)
+		}
+	}
+	// Ids ACP allows are answered with themselves.
+	for _, id := range []string{`"s"`, "12", "1e3", "null"} {
+		c.sendRaw(`{"jsonrpc":"2.0","id":` + id + `,"method":"no/such_method"}`)
+		if id == "null" { // a null id makes it a notification: no answer
+			continue
+		}
+		m := c.recv(5 * time.Second)
+		var e rpcError
+		json.Unmarshal(m.Error, &e)
+		if string(m.ID) != id || e.Code != -32601 {
+			t.Errorf("id %s: answered %s", id, m.raw)
+		}
+	}
+	c.initialize(true)
+	sid := c.newSession(t.TempDir())
+	if stop, _ := c.prompt(sid, "true"); stop != "end_turn" {
+		t.Errorf("after bad messages: %s", stop)
+	}
+}
+
+// TestLoadOfALiveSession: loading a session while its prompt runs replays
+// that prompt with its real result, not as a call conch never finished.
+func TestLoadOfALiveSession(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	h := newHarness(t, t.TempDir(), marker)
+	c := h.cli
+	c.initialize(true)
+	work := t.TempDir()
+	sid := c.newSession(work)
+	pid := c.start("session/prompt", promptParams(sid, "sleep 0.5; echo done"))
+	if first := c.recv(10 * time.Second); get(first.update(t), "sessionUpdate") != "tool_call" {
+		t.Fatalf("first update %s", first.raw)
+	}
+	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) > 0 }) {
+		t.Fatal("the command did not start")
+	}
+	lid := c.start("session/load", map[string]any{"sessionId": sid, "cwd": work, "mcpServers": []any{}})
+	var replayed []map[string]any
+	answered := 0
+	for answered < 2 {
+		m := c.recv(10 * time.Second)
+		switch string(m.ID) {
+		case pid:
+			answered++
+			continue
+		case lid:
+			answered++
+			if m.Error != nil {
+				t.Fatalf("session/load: %s", m.raw)
+			}
+			continue
+		}
+		if answered == 1 { // after the prompt's answer: the replay
+			replayed = append(replayed, m.update(t))
+		}
+	}
+	if d := cmp.Diff([]string{"user_message_chunk", "tool_call", "tool_call_update"}, kinds(replayed)); d != "" {
+		t.Fatalf("replay (-want +got):\n%s", d)
+	}
+	if got := get(replayed[2], "_meta", "terminal_output", "data"); got != "done\n" {
+		t.Errorf("the replayed result of the prompt in flight: %s", jsonString(replayed[2]))
+	}
+}
+
+// TestPromptDuringLoad: a prompt sent right behind the session/load of a
+// recorded session either runs in the loaded session, after the load, or,
+// when it is handled before the load has begun, finds no session; it never
+// meets a half-loaded one.
+func TestPromptDuringLoad(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	state, work := t.TempDir(), t.TempDir()
+	h := newHarness(t, state, marker)
+	c := h.cli
+	c.initialize(true)
+	var sids []string
+	for i := 0; i < 20; i++ {
+		sid := c.newSession(work)
+		c.prompt(sid, "echo one")
+		sids = append(sids, sid)
+	}
+	h.close()
+
+	h = newHarness(t, state, marker)
+	c = h.cli
+	c.initialize(true)
+	ran := 0
+	for i, sid := range sids {
+		pid := jsonString(fmt.Sprint("p", i))
+		prompt := jsonString(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(pid), "method": "session/prompt", "params": promptParams(sid, "echo two")})
+		c.mu.Lock()
+		c.methods[pid] = "session/prompt"
+		c.mu.Unlock()
+		lid := c.startWith("session/load", map[string]any{"sessionId": sid, "cwd": work, "mcpServers": []any{}}, prompt)
+		for answered := 0; answered < 2; {
+			m := c.recv(10 * time.Second)
+			if m.Method != "" {
+				continue
+			}
+			answered++
+			var e rpcError
+			json.Unmarshal(m.Error, &e)
+			switch {
+			case string(m.ID) == lid && m.Error != nil:
+				t.Fatalf("session/load failed: %s", m.raw)
+			case string(m.ID) == pid && m.Error == nil:
+				ran++
+			case string(m.ID) == pid && e.Code != -32002:
+				t.Fatalf("a prompt sent during a load answered %s", m.raw)
+			}
+		}
+	}
+	if strings.Contains(h.logs.String(), "panicked") {
+		t.Errorf("a handler panicked:\n%s", h.logs.String())
+	}
+	t.Logf("%d of 20 prompts ran after the load", ran)
+}
+
+// TestTwoSessionsAtOnce: the prompts of two sessions run at the same
+// time, each drawn in its own session with its own call ids and cwd.
+func TestTwoSessionsAtOnce(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	h := newHarness(t, t.TempDir(), marker)
+	c := h.cli
+	c.initialize(true)
+	works := map[string]string{}
+	var sids []string
+	for i := 0; i < 2; i++ {
+		w := t.TempDir()
+		sid := c.newSession(w)
+		works[sid] = w
+		sids = append(sids, sid)
+	}
+	start := time.Now()
+	ids := map[string]string{}
+	for _, sid := range sids {
+		ids[c.start("session/prompt", promptParams(sid, "sleep 2; pwd"))] = sid
+	}
+	updates := map[string][]map[string]any{}
+	for answered := 0; answered < 2; {
+		m := c.recv(10 * time.Second)
+		if m.Method == "session/update" {
+			var p struct {
+				SessionID string `json:"sessionId"`
+			}
+			json.Unmarshal(m.Params, &p)
+			updates[p.SessionID] = append(updates[p.SessionID], m.update(t))
+			continue
+		}
+		if _, ok := ids[string(m.ID)]; !ok || string(m.Result) != `{"stopReason":"end_turn"}` {
+			t.Fatalf("unexpected %s", m.raw)
+		}
+		answered++
+	}
+	if took := time.Since(start); took > 3800*time.Millisecond {
+		t.Errorf("two 2 s prompts of two sessions took %v: they did not run at once", took)
+	}
+	for _, sid := range sids {
+		us := updates[sid]
+		if d := cmp.Diff([]string{"tool_call", "tool_call_update"}, kinds(us)); d != "" {
+			t.Fatalf("session %s (-want +got):\n%s", sid, d)
+		}
+		if get(us[0], "toolCallId") != "call-1" || get(us[1], "toolCallId") != "call-1" ||
+			get(us[0], "_meta", "terminal_info", "cwd") != works[sid] ||
+			get(us[1], "_meta", "terminal_output", "data") != works[sid]+"\n" {
+			t.Errorf("session %s: %s", sid, jsonString(us))
+		}
+	}
+}
+
+// TestNoticesRacingShutdown: background tasks that finish while the agent
+// shuts down (their notices racing the end of input) neither hang nor
+// crash it, and nothing is left behind.
+func TestNoticesRacingShutdown(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	for round := 0; round < 5; round++ {
+		state := t.TempDir()
+		ex, err := local.New(&local.Options{
+			Grace:   500 * time.Millisecond,
+			Environ: append(os.Environ(), testutil.MarkerEnv+"="+marker),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var agent atomic.Pointer[acp.Agent]
+		rt := tasks.New(&tasks.Options{OnNotice: func(owner string) {
+			if a := agent.Load(); a != nil {
+				a.Notify(owner)
+			}
+		}})
+		ts := tools.New(ex, &tools.Options{Tasks: rt, Home: state})
+		logs := &syncBuffer{}
+		a := acp.NewAgent(ts, &acp.AgentOptions{SessionDir: filepath.Join(state, "sessions"), Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		agent.Store(a)
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			err := a.Serve(context.Background(), inR, outW)
+			outW.Close()
+			done <- err
+		}()
+		c := newClient(t, inW, outR)
+		c.initialize(true)
+		sids := []string{c.newSession(t.TempDir()), c.newSession(t.TempDir())}
+		for i := 0; i < 4; i++ {
+			for _, sid := range sids {
+				// Idle notices of the other session may come meanwhile.
+				c.call("session/prompt", promptParams(sid, fmt.Sprintf("&sleep 0.0%d", 5+i)))
+			}
+		}
+		time.Sleep(time.Duration(round*15) * time.Millisecond)
+		inW.Close()
+		for m := range c.in { // idle notices may still come; each must be valid
+			if err := c.schema.checkMessage(m.raw, m, ""); err != nil {
+				t.Error(err)
+			}
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("Serve did not return")
+		}
+		rt.Close()
+		if err := ex.Close(); err != nil {
+			t.Error(err)
+		}
+		if strings.Contains(logs.String(), "panicked") {
+			t.Errorf("round %d: %s", round, logs.String())
+		}
+	}
+}
+
+// TestLoadSnapshotSurvivesInitialize: a loaded session keeps the
+// capability of the load, whatever a later initialize says.
+func TestLoadSnapshotSurvivesInitialize(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	state, work := t.TempDir(), t.TempDir()
+	h := newHarness(t, state, marker)
+	c := h.cli
+	c.initialize(false)
+	sid := c.newSession(work)
+	c.prompt(sid, "echo one")
+	h.close()
+
+	h = newHarness(t, state, marker)
+	c = h.cli
+	c.initialize(true)
+	_, notes := c.call("session/load", map[string]any{"sessionId": sid, "cwd": work, "mcpServers": []any{}})
+	us := c.updates(notes, sid)
+	if len(us) != 3 || get(us[1], "_meta", "terminal_info") == nil || get(us[2], "_meta", "terminal_output", "data") != "one\n" {
+		t.Fatalf("replay with terminals of a session recorded without: %s", jsonString(us))
+	}
+	c.initialize(false)
+	_, us = c.prompt(sid, "echo two")
+	if get(us[0], "_meta", "terminal_info") == nil || get(us[1], "_meta", "terminal_output", "data") != "two\n" || us[1]["content"] != nil {
+		t.Errorf("a session loaded with terminals, after an initialize without: %s", jsonString(us))
 	}
 }

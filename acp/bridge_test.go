@@ -285,13 +285,14 @@ func TestTerminalOutputCapability(t *testing.T) {
 	}
 }
 
-// FuzzBridge: the bridge never panics and always emits valid JSON,
-// whatever the arguments and result.
+// FuzzBridge: the bridge never panics and always emits valid JSON that
+// the ACP schema accepts, whatever the arguments and result.
 func FuzzBridge(f *testing.F) {
 	f.Add("bash", `{"command":"ls","workdir":"a"}`, "x\n[exit code: 2]", false, true)
 	f.Add("bash", `{"command":"ls","run_in_background":true}`, "started background task bash-1", false, false)
 	f.Add("task_output", `{"task_id":""}`, "Error: x", true, true)
 	f.Add("bash", `not json`, "\x00\xff", false, true)
+	schema := loadSchema(f)
 	f.Fuzz(func(t *testing.T, tool, a, text string, isError, terminal bool) {
 		b := acp.NewBridge(acp.Snapshot{Terminal: terminal, Cwd: "/w"})
 		for _, u := range []sdk.SessionUpdate{
@@ -304,6 +305,9 @@ func FuzzBridge(f *testing.F) {
 			}
 			if !json.Valid(raw) {
 				t.Fatalf("invalid JSON %q", raw)
+			}
+			if err := schema.check("SessionNotification", raw); err != nil {
+				t.Fatal(err)
 			}
 		}
 	})
@@ -328,5 +332,23 @@ func TestSchemaCatchesBadShapes(t *testing.T) {
 	}
 	if err := schema.check("PromptResponse", []byte(`{"stopReason":"finished"}`)); err == nil {
 		t.Errorf("the schema accepts an unknown stop reason")
+	}
+	// The whole-message check too: an id ACP does not allow, a wrong
+	// jsonrpc version.
+	for _, bad := range []string{
+		`{"jsonrpc":"2.0","id":{"x":1},"error":{"code":-32600,"message":"Invalid request"}}`,
+		`{"jsonrpc":"1.0","id":1,"error":{"code":-32600,"message":"Invalid request"}}`,
+	} {
+		var m message
+		json.Unmarshal([]byte(bad), &m)
+		if schema.checkMessage([]byte(bad), m, "") == nil {
+			t.Errorf("the schema accepts the message %s", bad)
+		}
+	}
+	good := `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request"}}`
+	var m message
+	json.Unmarshal([]byte(good), &m)
+	if err := schema.checkMessage([]byte(good), m, ""); err != nil {
+		t.Errorf("the schema refuses an error with a null id: %v", err)
 	}
 }

@@ -50,14 +50,20 @@
 // message, or, when the session is idle, are sent as soon as the task
 // ends (wire Agent.Notify as the task runtime's OnNotice hook). It answers initialize (protocol version 1, loadSession),
 // session/new, session/prompt (end_turn), session/cancel (the running
-// command is killed; the prompt answers cancelled) and session/load, which
+// command is killed; the prompt answers cancelled; a cancel applies to the
+// session's prompts read before it, even those not yet begun) and
+// session/load, which
 // replays a recorded session through the same presenters with the loading
 // session's snapshot. Other methods get "Method not found" (-32601), an
 // unknown session "Resource not found" (-32002), and an input line that is
-// not a JSON-RPC message a parse or invalid-request error with a null id.
+// not a JSON-RPC message a parse or invalid-request error, with the
+// request's id when it has a valid one (a string, an integer or null),
+// else a null id.
 //
 // Sessions are recorded as JSON Lines, one file per session
 // (AgentOptions.SessionDir/<id>.jsonl): each record is written whole by
 // one write and synced, so a crash can cut at most the last line, and a
-// load skips (and logs) any line it cannot read.
+// load skips (and logs) any line it cannot read. A line left partial (by
+// a crash, or a write that failed part way) is ended before the next
+// record is appended, so it never spoils a later record.
 package acp

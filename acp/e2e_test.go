@@ -178,7 +178,9 @@ func TestEndToEnd(t *testing.T) {
 		get(us[1], "_meta", "terminal_exit", "exit_code") != float64(0) || get(us[1], "status") != "completed" {
 		t.Errorf("echo hi: %s", jsonString(us))
 	}
-	us = run("&sleep 0.2; echo bg", "tool_call", "tool_call_update")
+	// The background task ends only once the "touch go" prompt below runs,
+	// so its notice comes with that prompt's result, not while idle.
+	us = run("&until [ -e go ]; do sleep 0.01; done; echo bg", "tool_call", "tool_call_update")
 	if get(us[0], "_meta") != nil || firstText(us[1]) != "```console\nstarted background task bash-1\n```" {
 		t.Errorf("background: %s", jsonString(us))
 	}
@@ -186,8 +188,8 @@ func TestEndToEnd(t *testing.T) {
 	if get(us[1], "status") != "failed" || get(us[1], "_meta", "terminal_exit", "exit_code") != float64(3) {
 		t.Errorf("exit 3: %s", jsonString(us))
 	}
-	us = run("sleep 1", "tool_call", "tool_call_update", "agent_message_chunk")
-	const notice = "background task bash-1 (bash: sleep 0.2; echo bg) finished [status: completed, exit code: 0]. Read its output with task_output."
+	us = run("touch go; sleep 1", "tool_call", "tool_call_update", "agent_message_chunk")
+	const notice = "background task bash-1 (bash: until [ -e go ]; do sleep 0.01; done; echo bg) finished [status: completed, exit code: 0]. Read its output with task_output."
 	if got := get(us[2], "content", "text"); got != notice {
 		t.Errorf("notice %q, want %q", got, notice)
 	}
@@ -290,6 +292,115 @@ func TestEndToEndIdleNotice(t *testing.T) {
 	// Announced once: the next prompt carries no notice.
 	if _, us := c.prompt(sid, "true"); len(us) != 2 {
 		t.Errorf("updates after the idle notice: %s", jsonString(us))
+	}
+	p.eof(marker)
+}
+
+// TestEndToEndCancelRightAfterPrompt: conch acp honours a session/cancel
+// that arrives together with its prompt, and kills the command.
+func TestEndToEndCancelRightAfterPrompt(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	state, work := t.TempDir(), t.TempDir()
+	p := startConch(t, state, work, marker)
+	c := p.cli
+	c.initialize(true)
+	sid := c.newSession(work)
+	cancel := jsonString(map[string]any{"jsonrpc": "2.0", "method": "session/cancel", "params": map[string]any{"sessionId": sid}})
+	for i := 0; i < 10; i++ {
+		id := c.startWith("session/prompt", promptParams(sid, "sleep 30"), cancel)
+		if resp, _ := c.await(id); string(resp.Result) != `{"stopReason":"cancelled"}` {
+			t.Fatalf("prompt %d answered %s", i, resp.raw)
+		}
+	}
+	// Only conch itself carries the marker: no sleep survived.
+	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) == 1 }) {
+		t.Errorf("cancelled commands survived: %v", testutil.Processes(marker))
+	}
+	p.eof(marker)
+}
+
+// TestEndToEndEOFKillsEverything: the end of stdin ends conch acp with
+// exit 0, its background tasks (escaped ones too) and its command in
+// flight killed.
+func TestEndToEndEOFKillsEverything(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	state, work := t.TempDir(), t.TempDir()
+	p := startConch(t, state, work, marker)
+	c := p.cli
+	c.initialize(true)
+	a, b := c.newSession(work), c.newSession(work)
+	c.prompt(a, "&sleep 60")
+	c.prompt(b, "&setsid sleep 60")
+	c.start("session/prompt", promptParams(a, "sleep 60"))
+	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) >= 4 }) {
+		t.Fatalf("the commands did not start: %v", testutil.Processes(marker))
+	}
+	p.eof(marker) // exit status 0 and no process left, or it fails
+}
+
+// TestEndToEndLoadAfterSIGKILL: a conch acp killed while a command runs
+// leaves a record that the next conch loads: the unfinished call is drawn
+// failed, and the session goes on and reloads whole.
+func TestEndToEndLoadAfterSIGKILL(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	state, work := t.TempDir(), t.TempDir()
+	p := startConch(t, state, work, marker)
+	c := p.cli
+	c.initialize(true)
+	sid := c.newSession(work)
+	c.prompt(sid, "echo one")
+	c.start("session/prompt", promptParams(sid, "sleep 30"))
+	if m := c.recv(10 * time.Second); get(m.update(t), "sessionUpdate") != "tool_call" {
+		t.Fatalf("first update %s", m.raw)
+	}
+	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) > 1 }) {
+		t.Fatal("sleep 30 did not start")
+	}
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	p.waited = true
+	p.cli.w.Close()
+	for range p.cli.in {
+	}
+	// The killed conch's shell dies with it (parent-death signal); what
+	// the shell started may outlive it, as the contract documents (and
+	// may still be starting): kill it here until none is left.
+	if !waitFor(5*time.Second, func() bool {
+		left := testutil.Processes(marker)
+		for _, pr := range left {
+			syscall.Kill(pr.Pid, syscall.SIGKILL)
+		}
+		return len(left) == 0
+	}) {
+		t.Fatalf("processes of the killed conch survive: %v", testutil.Processes(marker))
+	}
+
+	load := func() []map[string]any {
+		_, notes := c.call("session/load", map[string]any{"sessionId": sid, "cwd": work, "mcpServers": []any{}})
+		return c.updates(notes, sid)
+	}
+	p = startConch(t, state, work, marker)
+	c = p.cli
+	c.initialize(true)
+	us := load()
+	want := []string{"user_message_chunk", "tool_call", "tool_call_update", "user_message_chunk", "tool_call", "tool_call_update"}
+	if d := cmp.Diff(want, kinds(us)); d != "" {
+		t.Fatalf("replay after a SIGKILL (-want +got):\n%s", d)
+	}
+	if get(us[5], "status") != "failed" || get(us[2], "_meta", "terminal_output", "data") != "one\n" {
+		t.Errorf("replay after a SIGKILL: %s", jsonString(us))
+	}
+	c.prompt(sid, "echo three")
+	p.eof(marker)
+
+	p = startConch(t, state, work, marker)
+	c = p.cli
+	c.initialize(true)
+	if us := load(); len(us) != 9 || get(us[8], "_meta", "terminal_output", "data") != "three\n" {
+		t.Errorf("second replay: %s", jsonString(kinds(us)))
 	}
 	p.eof(marker)
 }

@@ -457,3 +457,20 @@ func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return strings.TrimSpace(string(b))
 }
+
+// startWith sends a request and, in the same write, the lines after it
+// (so that the agent reads them together), and returns its id.
+func (c *client) startWith(method string, params any, after ...string) string {
+	c.t.Helper()
+	c.mu.Lock()
+	id := fmt.Sprint(c.nextID)
+	c.nextID++
+	c.methods[id] = method
+	c.mu.Unlock()
+	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": method, "params": params})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.sendRaw(strings.Join(append([]string{string(b)}, after...), "\n"))
+	return id
+}

@@ -234,9 +234,15 @@ type recorder struct {
 	mu   sync.Mutex
 	f    *os.File
 	path string
+	// cut is set when a write failed part way (a full disk, a file size
+	// limit): the file may end in a partial line, which the next record
+	// must not be glued to.
+	cut bool
 }
 
-// write appends r as one line, in one write, and syncs it.
+// write appends r as one line, in one write, and syncs it. After a write
+// that failed part way, the line is first ended, so that only the record
+// whose write failed is lost.
 func (rc *recorder) write(r record) error {
 	if r.Time == "" {
 		r.Time = time.Now().UTC().Format(time.RFC3339Nano)
@@ -251,9 +257,16 @@ func (rc *recorder) write(r record) error {
 	if rc.f == nil {
 		return fmt.Errorf("session store: %s is closed", rc.path)
 	}
-	if _, err := rc.f.Write(b); err != nil {
+	if rc.cut {
+		b = append([]byte{'\n'}, b...)
+	}
+	if n, err := rc.f.Write(b); err != nil {
+		if n > 0 {
+			rc.cut = true
+		}
 		return fmt.Errorf("session store: write %s: %w", rc.path, err)
 	}
+	rc.cut = false
 	if err := rc.f.Sync(); err != nil {
 		return fmt.Errorf("session store: sync %s: %w", rc.path, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -242,4 +243,61 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRecorderAfterAPartialWrite: a write that fails part way (here: a
+// file size limit, as a full disk would) loses its own record only; the
+// next record starts a new line and loads.
+func TestRecorderAfterAPartialWrite(t *testing.T) {
+	s, logs := newTestStore(t)
+	rec, err := s.create("sess_p", "/w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.write(record{Type: recPrompt, Text: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(s.path("sess_p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The limit applies to the whole test process (Go ignores SIGXFSZ, so
+	// the write fails with EFBIG); nothing else writes files meanwhile.
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	lim := old
+	lim.Cur = uint64(fi.Size() + 20)
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		t.Skipf("cannot limit the file size: %v", err)
+	}
+	werr := rec.write(record{Type: recPrompt, Text: strings.Repeat("x", 100)})
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if werr == nil {
+		t.Fatal("the write past the limit succeeded")
+	}
+	if after, _ := os.Stat(s.path("sess_p")); after.Size() == fi.Size() {
+		t.Fatal("the failed write wrote nothing: not a partial write")
+	}
+	if err := rec.write(record{Type: recPrompt, Text: "three"}); err != nil {
+		t.Fatal(err)
+	}
+	rec.close()
+	recs, err := s.load("sess_p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, r := range recs[1:] {
+		texts = append(texts, r.Text)
+	}
+	if d := cmp.Diff([]string{"one", "three"}, texts); d != "" {
+		t.Errorf("records after a partial write (-want +got):\n%s\nlogs: %s", d, logs.String())
+	}
+	if !strings.Contains(logs.String(), "skipping a session record") {
+		t.Errorf("the partial line was not logged: %s", logs.String())
+	}
 }
