@@ -73,9 +73,10 @@ func New(ex shell.Executor, opts *Options) *Toolset {
 }
 
 // StateDir is conch's state directory: $XDG_STATE_HOME/conch, else
-// ~/.local/state/conch.
+// ~/.local/state/conch. A relative XDG_STATE_HOME is ignored, as the XDG
+// base directory specification says.
 func StateDir() string {
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
 		return filepath.Join(d, "conch")
 	}
 	home, err := os.UserHomeDir()

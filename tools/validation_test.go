@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -253,5 +254,22 @@ func TestSchemas(t *testing.T) {
 	if !strings.HasSuffix(bashNoBg.Description, "Background execution is not available; long-running commands must finish within the timeout.") ||
 		strings.Contains(bashNoBg.Description, "run_in_background") || strings.Contains(string(bashNoBg.InputSchema), "run_in_background") {
 		t.Errorf("bash description with background disabled: %q", bashNoBg.Description)
+	}
+}
+
+func TestStateDir(t *testing.T) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Skip("no home directory")
+	}
+	for _, tc := range []struct{ xdg, want string }{
+		{"/var/state", "/var/state/conch"},
+		{"", filepath.Join(home, ".local", "state", "conch")},
+		{"relative/dir", filepath.Join(home, ".local", "state", "conch")},
+	} {
+		t.Setenv("XDG_STATE_HOME", tc.xdg)
+		if got := tools.StateDir(); got != tc.want {
+			t.Errorf("XDG_STATE_HOME=%q: StateDir() = %q, want %q", tc.xdg, got, tc.want)
+		}
 	}
 }
