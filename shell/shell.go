@@ -121,6 +121,9 @@ type Result struct {
 	Signal string
 	// TimedOut: the executor's own timeout fired first and the executor
 	// killed the command. It is set even when the command then exited 0.
+	// A timeout that falls after the shell exited on its own (while a
+	// grandchild still holds its output open) does not count: the exit
+	// came first, and what the shell left running is left alone.
 	TimedOut bool
 	// Aborted: the caller's ctx was done first and the executor killed the
 	// command. Never set together with TimedOut. A command that signals

@@ -35,6 +35,10 @@ const (
 	minAlloc = 512
 )
 
+// MaxTail is the largest tail a Stream keeps (its maxBytes); NewStream
+// panics above it, so callers refuse larger settings up front.
+const MaxTail = math.MaxInt / 4
+
 type spillState uint8
 
 const (
@@ -81,7 +85,7 @@ func newStream(dir *Dir, name string, maxBytes int, maxSpill int64, chunk int) *
 	if maxBytes <= 0 || maxSpill <= 0 {
 		panic(fmt.Sprintf("capture: maxBytes and maxSpill must be positive, got %d and %d", maxBytes, maxSpill))
 	}
-	if maxBytes > math.MaxInt/2-2*chunk {
+	if maxBytes > MaxTail {
 		panic(fmt.Sprintf("capture: maxBytes %d is too large", maxBytes))
 	}
 	checkName(name)

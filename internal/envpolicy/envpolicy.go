@@ -95,3 +95,14 @@ func pairs(m map[string]string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// BuildIn is Build for a command that runs in dir: PWD=dir is layered over
+// base (replacing the server's own PWD), before env and managed, which
+// may still override it. Unlike Build it always returns a new slice.
+func BuildIn(base []string, dir string, env, managed map[string]string) []string {
+	out := make([]string, 0, len(base)+1+len(env)+len(managed))
+	out = append(out, base...)
+	out = overlay(out, []string{"PWD=" + dir})
+	out = overlay(out, pairs(env))
+	return overlay(out, pairs(managed))
+}

@@ -2,6 +2,7 @@ package envpolicy
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -56,5 +57,28 @@ func TestLayers(t *testing.T) {
 	Build(base, map[string]string{"TERM": "x"}, nil)
 	if !slices.Equal(before, base) {
 		t.Error("Build modified base")
+	}
+}
+
+func TestBuildInSetsPWD(t *testing.T) {
+	base := Base([]string{"PATH=/bin", "PWD=/server", "OLDPWD=/x"})
+	got := BuildIn(base, "/work/dir", map[string]string{"A": "1"}, map[string]string{"CONCH_SHELL": "1"})
+	pwd := 0
+	for _, kv := range got {
+		if strings.HasPrefix(kv, "PWD=") {
+			pwd++
+			if kv != "PWD=/work/dir" {
+				t.Errorf("stale %q", kv)
+			}
+		}
+	}
+	if pwd != 1 || !slices.Contains(got, "A=1") || !slices.Contains(got, "CONCH_SHELL=1") {
+		t.Errorf("BuildIn = %v", got)
+	}
+	if over := BuildIn(base, "/d", map[string]string{"PWD": "/mine"}, nil); !slices.Contains(over, "PWD=/mine") || slices.Contains(over, "PWD=/d") {
+		t.Errorf("Env does not win over the workdir's PWD: %v", over)
+	}
+	if !slices.Contains(base, "PWD=/server") {
+		t.Error("BuildIn modified base")
 	}
 }

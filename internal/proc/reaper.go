@@ -176,3 +176,19 @@ func WaitCmd(cmd *exec.Cmd) error {
 	}
 	return err
 }
+
+// WaitExited blocks until pid, a child of this process, has exited, and
+// leaves it unreaped: its zombie keeps holding its pid (and, for a group
+// leader, its process group id), so the group can still be signalled
+// safely until the caller reaps it (exec.Cmd.Wait). It returns nil once
+// the child has exited, or the error of waitid (ECHILD when pid is not
+// our child, or was reaped already).
+func WaitExited(pid int) error {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}

@@ -146,3 +146,25 @@ func TestLockSpawnAllowsConcurrentSpawns(t *testing.T) {
 	unlock1() // a second unlock is harmless
 	testutil.VerifyNoLeaks(t)
 }
+
+// TestWaitExitedLeavesTheZombie: WaitExited returns once the child has
+// exited and leaves it unreaped, so its pid and pgid stay held until Wait.
+func TestWaitExitedLeavesTheZombie(t *testing.T) {
+	marker := clean(t)
+	cmd := startSession(t, marker, "sleep 0.1; exit 5")
+	if err := proc.WaitExited(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := proc.Stat(cmd.Process.Pid); err != nil || p.State != 'Z' {
+		t.Errorf("after WaitExited: %+v, %v; want an unreaped zombie", p, err)
+	}
+	if err := unix.Kill(-cmd.Process.Pid, 0); err != nil {
+		t.Errorf("kill(-pgid, 0) = %v; the zombie leader must still hold the group", err)
+	}
+	if err := proc.WaitCmd(cmd); exitCode(err) != 5 {
+		t.Errorf("Wait = %v, want exit status 5", err)
+	}
+	if err := proc.WaitExited(cmd.Process.Pid); err == nil {
+		t.Error("WaitExited of a reaped child succeeded")
+	}
+}

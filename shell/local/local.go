@@ -7,11 +7,12 @@ package local
 import (
 	"context"
 	"errors"
-	"io"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,10 +30,19 @@ type Executor struct {
 	spill   *capture.Dir
 	tracker *proc.Tracker
 
-	mu     sync.Mutex
-	closed bool
-	live   map[*command]struct{}
-	wg     sync.WaitGroup // one per live command
+	// startMu orders spawns against Close: a spawn holds it for reading
+	// from its check of closed until its command is started and
+	// registered, and Close takes it for writing to set closed. So Close
+	// never sees a command that is half started, and none starts after.
+	startMu sync.RWMutex
+	closed  bool // guarded by startMu
+
+	mu   sync.Mutex
+	live map[*command]struct{}
+	wg   sync.WaitGroup // one per live command
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 var _ shell.Executor = (*Executor)(nil)
@@ -74,6 +84,9 @@ func (e *Executor) Resolve(r shell.Request) (shell.Spec, error) {
 	}
 	if r.StdoutMaxBytes < 0 {
 		return shell.Spec{}, &shell.RequestError{Field: "StdoutMaxBytes", Reason: "must be a positive finite number"}
+	}
+	if r.StdoutMaxBytes > capture.MaxTail {
+		return shell.Spec{}, &shell.RequestError{Field: "StdoutMaxBytes", Reason: fmt.Sprintf("must be at most %d", capture.MaxTail)}
 	}
 	timeout := r.Timeout
 	if timeout == 0 {
@@ -142,20 +155,23 @@ func (e *Executor) Start(s shell.Spec) (shell.Process, error) {
 	return c, nil
 }
 
-// Close implements shell.Executor.
+// Close implements shell.Executor. A Close that runs while another is in
+// progress waits for it.
 func (e *Executor) Close() error {
-	e.mu.Lock()
-	already := e.closed
+	e.closeOnce.Do(func() { e.closeErr = e.close() })
+	return e.closeErr
+}
+
+func (e *Executor) close() error {
+	e.startMu.Lock()
 	e.closed = true
+	e.startMu.Unlock()
+	e.mu.Lock()
 	cmds := make([]*command, 0, len(e.live))
 	for c := range e.live {
 		cmds = append(cmds, c)
 	}
 	e.mu.Unlock()
-	if already {
-		e.wg.Wait()
-		return nil
-	}
 	var wg sync.WaitGroup
 	for _, c := range cmds {
 		wg.Go(func() { c.stop(causeClose, false) })
@@ -185,14 +201,20 @@ type command struct {
 	timer          *time.Timer
 	stdout, stderr *capture.Stream
 
+	// The parent's ends of the pipes; stdin is nil for /dev/null.
+	stdoutR, stderrR, stdinW *os.File
+	copying                  sync.WaitGroup // the goroutines that move the pipes
+	drained                  chan struct{}  // closed when stdout and stderr reached EOF
+
 	// done is closed once the shell was collected, its pipes are drained
 	// (or their drain was cut at the grace), and any kill has finished.
 	done chan struct{}
 
-	mu       sync.Mutex
-	cause    int32         // the first kill cause; causeNone if none
-	exited   bool          // Wait returned: no kill may start any more
-	killDone chan struct{} // closed when the kill that started has finished
+	mu          sync.Mutex
+	cause       int32         // the first kill cause; causeNone if none
+	shellExited bool          // the shell has exited: its timeout no longer applies
+	reaping     bool          // the shell is about to be reaped: no kill may start any more
+	killDone    chan struct{} // closed when the kill that started has finished
 
 	// Set before done is closed.
 	exitCode *int
@@ -222,54 +244,137 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	if timed {
 		c.timeout = s.Timeout
 	}
-	cmd := &exec.Cmd{
-		Path:   e.opts.Shell,
-		Args:   []string{"bash", "-c", s.Command},
-		Dir:    s.Workdir,
-		Env:    envpolicy.Build(e.baseEnv, s.Env, s.ManagedEnv),
-		Stdout: c.stdout,
-		Stderr: c.stderr,
-		// The command's own pgid and sid: signals reach the whole group,
-		// and no terminal can become its controlling one. The parent-death
-		// signal stops the shell if this server is SIGKILLed.
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
-		// After the shell exits, a grandchild that still holds a pipe gets
-		// at most the grace before the pipes are closed under it.
-		WaitDelay: e.opts.Grace,
-	}
-	if s.Stdin != nil {
-		cmd.Stdin = &stdinReader{b: s.Stdin}
-	}
+	// exec.Command, not a bare exec.Cmd: GODEBUG=execwait=2 then catches a
+	// command that was never waited for. Args[0] stays "bash" whatever the
+	// binary's path.
+	cmd := exec.Command(e.opts.Shell, "-c", s.Command)
+	cmd.Args[0] = "bash"
+	cmd.Dir = s.Workdir
+	// PWD names the workdir as given, symlinks included, the way os/exec
+	// sets it for a command that inherits the environment; bash keeps it
+	// when it names the directory it starts in, so `pwd` shows the path
+	// the caller chose rather than the server's own PWD or the real path.
+	cmd.Env = envpolicy.BuildIn(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv)
+	// The command's own pgid and sid: signals reach the whole group, and
+	// no terminal can become its controlling one. The parent-death signal
+	// stops the shell if this server is SIGKILLed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	c.cmd = cmd
 
-	e.mu.Lock()
+	// Our own pipes rather than os/exec's: os/exec reaps the shell before
+	// it drains the pipes, and a kill during that drain would signal a
+	// process group whose leader is gone, whose id may be reused. With
+	// our own pipes the shell stays an unreaped zombie, holding its pgid,
+	// until the drain and any kill are over.
+	if err := c.openPipes(s.Stdin != nil); err != nil {
+		c.stdout.Close()
+		c.stderr.Close()
+		return nil, &shell.SpawnError{Err: err}
+	}
+
+	e.startMu.RLock()
+	defer e.startMu.RUnlock()
 	if e.closed {
-		e.mu.Unlock()
+		c.closePipes(false)
+		c.closePipes(true)
+		c.stdout.Close()
+		c.stderr.Close()
 		return nil, shell.ErrClosed
 	}
-	e.live[c] = struct{}{}
-	e.wg.Add(1)
-	e.mu.Unlock()
-
 	unlock := proc.LockSpawn()
 	err := cmd.Start()
 	if err == nil {
 		proc.Claim(cmd.Process.Pid)
 	}
 	unlock()
+	c.closePipes(false) // the child's ends: the child holds them now
 	if err != nil {
+		c.closePipes(true)
 		c.stdout.Close()
 		c.stderr.Close()
-		e.forget(c)
 		return nil, &shell.SpawnError{Err: err}
 	}
 	c.pgid = cmd.Process.Pid
 	e.tracker.Add(c.pgid)
+	e.mu.Lock()
+	e.live[c] = struct{}{}
+	e.wg.Add(1)
+	e.mu.Unlock()
+	c.startCopying(s.Stdin)
 	if c.timeout > 0 {
 		c.timer = time.AfterFunc(c.timeout, func() { c.stop(causeTimeout, false) })
 	}
 	go c.wait()
 	return c, nil
+}
+
+// openPipes makes the pipes of stdout, stderr and (with stdin) stdin.
+func (c *command) openPipes(stdin bool) error {
+	var err error
+	var outW, errW, inR *os.File
+	if c.stdoutR, outW, err = os.Pipe(); err != nil {
+		return err
+	}
+	if c.stderrR, errW, err = os.Pipe(); err != nil {
+		c.stdoutR.Close()
+		outW.Close()
+		return err
+	}
+	c.cmd.Stdout, c.cmd.Stderr = outW, errW
+	if stdin {
+		if inR, c.stdinW, err = os.Pipe(); err != nil {
+			c.closePipes(false)
+			c.closePipes(true)
+			return err
+		}
+		c.cmd.Stdin = inR
+	}
+	return nil
+}
+
+// closePipes closes the child's ends of the pipes, or with parent ours.
+func (c *command) closePipes(parent bool) {
+	if parent {
+		for _, f := range []*os.File{c.stdoutR, c.stderrR, c.stdinW} {
+			if f != nil {
+				f.Close()
+			}
+		}
+		return
+	}
+	for _, x := range []any{c.cmd.Stdout, c.cmd.Stderr, c.cmd.Stdin} {
+		if f, ok := x.(*os.File); ok {
+			f.Close()
+		}
+	}
+}
+
+// startCopying starts the goroutines that capture stdout and stderr and
+// write stdin.
+func (c *command) startCopying(stdin []byte) {
+	c.drained = make(chan struct{})
+	var open atomic.Int32
+	open.Store(2)
+	for _, p := range []struct {
+		r *os.File
+		s *capture.Stream
+	}{{c.stdoutR, c.stdout}, {c.stderrR, c.stderr}} {
+		c.copying.Go(func() {
+			p.s.ReadFrom(p.r)
+			if open.Add(-1) == 0 {
+				close(c.drained)
+			}
+		})
+	}
+	if c.stdinW != nil {
+		// Written once, then closed. A child that never reads it and
+		// exits makes the write fail (EPIPE); one whose stdin outlives it
+		// is cut off when the drain ends.
+		c.copying.Go(func() {
+			c.stdinW.Write(stdin)
+			c.stdinW.Close()
+		})
+	}
 }
 
 func unwrapPathError(err error) error {
@@ -287,21 +392,38 @@ func (e *Executor) forget(c *command) {
 	e.wg.Done()
 }
 
-// wait collects the shell once it has exited and its pipes are drained,
-// waits for a kill in flight, and settles the command.
+// wait follows the shell to its end: its exit, then the drain of its
+// pipes (at most the grace after the exit, so a grandchild holding them
+// cannot hang us), then any kill in flight, and only then the reap, so
+// that no kill ever signals the group after its leader's pid was freed.
 func (c *command) wait() {
-	err := c.cmd.Wait()
-	proc.Release(c.pgid)
+	exitErr := proc.WaitExited(c.pgid)
+	c.mu.Lock()
+	c.shellExited = true
+	c.mu.Unlock()
 	if c.timer != nil {
 		c.timer.Stop()
 	}
+	if exitErr == nil {
+		drain := time.NewTimer(c.e.opts.Grace)
+		select {
+		case <-c.drained:
+		case <-drain.C:
+		}
+		drain.Stop()
+	}
+	c.closePipes(true) // ends a drain cut at the grace, and a stdin nobody reads
+	c.copying.Wait()
+
 	c.mu.Lock()
-	c.exited = true
+	c.reaping = true
 	killDone := c.killDone
 	c.mu.Unlock()
 	if killDone != nil {
 		<-killDone
 	}
+	err := c.cmd.Wait()
+	proc.Release(c.pgid)
 	c.stdout.Close()
 	c.stderr.Close()
 	if ps := c.cmd.ProcessState; ps != nil {
@@ -321,11 +443,12 @@ func (c *command) wait() {
 }
 
 // stop kills the command's group for cause, unless another cause came
-// first or the shell has already been collected. With async it returns at
-// once, else once the group is gone. It reports whether it started a kill.
+// first or the shell is being reaped; a timeout no longer counts once the
+// shell has exited (the exit came first). With async it returns at once,
+// else once the group is gone. It reports whether it started a kill.
 func (c *command) stop(cause int32, async bool) bool {
 	c.mu.Lock()
-	if c.cause != causeNone || c.exited {
+	if c.cause != causeNone || c.reaping || cause == causeTimeout && c.shellExited {
 		c.mu.Unlock()
 		return false
 	}
@@ -425,21 +548,4 @@ func (c *command) Result() shell.Result {
 		res.Aborted = true
 	}
 	return res
-}
-
-// stdinReader hands the request's bytes to the child once. It is not an
-// *os.File, so os/exec copies it through a pipe and stops copying when the
-// child closes its end (a command that exits at once does not hang us).
-type stdinReader struct {
-	b []byte
-	i int
-}
-
-func (r *stdinReader) Read(p []byte) (int, error) {
-	if r.i >= len(r.b) {
-		return 0, io.EOF
-	}
-	n := copy(p, r.b[r.i:])
-	r.i += n
-	return n, nil
 }

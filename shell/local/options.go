@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/conch-dev/conch/internal/capture"
 )
 
 // Defaults of CONTRACT 2.1.
@@ -98,6 +100,8 @@ func (o Options) resolve() (Options, error) {
 		return o, positive("MaxOutputBytes")
 	case o.MaxOutputBytes == 0:
 		o.MaxOutputBytes = DefaultMaxOutputBytes
+	case o.MaxOutputBytes > capture.MaxTail:
+		return o, &ConfigError{Field: "MaxOutputBytes", Reason: fmt.Sprintf("must be at most %d", capture.MaxTail)}
 	}
 	if o.Cwd == "" {
 		wd, err := os.Getwd()
