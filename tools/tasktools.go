@@ -37,15 +37,25 @@ func (t *Toolset) runtime() (*tasks.Runtime, *Result) {
 	return t.opts.Tasks, nil
 }
 
-func (t *Toolset) taskOutput(ctx context.Context, sess Session, raw json.RawMessage) Result {
-	rt, fail := t.runtime()
-	if fail != nil {
-		return *fail
+// taskCall reads what task_output and task_kill share: a runtime, and the
+// task_id argument. fail is the error result when either is missing.
+func (t *Toolset) taskCall(raw json.RawMessage) (rt *tasks.Runtime, a rawArgs, id string, fail *Result) {
+	if rt, fail = t.runtime(); fail != nil {
+		return nil, nil, "", fail
 	}
-	a := parseArgs(raw)
+	a = parseArgs(raw)
 	id, err := taskID(a)
 	if err != nil {
-		return errorResult(err.Error())
+		r := errorResult(err.Error())
+		return nil, nil, "", &r
+	}
+	return rt, a, id, nil
+}
+
+func (t *Toolset) taskOutput(ctx context.Context, sess Session, raw json.RawMessage) Result {
+	rt, a, id, fail := t.taskCall(raw)
+	if fail != nil {
+		return *fail
 	}
 	wait, ok := a.optBool("wait")
 	if !ok {
@@ -117,14 +127,9 @@ func (t *Toolset) taskList(sess Session) Result {
 }
 
 func (t *Toolset) taskKill(sess Session, raw json.RawMessage) Result {
-	rt, fail := t.runtime()
+	rt, a, id, fail := t.taskCall(raw)
 	if fail != nil {
 		return *fail
-	}
-	a := parseArgs(raw)
-	id, err := taskID(a)
-	if err != nil {
-		return errorResult(err.Error())
 	}
 	reason, ok := a.optString("reason")
 	if !ok {
