@@ -1,14 +1,12 @@
 package mcpserver_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,23 +21,8 @@ import (
 
 func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
-// logBuffer collects the server's logs and shows them if the test fails.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+// logBuffer collects output written from several goroutines.
+type logBuffer = testutil.Buffer
 
 // env is a server under test: an executor whose commands carry the
 // test's marker, a task runtime, the tools, and the MCP server over them.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -50,23 +48,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// logBuffer collects a server's logs and shows them if the test fails.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+// logBuffer collects output written from several goroutines.
+type logBuffer = testutil.Buffer
 
 func newLogBuffer(t *testing.T, what string) *logBuffer {
 	l := &logBuffer{}
