@@ -60,14 +60,20 @@ func Base(environ []string) []string {
 	return overlay(out, Defaults)
 }
 
-// Build layers env and then managed over base; a later layer wins. An
-// entry of env survives even if its name would be scrubbed: the caller set
-// it on purpose. With both maps empty, Build returns base itself.
-func Build(base []string, env, managed map[string]string) []string {
-	if len(env) == 0 && len(managed) == 0 {
+// Build is the environment of a command that runs in dir: base, then
+// PWD=dir (replacing the server's own PWD; "" leaves base's), then env,
+// then managed; a later layer wins. An entry of env survives even if its
+// name would be scrubbed: the caller set it on purpose. With nothing to
+// layer, Build returns base itself; otherwise base is not modified.
+func Build(base []string, dir string, env, managed map[string]string) []string {
+	if dir == "" && len(env) == 0 && len(managed) == 0 {
 		return base
 	}
-	out := slices.Clone(base)
+	out := make([]string, 0, len(base)+1+len(env)+len(managed))
+	out = append(out, base...)
+	if dir != "" {
+		out = overlay(out, []string{"PWD=" + dir})
+	}
 	out = overlay(out, pairs(env))
 	return overlay(out, pairs(managed))
 }
@@ -94,15 +100,4 @@ func pairs(m map[string]string) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// BuildIn is Build for a command that runs in dir: PWD=dir is layered over
-// base (replacing the server's own PWD), before env and managed, which
-// may still override it. Unlike Build it always returns a new slice.
-func BuildIn(base []string, dir string, env, managed map[string]string) []string {
-	out := make([]string, 0, len(base)+1+len(env)+len(managed))
-	out = append(out, base...)
-	out = overlay(out, []string{"PWD=" + dir})
-	out = overlay(out, pairs(env))
-	return overlay(out, pairs(managed))
 }

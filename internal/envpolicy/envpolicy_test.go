@@ -25,7 +25,7 @@ func TestScrubbed(t *testing.T) {
 
 func TestLayers(t *testing.T) {
 	base := Base([]string{"PATH=/bin", "GITHUB_TOKEN=x", "TERM=xterm", "PAGER=less", "junk", "=nope"})
-	got := Build(base,
+	got := Build(base, "",
 		map[string]string{"PAGER": "more", "GITHUB_TOKEN": "explicit", "CONCH_SHELL": "0"},
 		map[string]string{"CONCH_SHELL": "1"})
 	want := map[string]string{"PATH": "/bin", "TERM": "dumb", "PAGER": "more", "GITHUB_TOKEN": "explicit", "CONCH_SHELL": "1", "NO_COLOR": "1"}
@@ -47,22 +47,22 @@ func TestLayers(t *testing.T) {
 			t.Errorf("stale entry %q", kv)
 		}
 	}
-	if b2 := Build(base, nil, nil); !slices.Equal(b2, base) {
+	if b2 := Build(base, "", nil, nil); !slices.Equal(b2, base) {
 		t.Error("Build without layers changed base")
 	}
-	if &Build(base, nil, nil)[0] != &base[0] {
+	if &Build(base, "", nil, nil)[0] != &base[0] {
 		t.Error("Build without layers copied base")
 	}
 	before := slices.Clone(base)
-	Build(base, map[string]string{"TERM": "x"}, nil)
+	Build(base, "", map[string]string{"TERM": "x"}, nil)
 	if !slices.Equal(before, base) {
 		t.Error("Build modified base")
 	}
 }
 
-func TestBuildInSetsPWD(t *testing.T) {
+func TestBuildSetsPWD(t *testing.T) {
 	base := Base([]string{"PATH=/bin", "PWD=/server", "OLDPWD=/x"})
-	got := BuildIn(base, "/work/dir", map[string]string{"A": "1"}, map[string]string{"CONCH_SHELL": "1"})
+	got := Build(base, "/work/dir", map[string]string{"A": "1"}, map[string]string{"CONCH_SHELL": "1"})
 	pwd := 0
 	for _, kv := range got {
 		if strings.HasPrefix(kv, "PWD=") {
@@ -73,12 +73,12 @@ func TestBuildInSetsPWD(t *testing.T) {
 		}
 	}
 	if pwd != 1 || !slices.Contains(got, "A=1") || !slices.Contains(got, "CONCH_SHELL=1") {
-		t.Errorf("BuildIn = %v", got)
+		t.Errorf("Build = %v", got)
 	}
-	if over := BuildIn(base, "/d", map[string]string{"PWD": "/mine"}, nil); !slices.Contains(over, "PWD=/mine") || slices.Contains(over, "PWD=/d") {
+	if over := Build(base, "/d", map[string]string{"PWD": "/mine"}, nil); !slices.Contains(over, "PWD=/mine") || slices.Contains(over, "PWD=/d") {
 		t.Errorf("Env does not win over the workdir's PWD: %v", over)
 	}
 	if !slices.Contains(base, "PWD=/server") {
-		t.Error("BuildIn modified base")
+		t.Error("Build modified base")
 	}
 }

@@ -254,7 +254,7 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	// sets it for a command that inherits the environment; bash keeps it
 	// when it names the directory it starts in, so `pwd` shows the path
 	// the caller chose rather than the server's own PWD or the real path.
-	cmd.Env = envpolicy.BuildIn(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv)
+	cmd.Env = envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv)
 	// The command's own pgid and sid: signals reach the whole group, and
 	// no terminal can become its controlling one. The parent-death signal
 	// stops the shell if this server is SIGKILLed.
