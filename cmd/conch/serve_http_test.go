@@ -27,36 +27,10 @@ func TestServeHTTPNonLoopbackToken(t *testing.T) {
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	const token = "non-loopback-secret"
-	cmd := exec.Command(conchBin, "serve", "--http", "0.0.0.0:0")
-	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir(), "CONCH_TOKEN="+token)
-	logs := newLogBuffer(t, "conch serve --http")
-	cmd.Stderr = logs
-	var out strings.Builder
-	cmd.Stdout = &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		select {
-		case <-exited:
-		default:
-			cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	var listen string
-	waitFor(t, 5*time.Second, "the listening address in the logs", func() bool {
-		_, rest, ok := strings.Cut(logs.String(), "url=http://")
-		if ok {
-			listen, _, ok = strings.Cut(rest, "/mcp")
-		}
-		return ok
-	})
-	_, port, err := net.SplitHostPort(listen)
+	srv := startHTTPServe(t, marker, "0.0.0.0:0", "CONCH_TOKEN="+token)
+	_, port, err := net.SplitHostPort(srv.listen())
 	if err != nil {
-		t.Fatalf("listening on %q: %v", listen, err)
+		t.Fatalf("listening on %q: %v", srv.url, err)
 	}
 	c := rawHTTP{t: t, url: "http://" + net.JoinHostPort("127.0.0.1", port) + "/mcp"}
 	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`
@@ -91,18 +65,72 @@ func TestServeHTTPNonLoopbackToken(t *testing.T) {
 		t.Errorf("tools/call with the token: %s %q", resp.Status, body)
 	}
 
-	cmd.Process.Signal(syscall.SIGTERM)
+	srv.stop()
+}
+
+// httpServe is a `conch serve --http` binary under test.
+type httpServe struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	url    string // http://ADDR/mcp, from the server's log
+	out    strings.Builder
+	exited chan error
+}
+
+// startHTTPServe starts `conch serve --http addr` with the test's marker
+// and env, waits until it logs its URL, and kills it at cleanup if a test
+// did not stop it.
+func startHTTPServe(t *testing.T, marker, addr string, env ...string) *httpServe {
+	t.Helper()
+	s := &httpServe{t: t, exited: make(chan error, 1)}
+	s.cmd = exec.Command(conchBin, "serve", "--http", addr)
+	s.cmd.Env = append(append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir()), env...)
+	logs := newLogBuffer(t, "conch serve --http")
+	s.cmd.Stderr = logs
+	s.cmd.Stdout = &s.out
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.exited <- s.cmd.Wait() }()
+	t.Cleanup(func() {
+		select {
+		case err := <-s.exited:
+			s.exited <- err
+		default:
+			s.cmd.Process.Kill()
+		}
+	})
+	waitFor(t, 5*time.Second, "the listening address in the logs", func() bool {
+		_, rest, ok := strings.Cut(logs.String(), "url=")
+		if ok {
+			s.url, _, ok = strings.Cut(rest, " ")
+		}
+		return ok
+	})
+	return s
+}
+
+// listen is the address the server listens on.
+func (s *httpServe) listen() string {
+	return strings.TrimSuffix(strings.TrimPrefix(s.url, "http://"), "/mcp")
+}
+
+// stop sends SIGTERM and checks that the server exits 0 within 10 s and
+// wrote nothing on stdout.
+func (s *httpServe) stop() {
+	s.t.Helper()
+	s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-exited:
-		exited <- err
+	case err := <-s.exited:
+		s.exited <- err
 		if err != nil {
-			t.Errorf("conch serve --http: %v, want exit 0", err)
+			s.t.Errorf("conch serve --http: %v, want exit 0", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("conch serve --http did not exit within 10s")
+		s.t.Fatal("conch serve --http did not exit within 10s")
 	}
-	if out.Len() > 0 {
-		t.Errorf("stdout: %q, want nothing", out.String())
+	if s.out.Len() > 0 {
+		s.t.Errorf("stdout: %q, want nothing", s.out.String())
 	}
 }
 

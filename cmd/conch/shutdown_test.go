@@ -182,25 +182,8 @@ func TestServeHTTPBinary(t *testing.T) {
 	t.Parallel()
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
-	cmd := exec.Command(conchBin, "serve", "--http", ":0") // a bare port: loopback
-	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
-	logs := newLogBuffer(t, "conch serve --http")
-	cmd.Stderr = logs
-	var out strings.Builder
-	cmd.Stdout = &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	var url string
-	waitFor(t, 5*time.Second, "the listening address in the logs", func() bool {
-		_, rest, ok := strings.Cut(logs.String(), "url=")
-		if ok {
-			url, _, ok = strings.Cut(rest, " ")
-		}
-		return ok
-	})
+	srv := startHTTPServe(t, marker, ":0") // a bare port: loopback
+	url := srv.url
 	if !strings.HasPrefix(url, "http://127.0.0.1:") {
 		t.Errorf("listening on %s, want 127.0.0.1", url)
 	}
@@ -212,21 +195,9 @@ func TestServeHTTPBinary(t *testing.T) {
 	if got := text(t, callTool(t, cs, "bash", bashBG("sleep 1003"))); got != "started background task bash-1" {
 		t.Errorf("background: %q", got)
 	}
-	waitProcess(t, marker, cmd.Process.Pid, "sleep 1003")
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("conch serve --http: %v, want exit 0", err)
-		}
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("conch serve --http did not exit within 10s")
-	}
+	waitProcess(t, marker, srv.cmd.Process.Pid, "sleep 1003")
+	srv.stop()
 	cs.Close()
-	if out.Len() > 0 {
-		t.Errorf("stdout: %q, want nothing", out.String())
-	}
 }
 
 // TestServeRefusesNonLoopbackWithoutToken: a non-loopback bind needs a
