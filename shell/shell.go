@@ -110,7 +110,33 @@ type Output struct {
 	// Truncated and the file is complete and was closed without error;
 	// otherwise it is "" and a model is told "(unavailable)".
 	SpillPath string
+	// Head is the stream's first bytes (at most HeadBytes of them), kept
+	// when the stream outgrew the tail, so that a reader can show the
+	// start and the end of a long stream; "" when Truncated is false
+	// (Text is then the whole stream).
+	Head string
+	// Size is the number of bytes the stream produced; Lines the number
+	// of newline bytes among them. With Head and Text they give the
+	// exact size of what lies between.
+	Size, Lines int64
+	// SpillErr says why SpillPath is "" for a Truncated stream: a
+	// *SpillCapError when the stream outgrew the spill cap, another error
+	// when the file could not be written. nil otherwise.
+	SpillErr error
 }
+
+// HeadBytes is the most a provider keeps of a stream's start (Output.Head).
+const HeadBytes = 2000
+
+// SpillCapError reports a stream whose spill file was deleted because the
+// stream grew past the provider's spill cap.
+type SpillCapError struct{ Cap int64 }
+
+func (e *SpillCapError) Error() string { return fmt.Sprintf("over the %d-byte spill cap", e.Cap) }
+
+// Omission is a stretch of a stream that a reader will not get from
+// memory: Bytes bytes holding Lines newline bytes.
+type Omission struct{ Bytes, Lines int64 }
 
 // Result is the outcome of a foreground Run.
 type Result struct {
@@ -133,6 +159,10 @@ type Result struct {
 	Timeout time.Duration
 	// Stdout and Stderr are the captured tails.
 	Stdout, Stderr Output
+	// LeftRunning reports that the drain after the shell's exit was cut
+	// at the grace because a process the command started still held its
+	// output open; what it writes later is not captured.
+	LeftRunning bool
 }
 
 // Status is the life stage of a background Process.
@@ -184,6 +214,13 @@ type ReadResult struct {
 	// StdoutSpill and StderrSpill name the spill files holding the whole
 	// streams, set on lossy reads when the file is still safe to name.
 	StdoutSpill, StderrSpill string
+	// StdoutSkipped and StderrSkipped measure, on a lossy read, the bytes
+	// that were dropped from memory before this reader saw them (they
+	// lie just before the text of this read).
+	StdoutSkipped, StderrSkipped Omission
+	// StdoutSpillErr and StderrSpillErr say why a lossy read names no
+	// spill file for that stream (see Output.SpillErr).
+	StdoutSpillErr, StderrSpillErr error
 }
 
 // Text joins the read as a model sees it (see JoinStreams).
