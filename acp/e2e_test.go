@@ -245,26 +245,30 @@ func TestEndToEnd(t *testing.T) {
 	p.eof(marker)
 }
 
-// TestEndToEndSIGTERM: SIGTERM ends conch acp with exit 0, its tasks
-// killed.
+// TestEndToEndSIGTERM: SIGTERM, and SIGHUP alike, end conch acp with
+// exit 0, its tasks killed.
 func TestEndToEndSIGTERM(t *testing.T) {
-	marker := testutil.Marker(t)
-	defer testutil.AssertNoProcesses(t, marker)
-	state, work := t.TempDir(), t.TempDir()
-	p := startConch(t, state, work, marker)
-	c := p.cli
-	c.initialize(false)
-	sid := c.newSession(work)
-	c.prompt(sid, "&sleep 60")
-	c.prompt(sid, "&setsid sleep 60")
-	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) >= 3 }) {
-		t.Fatalf("the tasks did not start: %v", testutil.Processes(marker))
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			marker := testutil.Marker(t)
+			defer testutil.AssertNoProcesses(t, marker)
+			state, work := t.TempDir(), t.TempDir()
+			p := startConch(t, state, work, marker)
+			c := p.cli
+			c.initialize(false)
+			sid := c.newSession(work)
+			c.prompt(sid, "&sleep 60")
+			c.prompt(sid, "&setsid sleep 60")
+			if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) >= 3 }) {
+				t.Fatalf("the tasks did not start: %v", testutil.Processes(marker))
+			}
+			if err := p.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			p.wait(marker)
+			p.cli.w.Close()
+		})
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	p.wait(marker)
-	p.cli.w.Close()
 }
 
 // TestEndToEndIdleNotice: a background task that finishes while the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -34,10 +35,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// The official ACP schema, installed by `npm ci` in the fixture folder.
+// The official ACP schema, installed from npm in the fixture folder on
+// first use.
 const (
 	schemaFixture = "testdata/schema-fixture"
-	schemaFile    = schemaFixture + "/node_modules/@agentclientprotocol/sdk/schema/v1/schema.json"
+	schemaPath    = "@agentclientprotocol/sdk/schema/v1/schema.json" // in node_modules
 	skipSchemaEnv = "CONCH_SKIP_ACP_SCHEMA"
 )
 
@@ -68,10 +70,15 @@ func loadSchema(t testing.TB) *acpSchema {
 		return nil
 	}
 	schemaOnce.Do(func() {
+		modules, err := testutil.NPMFixture(schemaFixture)
+		if err != nil {
+			schemaErr = fmt.Errorf("the ACP JSON schema fixture: %w (or set %s=1 to skip the schema checks)", err, skipSchemaEnv)
+			return
+		}
+		schemaFile := filepath.Join(modules, schemaPath)
 		f, err := os.Open(schemaFile)
 		if err != nil {
-			schemaErr = fmt.Errorf("the ACP JSON schema fixture is missing (%v): run `npm ci` in acp/%s "+
-				"(or set %s=1 to skip the schema checks)", err, schemaFixture, skipSchemaEnv)
+			schemaErr = fmt.Errorf("the ACP JSON schema fixture: %w", err)
 			return
 		}
 		defer f.Close()

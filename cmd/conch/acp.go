@@ -48,7 +48,8 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 			a.Notify(owner)
 		}
 	}
-	st, err := c.build()
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	st, err := c.build(log)
 	if err != nil {
 		fmt.Fprintln(stderr, "conch acp:", err)
 		return 1
@@ -60,7 +61,6 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	sigpipe := make(chan os.Signal, 1)
 	signal.Notify(sigpipe, syscall.SIGPIPE)
 	defer signal.Stop(sigpipe)
-	log := slog.New(slog.NewTextHandler(stderr, nil))
 	agent := acp.NewAgent(st.tools, &acp.AgentOptions{
 		SessionDir: filepath.Join(st.home, "sessions"),
 		Logger:     log,

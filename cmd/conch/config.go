@@ -4,9 +4,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/conch-dev/conch/shell/local"
@@ -25,6 +27,7 @@ type config struct {
 	noBackground   bool
 	yieldMs        number // 0 turns the yield off
 	maxTasks       number
+	passEnv        names
 
 	// onNotice, if set before build, is told when a completion notice
 	// becomes pending for a session (tasks.Options.OnNotice).
@@ -76,6 +79,25 @@ func (n *number) Set(s string) error {
 
 func (n number) millis() time.Duration { return time.Duration(n.v * float64(time.Millisecond)) }
 
+// names is a flag value that may be given many times, each time one
+// variable name.
+type names []string
+
+func (n *names) String() string {
+	if n == nil {
+		return ""
+	}
+	return strings.Join(*n, ",")
+}
+
+func (n *names) Set(s string) error {
+	if s == "" || strings.ContainsAny(s, "=\x00") {
+		return errors.New("must be a variable name")
+	}
+	*n = append(*n, s)
+	return nil
+}
+
 // addFlags registers the shared flags with the contract's defaults;
 // yieldDefault is the yield window of this subcommand in ms.
 func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64) {
@@ -95,6 +117,7 @@ func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64) {
 	fs.BoolVar(&c.noBackground, "no-background", false, "disable run_in_background")
 	fs.Var(&c.yieldMs, "yield-ms", "move a foreground call still running after this many ms to a background task (0: off; off with --no-background)")
 	fs.Var(&c.maxTasks, "max-tasks", "running background tasks per session")
+	fs.Var(&c.passEnv, "pass-env", "let commands inherit the variable `NAME` although it looks like a secret (repeatable)")
 }
 
 // stateDir is conch's state directory (tools.StateDir).
@@ -109,7 +132,10 @@ type stack struct {
 	home  string
 }
 
-func (c *config) build() (*stack, error) {
+// build creates the stack. With a logger it logs the names (never the
+// values) of the variables commands do not inherit, so that the user can
+// see what was withheld and pass one through with --pass-env.
+func (c *config) build(log *slog.Logger) (*stack, error) {
 	if c.cwd != "" {
 		fi, err := os.Stat(c.cwd)
 		if err != nil || !fi.IsDir() {
@@ -123,9 +149,13 @@ func (c *config) build() (*stack, error) {
 		MaxOutputBytes: int(c.maxOutputBytes.v),
 		MaxSpillBytes:  int64(c.maxSpillBytes.v),
 		Grace:          c.graceMs.millis(),
+		PassEnv:        c.passEnv,
 	})
 	if err != nil {
 		return nil, err
+	}
+	if scrubbed := ex.Scrubbed(); log != nil && len(scrubbed) > 0 {
+		log.Info("commands do not inherit these variables (--pass-env NAME passes one)", "names", strings.Join(scrubbed, ","))
 	}
 	home := stateDir()
 	rt := tasks.New(&tasks.Options{MaxPerSession: int(c.maxTasks.v), OnNotice: c.onNotice})

@@ -27,15 +27,21 @@ Usage:
 Run 'conch <command> --help' for the flags of a command.
 `
 
+// stopSignals end conch cleanly: every task killed, the spill files
+// removed. SIGHUP is among them because a closed terminal or a dying
+// parent sends it, and its default action would kill conch without that
+// clean-up.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	code := Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
 // Main runs conch with args (without the program name) and returns the
-// exit status. ctx ends on SIGINT/SIGTERM.
+// exit status. ctx ends on SIGINT, SIGTERM or SIGHUP.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)

@@ -90,7 +90,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "conch run: --json and --present cannot be combined\n")
 		return exitUsage
 	}
-	st, err := c.build()
+	st, err := c.build(nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "conch run: %v\n", err)
 		return exitUsage

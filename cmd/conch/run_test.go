@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/conch-dev/conch/internal/testutil"
 )
 
@@ -121,11 +123,15 @@ func TestRunUsage(t *testing.T) {
 	}
 }
 
-// TestRunInterrupted: SIGINT kills the command's group and exits 130;
-// nothing the command started survives, not even an escapee.
+// TestRunInterrupted: SIGINT or SIGHUP kills the command's group and
+// exits 130; nothing the command started survives, not even an escapee.
 func TestRunInterrupted(t *testing.T) {
-	for _, bg := range []bool{false, true} {
-		t.Run(fmt.Sprintf("background=%v", bg), func(t *testing.T) {
+	for _, c := range []struct {
+		bg  bool
+		sig syscall.Signal
+	}{{false, syscall.SIGINT}, {true, syscall.SIGINT}, {false, syscall.SIGHUP}, {true, syscall.SIGHUP}} {
+		bg := c.bg
+		t.Run(fmt.Sprintf("background=%v/%v", bg, unix.SignalName(c.sig)), func(t *testing.T) {
 			t.Parallel()
 			marker := testutil.Marker(t)
 			defer testutil.AssertNoProcesses(t, marker)
@@ -144,7 +150,7 @@ func TestRunInterrupted(t *testing.T) {
 			waitProcess(t, marker, cmd.Process.Pid, "sleep 1005")
 			waitProcess(t, marker, cmd.Process.Pid, "sleep 1004")
 			start := time.Now()
-			cmd.Process.Signal(syscall.SIGINT)
+			cmd.Process.Signal(c.sig)
 			cmd.Wait()
 			if d := time.Since(start); d > 2*time.Second {
 				t.Errorf("exit took %v", d)

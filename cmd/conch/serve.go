@@ -83,7 +83,7 @@ func serveCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	}
 
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	st, err := c.build()
+	st, err := c.build(log)
 	if err != nil {
 		if ln != nil {
 			ln.Close()

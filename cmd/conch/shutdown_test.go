@@ -22,7 +22,7 @@ import (
 // command and a spill file: it must exit 0 at once, leave no process and
 // remove its spill directory.
 func TestServeShutdown(t *testing.T) {
-	for _, how := range []string{"SIGTERM", "SIGINT", "stdin EOF"} {
+	for _, how := range []string{"SIGTERM", "SIGINT", "SIGHUP", "stdin EOF"} {
 		t.Run(strings.ReplaceAll(how, " ", "_"), func(t *testing.T) {
 			t.Parallel()
 			marker := testutil.Marker(t)
@@ -91,6 +91,8 @@ func TestServeShutdown(t *testing.T) {
 				cmd.Process.Signal(syscall.SIGTERM)
 			case "SIGINT":
 				cmd.Process.Signal(syscall.SIGINT)
+			case "SIGHUP":
+				cmd.Process.Signal(syscall.SIGHUP)
 			case "stdin EOF":
 				stdin.Close()
 			}

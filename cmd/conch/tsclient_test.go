@@ -26,15 +26,15 @@ const tsClientDir = "../../mcpserver/testdata/ts-client"
 // and over streamable HTTP, and checks what the client saw. The client
 // validates every structuredContent against the tool's outputSchema and
 // throws when it does not match, so getting through the calls is part of
-// the test. It needs node and `npm ci` run in tsClientDir;
-// CONCH_SKIP_TS_CLIENT=1 skips it.
+// the test. It needs node, and npm to install the client in tsClientDir
+// on first use; CONCH_SKIP_TS_CLIENT=1 skips it.
 func TestTSClient(t *testing.T) {
 	if os.Getenv("CONCH_SKIP_TS_CLIENT") == "1" {
 		t.Skip("CONCH_SKIP_TS_CLIENT=1")
 	}
 	t.Parallel()
-	if _, err := os.Stat(filepath.Join(tsClientDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
-		t.Fatalf("the TypeScript MCP client is not installed: run `npm ci` in mcpserver/testdata/ts-client (or set CONCH_SKIP_TS_CLIENT=1 to skip this test): %v", err)
+	if _, err := testutil.NPMFixture(tsClientDir); err != nil {
+		t.Fatalf("the TypeScript MCP client: %v (or set CONCH_SKIP_TS_CLIENT=1 to skip this test)", err)
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {

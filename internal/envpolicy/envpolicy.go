@@ -4,12 +4,15 @@
 package envpolicy
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 )
 
 // Defaults stop pagers, colour codes, prompts and editors from waiting
-// for a terminal that a model does not have.
+// for a terminal that a model does not have, and make Python flush its
+// output as it goes (a background program's output would otherwise sit
+// in its buffer until it exits).
 var Defaults = []string{
 	"NO_COLOR=1",
 	"TERM=dumb",
@@ -22,42 +25,139 @@ var Defaults = []string{
 	"GH_PAGER=cat",
 	"MANPAGER=cat",
 	"DEBIAN_FRONTEND=noninteractive",
+	"PYTHONUNBUFFERED=1",
 }
 
-// secretWords mark a variable as a credential wherever they appear in its
-// name, in any case.
-var secretWords = []string{"KEY", "PASSWORD", "SECRET", "TOKEN", "PASSPHRASE", "CREDENTIAL"}
+// How a name rule compares its text with a variable's upper-cased name.
+type nameMatch int
 
-// Scrubbed reports whether a variable of the server's environment must not
-// reach a command: credentials, conch's own managed names (a stale
-// CONCH_SESSION_ID must not leak into another session), variables that make
-// a non-interactive bash read a file (BASH_ENV, ENV), and exported bash
-// functions, which run code before the command does.
-func Scrubbed(name string) bool {
+const (
+	contains nameMatch = iota
+	prefix
+	suffix
+	equal
+)
+
+// nameRules are the variable names a command must not inherit, compared
+// without regard to case. The first group marks credentials; CONCH_* are
+// conch's own managed names (a stale CONCH_SESSION_ID must not leak into
+// another session); the last group runs code or reads files before the
+// command does (BASH_ENV and ENV name a file a non-interactive bash
+// sources, exported functions arrive as BASH_FUNC_*, SHELLOPTS=xtrace
+// with PS4='$(cmd)' runs cmd before every command, and the others change
+// how every command line is read).
+var nameRules = []struct {
+	match nameMatch
+	text  string
+}{
+	{contains, "KEY"},
+	{contains, "PASSWORD"},
+	{contains, "SECRET"},
+	{contains, "TOKEN"},
+	{contains, "PASSPHRASE"},
+	{contains, "CREDENTIAL"},
+	{contains, "PASSWD"},
+	{contains, "COOKIE"},
+	{contains, "WEBHOOK"},
+	{contains, "PRIVATE_KEY"},
+	{contains, "AUTH_"},
+	{suffix, "_AUTH"},
+	{suffix, "_PWD"},
+	{suffix, "_DSN"},
+	{suffix, "_JWT"},
+	{equal, "AUTH"},
+	{equal, "DSN"},
+	{equal, "JWT"},
+	{equal, "PGPASSFILE"},
+	{equal, "PGPASS"},
+
+	{prefix, "CONCH_"},
+
+	{equal, "BASH_ENV"},
+	{equal, "ENV"},
+	{prefix, "BASH_FUNC_"},
+	{equal, "SHELLOPTS"},
+	{equal, "BASHOPTS"},
+	{equal, "PS4"},
+	{equal, "PROMPT_COMMAND"},
+	{equal, "BASH_XTRACEFD"},
+	{equal, "CDPATH"},
+	{equal, "GLOBIGNORE"},
+}
+
+// valueRules are secrets recognised by their value, whatever the name of
+// the variable that holds them. A token must start the value or follow a
+// character that cannot be part of it, so that "disk-…" is not "sk-…".
+var valueRules = []*regexp.Regexp{
+	// A URL with a password: scheme://user:password@host (user may be
+	// empty, as in redis://:password@host).
+	regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:[^/?#@\s]+@`),
+	// A PEM private key of any kind.
+	regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----`),
+	// The well-known token shapes: OpenAI/Anthropic, GitHub, GitLab,
+	// Slack, AWS access key ids, Google API keys, Hugging Face.
+	regexp.MustCompile(`(?:^|[^A-Za-z0-9_-])(?:` +
+		`sk-[A-Za-z0-9_-]{20,}` +
+		`|gh[pousr]_[A-Za-z0-9]{20,}` +
+		`|github_pat_[A-Za-z0-9_]{20,}` +
+		`|glpat-[A-Za-z0-9_-]{20,}` +
+		`|xox[abprs]-[A-Za-z0-9-]{10,}` +
+		`|AKIA[A-Z0-9]{16}(?:$|[^A-Za-z0-9])` +
+		`|AIza[A-Za-z0-9_-]{35}` +
+		`|hf_[A-Za-z]{30,})`),
+}
+
+// Scrubbed reports whether the server's variable name=value must not
+// reach a command: its name matches a name rule or its value holds a
+// recognisable secret.
+func Scrubbed(name, value string) bool {
 	upper := strings.ToUpper(name)
-	for _, w := range secretWords {
-		if strings.Contains(upper, w) {
+	for _, r := range nameRules {
+		var hit bool
+		switch r.match {
+		case contains:
+			hit = strings.Contains(upper, r.text)
+		case prefix:
+			hit = strings.HasPrefix(upper, r.text)
+		case suffix:
+			hit = strings.HasSuffix(upper, r.text)
+		case equal:
+			hit = upper == r.text
+		}
+		if hit {
 			return true
 		}
 	}
-	return strings.HasPrefix(upper, "CONCH_") ||
-		upper == "BASH_ENV" || upper == "ENV" ||
-		strings.HasPrefix(name, "BASH_FUNC_")
+	for _, re := range valueRules {
+		if re.MatchString(value) {
+			return true
+		}
+	}
+	return false
 }
 
 // Base is the part of a command's environment that does not change from
-// call to call: the server's environment minus scrubbed names, then the
-// defaults. Compute it once per executor.
-func Base(environ []string) []string {
-	out := make([]string, 0, len(environ)+len(Defaults))
+// call to call: the server's environment minus scrubbed variables, then
+// the defaults. A variable named in pass is kept although a rule matches
+// it (the user, never the model, lets it through). Base also returns the
+// names it dropped, sorted and without repeats, so that the server can
+// say which they are without revealing a value. Compute it once per
+// executor.
+func Base(environ, pass []string) (base, scrubbed []string) {
+	base = make([]string, 0, len(environ)+len(Defaults))
 	for _, kv := range environ {
-		name, _, ok := strings.Cut(kv, "=")
-		if !ok || name == "" || Scrubbed(name) {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
 			continue
 		}
-		out = append(out, kv)
+		if !slices.Contains(pass, name) && Scrubbed(name, value) {
+			scrubbed = append(scrubbed, name)
+			continue
+		}
+		base = append(base, kv)
 	}
-	return overlay(out, Defaults)
+	slices.Sort(scrubbed)
+	return overlay(base, Defaults), slices.Compact(scrubbed)
 }
 
 // Build is the environment of a command that runs in dir: base, then

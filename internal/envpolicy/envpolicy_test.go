@@ -6,25 +6,132 @@ import (
 	"testing"
 )
 
+// TestScrubbed holds every rule to an example it must catch and a near
+// miss it must let through.
 func TestScrubbed(t *testing.T) {
-	for _, name := range []string{
-		"MY_API_KEY", "api_key", "GITHUB_TOKEN", "DB_PASSWORD", "X_SECRET", "AWS_SECRET_ACCESS_KEY",
-		"SSH_PASSPHRASE", "GOOGLE_APPLICATION_CREDENTIALS", "CONCH_STALE", "CONCH_SESSION_ID",
-		"BASH_ENV", "ENV", "BASH_FUNC_f%%",
+	const (
+		pem    = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn==\n-----END OPENSSH PRIVATE KEY-----"
+		letter = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJ" // 36 letters
+	)
+	for _, c := range []struct {
+		name, value string
+		scrubbed    bool
+	}{
+		// The reference's rules, and wave one's.
+		{"MY_API_KEY", "x", true},
+		{"api_key", "x", true},
+		{"GITHUB_TOKEN", "x", true},
+		{"DB_PASSWORD", "x", true},
+		{"X_SECRET", "x", true},
+		{"AWS_SECRET_ACCESS_KEY", "x", true},
+		{"SSH_PASSPHRASE", "x", true},
+		{"GOOGLE_APPLICATION_CREDENTIALS", "/x.json", true},
+		{"CONCH_STALE", "1", true},
+		{"CONCH_SESSION_ID", "s", true},
+		{"BASH_ENV", "/etc/profile", true},
+		{"ENV", "/etc/profile", true},
+		{"BASH_FUNC_f%%", "() { echo; }", true},
+		{"PATH", "/bin", false},
+		{"HOME", "/root", false},
+		{"ENVIRONMENT", "prod", false},
+		{"MONKEY_NAME", "x", true}, // KEY is a plain substring, as in the reference
+
+		// Wave two's names: each reached commands.
+		{"NPM_CONFIG__AUTH", "dTpw", true},
+		{"HF_AUTH", "x", true},
+		{"MYSQL_PWD", "pw", true},
+		{"PGPASS", "pw", true},
+		{"PGPASSFILE", "/x", true},
+		{"SENTRY_DSN", "https://k@sentry.io/1", true},
+		{"DSN", "x", true},
+		{"SLACK_WEBHOOK_URL", "https://hooks.slack.com/services/T/B/x", true},
+		{"DOCKER_AUTH_CONFIG", "{}", true},
+		{"AUTH", "x", true},
+		{"JWT", "e30.e30.x", true},
+		{"ID_JWT", "e30.e30.x", true},
+		{"SESSION_COOKIE", "c", true},
+		{"FTP_PASSWD", "x", true},
+		{"TLS_PRIVATE_KEY_FILE", "/k", true},
+		{"SHELLOPTS", "xtrace", true},
+		{"BASHOPTS", "extglob", true},
+		{"PS4", "$(id)", true},
+		{"PROMPT_COMMAND", "id", true},
+		{"BASH_XTRACEFD", "1", true},
+		{"CDPATH", "/tmp", true},
+		{"GLOBIGNORE", "*", true},
+		// Near misses of those names.
+		{"GIT_AUTHOR_NAME", "A U Thor", false},
+		{"GIT_AUTHOR_EMAIL", "a@example.com", false},
+		{"PWD", "/w", false},
+		{"OLDPWD", "/", false},
+		{"AUTHOR", "x", false},
+		{"OAUTH", "x", false},
+		{"DSN_HOST", "h", false},
+		{"JWTS_DIR", "/j", false},
+		{"PS1", "$ ", false},
+		{"BASH_VERSION", "5", false},
+		{"ENV_FILE", "x", false},
+
+		// By value, whatever the name.
+		{"DATABASE_URL", "postgres://u:pw@h/db", true},
+		{"REDIS_URL", "redis://:hunter2@cache:6379/0", true},
+		{"PIP_INDEX_URL", "https://user:p%40ss@pypi.example.com/simple", true},
+		{"DATABASE_URL", "postgres://h/db", false},
+		{"PROXY", "http://user@proxy:3128", false},
+		{"SITE", "https://example.com:8080/a@b", false},
+		{"REMOTE", "git@github.com:org/repo.git", false},
+		{"DEPLOY", pem, true},
+		{"CERT", "-----BEGIN CERTIFICATE-----\nMII=", false},
+		{"PUB", "-----BEGIN PUBLIC KEY-----\nMII=", false},
+		{"OPENAI", "sk-proj-" + letter[:24], true},
+		{"LIB", "sk-learn", false},
+		{"DISK", "disk-" + letter, false},
+		{"GH", "ghp_" + letter, true},
+		{"GH2", "gho_" + letter, true},
+		{"GH3", "ghu_" + letter, true},
+		{"GH4", "ghs_" + letter, true},
+		{"GH5", "ghr_" + letter, true},
+		{"GH6", "github_pat_11AB_" + letter, true},
+		{"GHX", "ghx_" + letter, false},
+		{"GL", "glpat-" + letter[:20], true},
+		{"SLACK", "xoxb-1234-5678-abcdef", true},
+		{"SLACK2", "xoxc-1234-5678-abcdef", false},
+		{"AWS", "AKIAIOSFODNN7EXAMPLE", true},
+		{"AWS2", "id=AKIAIOSFODNN7EXAMPLE,x", true},
+		{"AWS3", "AKIAIOSFODNN7EXAMPLEX", false}, // 17 characters: not an access key id
+		{"GOOGLE", "AIza" + letter[:35], true},
+		{"GOOGLE2", "AIza" + letter[:20], false},
+		{"HF", "hf_" + letter[:30], true},
+		{"HF2", "hf_" + letter[:10], false},
+		{"HEADER", "Authorization: Bearer ghp_" + letter, true},
 	} {
-		if !Scrubbed(name) {
-			t.Errorf("%s is not scrubbed", name)
+		if got := Scrubbed(c.name, c.value); got != c.scrubbed {
+			t.Errorf("Scrubbed(%q, %q) = %v, want %v", c.name, c.value, got, c.scrubbed)
 		}
 	}
-	for _, name := range []string{"PATH", "HOME", "LANG", "GOPATH", "ENVIRONMENT", "USER"} {
-		if Scrubbed(name) {
-			t.Errorf("%s is scrubbed", name)
+}
+
+// TestBasePass: a name the user passes survives every rule, and Base
+// names each variable it dropped once, sorted.
+func TestBasePass(t *testing.T) {
+	base, scrubbed := Base([]string{
+		"PATH=/bin", "Z_TOKEN=1", "GITHUB_TOKEN=a", "DATABASE_URL=postgres://u:pw@h/db", "GITHUB_TOKEN=b", "KEPT_KEY=k",
+	}, []string{"KEPT_KEY", "NOT_SET"})
+	if want := []string{"DATABASE_URL", "GITHUB_TOKEN", "Z_TOKEN"}; !slices.Equal(scrubbed, want) {
+		t.Errorf("scrubbed %q, want %q", scrubbed, want)
+	}
+	if !slices.Contains(base, "KEPT_KEY=k") || !slices.Contains(base, "PATH=/bin") {
+		t.Errorf("base %q", base)
+	}
+	for _, kv := range base {
+		if strings.Contains(kv, "pw@") || strings.HasPrefix(kv, "GITHUB_TOKEN=") {
+			t.Errorf("%q survived", kv)
 		}
 	}
 }
 
 func TestLayers(t *testing.T) {
-	base := Base([]string{"PATH=/bin", "GITHUB_TOKEN=x", "TERM=xterm", "PAGER=less", "junk", "=nope"})
+	base, _ := Base([]string{"PATH=/bin", "GITHUB_TOKEN=x", "TERM=xterm", "PAGER=less", "junk", "=nope"}, nil)
 	got := Build(base, "",
 		map[string]string{"PAGER": "more", "GITHUB_TOKEN": "explicit", "CONCH_SHELL": "0"},
 		map[string]string{"CONCH_SHELL": "1"})
@@ -61,7 +168,7 @@ func TestLayers(t *testing.T) {
 }
 
 func TestBuildSetsPWD(t *testing.T) {
-	base := Base([]string{"PATH=/bin", "PWD=/server", "OLDPWD=/x"})
+	base, _ := Base([]string{"PATH=/bin", "PWD=/server", "OLDPWD=/x"}, nil)
 	got := Build(base, "/work/dir", map[string]string{"A": "1"}, map[string]string{"CONCH_SHELL": "1"})
 	pwd := 0
 	for _, kv := range got {

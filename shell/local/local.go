@@ -11,10 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/conch-dev/conch/internal/capture"
 	"github.com/conch-dev/conch/internal/envpolicy"
@@ -25,10 +28,11 @@ import (
 // Executor runs commands as local processes. Create it with New; it is
 // safe for concurrent use.
 type Executor struct {
-	opts    Options
-	baseEnv []string
-	spill   *capture.Dir
-	tracker *proc.Tracker
+	opts     Options
+	baseEnv  []string
+	scrubbed []string // names dropped from Options.Environ
+	spill    *capture.Dir
+	tracker  *proc.Tracker
 
 	// startMu orders spawns against Close: a spawn holds it for reading
 	// from its check of closed until its command is started and
@@ -50,6 +54,15 @@ var _ shell.Executor = (*Executor)(nil)
 // New checks opts (nil means all defaults) and returns an Executor. It
 // makes this process a child subreaper, so that nothing a command leaves
 // behind escapes Close.
+//
+// New also makes this whole process non-dumpable (PR_SET_DUMPABLE 0), and
+// it stays so: a command runs as the same user, and could otherwise read
+// the process's environment (/proc/<pid>/environ) and memory
+// (/proc/<pid>/mem), or write to its open files (/proc/<pid>/fd/N), such
+// as the stdout that carries an MCP or ACP stream. This protects the
+// secrets of the program that embeds the executor too; it also means
+// that program leaves no core dump. A process with CAP_SYS_PTRACE (root)
+// can still reach it.
 func New(opts *Options) (*Executor, error) {
 	var o Options
 	if opts != nil {
@@ -59,20 +72,30 @@ func New(opts *Options) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("local: make the process non-dumpable: %w", err)
+	}
 	if err := proc.BecomeSubreaper(); err != nil {
 		return nil, err
 	}
+	base, scrubbed := envpolicy.Base(o.Environ, o.PassEnv)
 	return &Executor{
-		opts:    o,
-		baseEnv: envpolicy.Base(o.Environ),
-		spill:   capture.NewDir(o.SpillParent, o.SpillBudget),
-		tracker: proc.NewTracker(),
-		live:    make(map[*command]struct{}),
+		opts:     o,
+		baseEnv:  base,
+		scrubbed: scrubbed,
+		spill:    capture.NewDir(o.SpillParent, o.SpillBudget),
+		tracker:  proc.NewTracker(),
+		live:     make(map[*command]struct{}),
 	}, nil
 }
 
 // Options returns the effective settings.
 func (e *Executor) Options() Options { return e.opts }
+
+// Scrubbed returns the names of the variables of Options.Environ that
+// commands do not inherit (credentials, conch's managed names, bash
+// start-up hooks), sorted, for a start-up log. It never returns a value.
+func (e *Executor) Scrubbed() []string { return slices.Clone(e.scrubbed) }
 
 // Resolve implements shell.Executor.
 func (e *Executor) Resolve(r shell.Request) (shell.Spec, error) {

@@ -44,6 +44,11 @@ type Options struct {
 	// Environ is the environment commands inherit before the scrub
 	// (default os.Environ() at New).
 	Environ []string
+	// PassEnv names variables of Environ that commands inherit although
+	// the scrub would drop them (a credential the user wants commands to
+	// have). It is the user's choice, never the model's: conch's
+	// --pass-env flags arrive here.
+	PassEnv []string
 	// Shell is the bash binary (default: "bash" looked up in PATH).
 	Shell string
 }

@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/local"
@@ -228,12 +231,20 @@ func TestStdin(t *testing.T) {
 }
 
 func TestEnvironmentScrubAndOrder(t *testing.T) {
-	environ := append(os.Environ(),
+	// Without the server's own PYTHONUNBUFFERED, to see the default's.
+	environ := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "PYTHONUNBUFFERED=") })
+	environ = append(environ,
 		"MY_API_KEY=k", "GITHUB_TOKEN=t", "DB_PASSWORD=p", "X_SECRET=s", "CONCH_STALE=1",
 		"BASH_ENV=/etc/profile", "ENV=/etc/profile", "SSH_PASSPHRASE=x", "AWS_CREDENTIALS=x",
 		"BASH_FUNC_evil%%=() { echo pwned; }", "KEEP_ME=yes", "TERM=xterm-256color", "PAGER=less",
+		// Each of these reached commands before the scrub was widened.
+		"DATABASE_URL=postgres://u:pw@h/db", "REDIS_URL=redis://:hunter2@cache:6379/0", "NPM_CONFIG__AUTH=dTpw",
+		"MYSQL_PWD=pw", "PGPASS=pw", "HF_AUTH=x", "SENTRY_DSN=https://k@o1.ingest.sentry.io/1",
+		"SLACK_WEBHOOK_URL=https://hooks.slack.com/services/T/B/x", "DOCKER_AUTH_CONFIG={}", "JWT=e30.e30.x",
+		"SESSION_COOKIE=c", "SHELLOPTS=xtrace", "PS4=$(echo pwned >&2)",
+		"GIT_AUTHOR_NAME=A U Thor", "OLDPWD=/", "PASSED_TOKEN=through",
 	)
-	ex, _ := newExec(t, &local.Options{Environ: environ})
+	ex, _ := newExec(t, &local.Options{Environ: environ, PassEnv: []string{"PASSED_TOKEN"}})
 	r := run(t, ex, shell.Request{
 		Command: "env",
 		Env:     map[string]string{"EXPLICIT_TOKEN": "kept", "PAGER": "more", "CONCH_SHELL": "model"},
@@ -247,14 +258,17 @@ func TestEnvironmentScrubAndOrder(t *testing.T) {
 			env[k] = v
 		}
 	}
-	for _, gone := range []string{"MY_API_KEY", "GITHUB_TOKEN", "DB_PASSWORD", "X_SECRET", "CONCH_STALE", "BASH_ENV", "ENV", "SSH_PASSPHRASE", "AWS_CREDENTIALS", "BASH_FUNC_evil%%"} {
+	for _, gone := range []string{"MY_API_KEY", "GITHUB_TOKEN", "DB_PASSWORD", "X_SECRET", "CONCH_STALE", "BASH_ENV", "ENV", "SSH_PASSPHRASE", "AWS_CREDENTIALS", "BASH_FUNC_evil%%",
+		"DATABASE_URL", "REDIS_URL", "NPM_CONFIG__AUTH", "MYSQL_PWD", "PGPASS", "HF_AUTH", "SENTRY_DSN", "SLACK_WEBHOOK_URL",
+		"DOCKER_AUTH_CONFIG", "JWT", "SESSION_COOKIE", "SHELLOPTS", "PS4"} {
 		if _, ok := env[gone]; ok {
 			t.Errorf("%s reached the command", gone)
 		}
 	}
 	want := map[string]string{
-		"KEEP_ME": "yes", "EXPLICIT_TOKEN": "kept",
-		"TERM": "dumb", "NO_COLOR": "1", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": "true",
+		"KEEP_ME": "yes", "EXPLICIT_TOKEN": "kept", "PASSED_TOKEN": "through", "GIT_AUTHOR_NAME": "A U Thor", "OLDPWD": "/",
+		"PYTHONUNBUFFERED": "1",
+		"TERM":             "dumb", "NO_COLOR": "1", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": "true",
 		"EDITOR": "true", "VISUAL": "true", "GH_PAGER": "cat", "MANPAGER": "cat", "DEBIAN_FRONTEND": "noninteractive",
 		"PAGER":            "more", // Env beats the defaults
 		"CONCH_SHELL":      "1",    // the managed overlay beats Env
@@ -267,6 +281,50 @@ func TestEnvironmentScrubAndOrder(t *testing.T) {
 	}
 	if r := run(t, ex, shell.Request{Command: "type evil 2>&1 || echo nofunc"}); !strings.Contains(r.Stdout.Text, "nofunc") {
 		t.Errorf("exported function reached bash: %q", r.Stdout.Text)
+	}
+	if strings.Contains(r.Stderr.Text, "pwned") || strings.Contains(r.Stderr.Text, "+ env") {
+		t.Errorf("SHELLOPTS/PS4 ran code before the command: %q", r.Stderr.Text)
+	}
+	// The names (never the values) of what was dropped, for the log.
+	scrubbed := ex.Scrubbed()
+	for _, name := range []string{"DATABASE_URL", "PS4", "SHELLOPTS", "MY_API_KEY"} {
+		if !slices.Contains(scrubbed, name) {
+			t.Errorf("Scrubbed() %q lacks %s", scrubbed, name)
+		}
+	}
+	if slices.Contains(scrubbed, "PASSED_TOKEN") || slices.Contains(scrubbed, "KEEP_ME") {
+		t.Errorf("Scrubbed() %q names a variable that was kept", scrubbed)
+	}
+}
+
+// TestPythonOutputWhileRunning: a background Python program's output is
+// readable while it runs, not held in its buffer until it exits (its
+// stdout is a pipe, which Python would otherwise buffer in blocks).
+func TestPythonOutputWhileRunning(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Fatal("python3 is needed for this test")
+	}
+	environ := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "PYTHONUNBUFFERED=") })
+	ex, _ := newExec(t, &local.Options{Environ: environ})
+	p := start(t, ex, shell.Request{Command: `python3 -c 'import time; print("x"); time.sleep(30)'`})
+	defer func() {
+		p.Kill()
+		waitDone(t, p, 10*time.Second)
+	}()
+	if r := readUntil(t, p, func(r shell.ReadResult) bool { return r.Stdout != "" }); r.Stdout != "x\n" {
+		t.Errorf("read %q", r.Stdout)
+	}
+}
+
+// TestExecutorMakesProcessNonDumpable: once an executor exists, its
+// commands (same user) cannot read the process's memory or environment
+// through /proc, and running commands does not undo it.
+func TestExecutorMakesProcessNonDumpable(t *testing.T) {
+	ex, _ := newExec(t, nil)
+	run(t, ex, shell.Request{Command: "true"})
+	d, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
+	if err != nil || d != 0 {
+		t.Errorf("PR_GET_DUMPABLE = %d, %v; want 0", d, err)
 	}
 }
 
