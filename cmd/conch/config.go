@@ -26,6 +26,10 @@ type config struct {
 	yieldMs        number // 0 turns the yield off
 	maxTasks       number
 
+	// maxWait, if set before build, caps task_output's wait
+	// (tools.Options.MaxWait).
+	maxWait time.Duration
+
 	// onNotice, if set before build, is told when a completion notice
 	// becomes pending for a session (tasks.Options.OnNotice).
 	onNotice func(owner string)
@@ -134,6 +138,7 @@ func (c *config) build() (*stack, error) {
 		DisableBackground: c.noBackground,
 		Home:              home,
 		YieldAfter:        c.yieldMs.millis(),
+		MaxWait:           c.maxWait,
 	})
 	return &stack{ex: ex, tasks: rt, tools: ts, home: home}, nil
 }
