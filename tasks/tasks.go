@@ -766,9 +766,11 @@ func LastLines(text string, n, maxBytes int) string {
 	}
 	if len(text)-start > maxBytes {
 		cut := len(text) - maxBytes
-		if i := strings.IndexByte(text[cut:], '\n'); i >= 0 {
+		switch i := strings.IndexByte(text[cut:], '\n'); {
+		case text[cut-1] == '\n': // a line starts there already
+		case i >= 0:
 			cut += i + 1
-		} else {
+		default:
 			for cut < len(text) && !utf8.RuneStart(text[cut]) {
 				cut++
 			}
