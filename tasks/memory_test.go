@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 	"weak"
 
 	"github.com/google/go-cmp/cmp"
@@ -199,4 +200,25 @@ func TestLastLines(t *testing.T) {
 			t.Errorf("LastLines(%q, %d, %d) = %q, want %q", c.in, c.n, c.b, got, c.want)
 		}
 	}
+}
+
+// FuzzLastLines: whatever the text, the result is a suffix of it, valid
+// UTF-8 when the text is, within the byte bound, at most n lines, and
+// without a final newline.
+func FuzzLastLines(f *testing.F) {
+	f.Add("a\nb\nc\n", 5, 500)
+	f.Add("\u00e9\u00e9\u00e9", 1, 3)
+	f.Add("\n\n\nx", 2, 1)
+	f.Fuzz(func(t *testing.T, text string, n, maxBytes int) {
+		n, maxBytes = n%20, maxBytes%1000
+		if n < 1 || maxBytes < 0 {
+			t.Skip()
+		}
+		got := LastLines(text, n, maxBytes)
+		if !strings.HasSuffix(strings.TrimRight(text, "\n"), got) || len(got) > maxBytes ||
+			strings.Count(got, "\n") >= n || strings.HasSuffix(got, "\n") ||
+			utf8.ValidString(text) && !utf8.ValidString(got) {
+			t.Fatalf("LastLines(%q, %d, %d) = %q", text, n, maxBytes, got)
+		}
+	})
 }

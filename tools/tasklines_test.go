@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -208,4 +209,18 @@ func TestNoticeLastOutput(t *testing.T) {
 	if !strings.HasPrefix(out, "1\n2\n") || !strings.HasSuffix(out, "tail\n[stderr]\noops\n") {
 		t.Errorf("read after the notice = %q", out)
 	}
+}
+
+// FuzzOneLineLabel: a label is one line of at most 80 characters plus
+// "…", valid UTF-8 when the command is.
+func FuzzOneLineLabel(f *testing.F) {
+	f.Add("go test ./...")
+	f.Add("a\nb")
+	f.Add(strings.Repeat("é", 100))
+	f.Fuzz(func(t *testing.T, command string) {
+		got := tools.OneLineLabel(command)
+		if strings.Contains(got, "\n") || utf8.RuneCountInString(got) > 81 || utf8.ValidString(command) && !utf8.ValidString(got) {
+			t.Fatalf("OneLineLabel(%q) = %q", command, got)
+		}
+	})
 }
