@@ -103,8 +103,7 @@ type Handle interface {
 	// complete.
 	Done() <-chan struct{}
 	// Outcome is valid once Done is closed; its Status is completed,
-	// killed or failed (anything else settles the task as failed). The
-	// runtime calls it once per task.
+	// killed or failed (anything else settles the task as failed).
 	Outcome() Outcome
 }
 
@@ -125,11 +124,11 @@ type Options struct {
 	OnNotice func(owner string)
 
 	// MaxFinished bounds the settled tasks one owner keeps. 0 or less
-	// means 100. Past it, the oldest settled task is forgotten (its id
-	// becomes unknown and the runtime drops its Handle): first those
-	// whose result the owner collected, then those with no notice
-	// pending, and only then, when every settled task still owes its
-	// notice, the oldest of those, whose notice is dropped.
+	// means 100. Past it, a settled task is forgotten (its id becomes
+	// unknown and the runtime drops its Handle): the oldest (in start
+	// order) of those whose result the owner collected, else of those
+	// with no notice pending, and only when every settled task still owes
+	// its notice the oldest of those, whose notice is then dropped.
 	MaxFinished int
 }
 
