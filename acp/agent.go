@@ -460,7 +460,7 @@ func (a *Agent) Prompt(ctx context.Context, p sdk.PromptRequest) (_ sdk.PromptRe
 	a.record(s, record{Type: recResult, ToolCallID: id, Texts: []string{r.Text}, IsError: r.IsError})
 	a.send(s.id, s.bridge.Result(sdk.ToolCallId(id), c.tool, c.draw, []string{r.Text}, r.IsError))
 	if len(r.Notices) > 0 {
-		a.message(s, strings.Join(r.Notices, "\n\n"))
+		a.message(s, strings.Join(tools.NoticeTexts(r.Notices), "\n\n"))
 	}
 	if ctx.Err() != nil {
 		return sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}, nil
@@ -542,7 +542,7 @@ func (a *Agent) Notify(owner string) {
 			return
 		}
 		if notices := a.ts.Notices(s.id); len(notices) > 0 {
-			a.message(s, strings.Join(notices, "\n\n"))
+			a.message(s, strings.Join(tools.NoticeTexts(notices), "\n\n"))
 		}
 	}()
 }

@@ -189,8 +189,8 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("exit 3: %s", jsonString(us))
 	}
 	us = run("touch go; sleep 1", "tool_call", "tool_call_update", "agent_message_chunk")
-	const notice = "background task bash-1 (bash: until [ -e go ]; do sleep 0.01; done; echo bg) finished [status: completed, exit code: 0]. Read its output with task_output."
-	if got := get(us[2], "content", "text"); got != notice {
+	const notice = "background task bash-1 (bash: until [ -e go ]; do sleep 0.01; done; echo bg) finished [status: completed, exit code: 0] after <T>. Last output:\nbg\nRead all of it with task_output."
+	if got, _ := get(us[2], "content", "text").(string); testutil.NoElapsed(got) != notice {
 		t.Errorf("notice %q, want %q", got, notice)
 	}
 	us = run("/output bash-1", "tool_call", "tool_call_update")
@@ -289,8 +289,8 @@ func TestEndToEndIdleNotice(t *testing.T) {
 		t.Fatalf("got %s, want an unsolicited session/update", m.raw)
 	}
 	u := m.update(t)
-	const notice = "background task bash-1 (bash: sleep 0.3; echo done) finished [status: completed, exit code: 0]. Read its output with task_output."
-	if u["sessionUpdate"] != "agent_message_chunk" || get(u, "content", "text") != notice {
+	const notice = "background task bash-1 (bash: sleep 0.3; echo done) finished [status: completed, exit code: 0] after <T>. Last output:\ndone\nRead all of it with task_output."
+	if got, _ := get(u, "content", "text").(string); u["sessionUpdate"] != "agent_message_chunk" || testutil.NoElapsed(got) != notice {
 		t.Errorf("idle notice: %s", jsonString(u))
 	}
 	// Announced once: the next prompt carries no notice.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/mcpserver"
 )
 
@@ -71,7 +72,7 @@ func TestClosedSessionKillsTasks(t *testing.T) {
 	if len(e.processes("sleep 1007")) != 1 {
 		t.Errorf("the other session's task died")
 	}
-	if got, _ := call(t, other, "task_list", nil); got != "bash-2 [bash] running — sleep 1007" {
+	if got, _ := call(t, other, "task_list", nil); testutil.NoElapsed(got) != "bash-2 [bash] running, <T> — sleep 1007" {
 		t.Errorf("other session's tasks: %q", got)
 	}
 }
@@ -146,7 +147,7 @@ func TestKeepAliveKeepsListeningClient(t *testing.T) {
 	cs := connect(t, hs, nil)
 	call(t, cs, "bash", bashBG("sleep 1010"))
 	time.Sleep(700 * time.Millisecond)
-	if got, _ := call(t, cs, "task_list", nil); got != "bash-1 [bash] running — sleep 1010" {
+	if got, _ := call(t, cs, "task_list", nil); testutil.NoElapsed(got) != "bash-1 [bash] running, <T> — sleep 1010" {
 		t.Errorf("after 700 ms: %q", got)
 	}
 }

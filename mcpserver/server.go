@@ -22,6 +22,11 @@ const (
 	DefaultRootsTimeout   = 2 * time.Second
 )
 
+// MaxWait is the cap on task_output's wait (tools.Options.MaxWait) for a
+// toolset served over MCP: MCP clients cut a call off near 60 s, so a
+// longer wait would only lose its answer.
+const MaxWait = 50 * time.Second
+
 // Options configure a Server. A nil *Options means all defaults.
 type Options struct {
 	// Name and Version identify the server to clients (defaults "conch"
@@ -272,7 +277,7 @@ func callResult(r tools.Result) *mcp.CallToolResult {
 	content := make([]mcp.Content, 0, 1+len(r.Notices))
 	content = append(content, &mcp.TextContent{Text: r.Text})
 	for _, n := range r.Notices {
-		content = append(content, &mcp.TextContent{Text: n})
+		content = append(content, &mcp.TextContent{Text: n.Text})
 	}
 	res := &mcp.CallToolResult{Content: content, IsError: r.IsError}
 	if r.Value != nil {

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -46,7 +45,7 @@ type session struct {
 
 	// held are completion notices drained by calls whose result the
 	// client never received (it cancelled them), for the next result.
-	held []string
+	held []tools.Notice
 
 	// cwdMu serializes the roots lookup; cwd is valid while cwdKnown.
 	cwdMu    sync.Mutex
@@ -164,12 +163,11 @@ func (x *session) end(reason string) {
 // a call of x: those held back from cancelled calls, then r's own. A
 // cancelled call gets none: they are held for the next result. A read of
 // a settled task's output collects its result, and its held notice goes.
-func (x *session) notices(r tools.Result, cancelled bool) []string {
+func (x *session) notices(r tools.Result, cancelled bool) []tools.Notice {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if v, ok := r.Value.(tools.TaskOutputValue); ok && !cancelled && tasks.Status(v.Status).Settled() {
-		prefix := "background task " + v.TaskID + " ("
-		x.held = slices.DeleteFunc(x.held, func(n string) bool { return strings.HasPrefix(n, prefix) })
+		x.held = slices.DeleteFunc(x.held, func(n tools.Notice) bool { return n.TaskID == v.TaskID })
 	}
 	if cancelled {
 		x.held = append(x.held, r.Notices...)

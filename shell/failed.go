@@ -1,6 +1,9 @@
 package shell
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // FailedProcess is a Process whose command never started, for providers
 // that learn of a spawn failure only after Start returned (a remote host
@@ -17,6 +20,7 @@ type failedProcess struct {
 	msg  string
 	done chan struct{}
 	once sync.Once
+	read atomic.Bool // the first Read has taken msg
 }
 
 func (p *failedProcess) Status() Status          { return StatusKilled }
@@ -28,7 +32,19 @@ func (p *failedProcess) Written() (int64, int64) { return 0, int64(len(p.msg)) }
 
 func (p *failedProcess) Read() ReadResult {
 	var r ReadResult
-	p.once.Do(func() { r.Stderr = p.msg })
+	p.once.Do(func() {
+		r.Stderr = p.msg
+		p.read.Store(true)
+	})
+	return r
+}
+
+// Peek shows the spawn failure until the first Read has taken it.
+func (p *failedProcess) Peek(maxBytes int) ReadResult {
+	var r ReadResult
+	if !p.read.Load() {
+		r.Stderr = p.msg[max(0, len(p.msg)-maxBytes):]
+	}
 	return r
 }
 

@@ -17,9 +17,15 @@ func TestFailedProcessDeliversSpawnFailureOnce(t *testing.T) {
 	if p.Status() != shell.StatusKilled || p.ExitCode() != nil || p.Signal() != "" {
 		t.Errorf("status %v exit %v signal %q", p.Status(), p.ExitCode(), p.Signal())
 	}
+	if r := p.Peek(100); r.Stderr != "spawn failed: connection refused" {
+		t.Errorf("peek before the first read %+v", r)
+	}
 	r := p.Read()
 	if r.Stdout != "" || r.Stderr != "spawn failed: connection refused" || r.Lossy {
 		t.Errorf("first read %+v", r)
+	}
+	if r := p.Peek(100); !r.Empty() {
+		t.Errorf("peek after the first read %+v", r)
 	}
 	if r.Text() != "[stderr]\nspawn failed: connection refused" {
 		t.Errorf("text %q", r.Text())

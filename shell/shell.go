@@ -54,6 +54,13 @@ type Executor interface {
 	Close() error
 }
 
+// Graceful is implemented by executors whose kill escalates from SIGTERM
+// to SIGKILL after a grace period. Grace reports that period, so that a
+// caller who killed a process knows how long its end may take.
+type Graceful interface {
+	Grace() time.Duration
+}
+
 // Request is what a caller asks for. Only Command is required; every other
 // field is optional and a field left at its zero value is "not given".
 type Request struct {
@@ -191,6 +198,12 @@ type Process interface {
 	// consumes). It works while running and after settling; with nothing
 	// new it returns a zero ReadResult.
 	Read() ReadResult
+	// Peek returns the end of what the next Read would return, without
+	// consuming it (the next Read returns the same bytes): at most
+	// maxBytes of each stream, as valid UTF-8, starting after a newline
+	// when it leaves bytes out and a newline lies within them, else at a
+	// character boundary. Only Stdout and Stderr are set.
+	Peek(maxBytes int) ReadResult
 	// Kill asks the process group to stop (SIGTERM, SIGKILL after the
 	// grace). It returns true the first time it is called while the
 	// process runs and false once settled or already killed. After Kill

@@ -26,13 +26,23 @@
 // a start in progress holds a slot too, so concurrent starts of one owner
 // never exceed the limit.
 //
+// # Outcomes
+//
+// A settled task's [Outcome] holds the facts as fields (exit code, signal,
+// whether its own timeout stopped it) and renders them as a status line,
+// "[status: killed, timed out after 800ms, signal: SIGTERM]", so that no
+// layer above parses text.
+//
 // # Completion notices
 //
 // A task that settles on its own (no Kill, no disposal) leaves one pending
-// notice for its owner, drained with [Runtime.Notices]. A consuming read of
-// the settled task by its owner collects its result and withdraws (or
+// notice for its owner, drained with [Runtime.Notices]: a [Notice] with the
+// task's snapshot and the last lines of the output its owner has not read,
+// taken with [Handle.Peek], which consumes nothing. A consuming read of the
+// settled task by its owner collects its result and withdraws (or
 // prevents) that notice, so a model is never told about output it has
-// already seen.
+// already seen. The runtime words no tool names: the layer that offers
+// tools to a model words notices and the hint of a [LimitError].
 //
 // # Concurrency and resources
 //
@@ -43,4 +53,11 @@
 // one small record and one watcher goroutine (blocked on Handle.Done); the
 // runtime keeps no output buffers of its own. No goroutine of the runtime
 // outlives [Runtime.Dispose] of the owner or [Runtime.Close].
+//
+// An owner keeps at most [Options.MaxFinished] settled tasks (100 by
+// default). Past that the oldest settled ones are forgotten, those whose
+// result was collected first: their ids become unknown and the runtime
+// drops their Handles, so that whatever output a Handle holds can be
+// freed. A task whose notice is still pending is forgotten only when every
+// settled task of its owner owes one, and its notice is dropped with it.
 package tasks

@@ -81,6 +81,28 @@ func (h *handle) Read() string {
 	return s
 }
 
+// Peek returns the end of what Read would return, at most maxBytes,
+// starting at a line when one starts within it.
+func (h *handle) Peek(maxBytes int) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.pending.String()
+	if len(s) <= maxBytes {
+		return s
+	}
+	s = s[len(s)-maxBytes:]
+	if i := strings.IndexByte(s, '\n'); i >= 0 && i < len(s)-1 {
+		s = s[i+1:]
+	}
+	return s
+}
+
+func (h *handle) Written() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return int64(h.emitted.Len())
+}
+
 func (h *handle) Cancel(reason string) {
 	h.mu.Lock()
 	h.reasons = append(h.reasons, reason)
@@ -100,10 +122,12 @@ func (h *handle) Outcome() Outcome {
 }
 
 var (
-	exit0   = Outcome{Status: StatusCompleted, Detail: "exit code: 0"}
-	exit3   = Outcome{Status: StatusCompleted, Detail: "exit code: 3"}
-	sigterm = Outcome{Status: StatusKilled, Detail: "signal: SIGTERM"}
+	exit0   = Outcome{Status: StatusCompleted, ExitCode: intp(0)}
+	exit3   = Outcome{Status: StatusCompleted, ExitCode: intp(3)}
+	sigterm = Outcome{Status: StatusKilled, Signal: "SIGTERM"}
 )
+
+func intp(n int) *int { return &n }
 
 // stopOnCancel ends h as killed by SIGTERM, grace after its first Cancel (or
 // returns when h finished on its own).

@@ -69,7 +69,8 @@ func TestModel(t *testing.T) {
 			return rapid.SampledFrom(c).Draw(rt, "task")
 		}
 		expectInfo := func(rt *rapid.T, m *modelTask, got Info) {
-			want := Info{ID: m.id, Kind: "bash", Label: m.label, Owner: m.owner, Status: m.status, Outcome: m.outcome, Started: got.Started}
+			want := Info{ID: m.id, Kind: "bash", Label: m.label, Owner: m.owner, Status: m.status, Outcome: m.outcome,
+				Started: got.Started, Elapsed: got.Elapsed, Written: int64(len(m.h.all()))}
 			if !m.status.Settled() {
 				want.Outcome = Outcome{Status: m.status}
 			}
@@ -190,14 +191,20 @@ func TestModel(t *testing.T) {
 			},
 			"notices": func(rt *rapid.T) {
 				owner := rapid.SampledFrom(owners).Draw(rt, "owner")
-				var want []string
+				type notice struct {
+					ID, Label, Status, Last string
+				}
+				var want, got []notice
 				for _, m := range notices[owner] {
 					if !m.collected {
-						want = append(want, Notice(Info{ID: m.id, Kind: "bash", Label: m.label, Outcome: m.outcome}))
+						want = append(want, notice{m.id, m.label, m.outcome.StatusLine(), LastLines(m.h.Peek(NoticeBytes), NoticeLines, NoticeBytes)})
 					}
 				}
 				notices[owner] = nil
-				if diff := cmp.Diff(want, r.Notices(owner)); diff != "" {
+				for _, n := range r.Notices(owner) {
+					got = append(got, notice{n.ID, n.Label, n.Outcome.StatusLine(), n.LastOutput})
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
 					rt.Fatalf("Notices(%s) (-want +got):\n%s", owner, diff)
 				}
 			},
@@ -230,7 +237,7 @@ func TestModel(t *testing.T) {
 				live[owner] = nil
 				notices[owner] = nil
 				if got := r.Notices(owner); got != nil {
-					rt.Fatalf("notices after Dispose: %q", got)
+					rt.Fatalf("notices after Dispose: %+v", got)
 				}
 				handles = slices.DeleteFunc(handles, func(h *handle) bool {
 					select {

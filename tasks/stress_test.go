@@ -52,12 +52,11 @@ func TestConcurrentOwners(t *testing.T) {
 			notices := map[string]int{}
 			drain := func() {
 				for _, n := range r.Notices(owner) {
-					id, _, ok := strings.Cut(strings.TrimPrefix(n, "background task "), " ")
-					if !ok || !strings.HasSuffix(n, ". Read its output with task_output.") {
-						fail("malformed notice %q", n)
+					if n.Owner != owner || !n.Settled() {
+						fail("notice of %s for %s: %+v", n.ID, owner, n)
 					}
 					noticesMu.Lock()
-					notices[id]++
+					notices[n.ID]++
 					noticesMu.Unlock()
 				}
 			}
@@ -183,7 +182,7 @@ func TestConcurrentOwners(t *testing.T) {
 				res.noticed = notices[res.id]
 			}
 			if extra := r.Notices(owner); extra != nil {
-				fail("%s: notices after every task was collected: %q", owner, extra)
+				fail("%s: notices after every task was collected: %+v", owner, extra)
 			}
 			if o%2 == 0 {
 				r.Dispose(owner)

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Status is the life stage of a task.
@@ -25,20 +28,53 @@ func (s Status) Settled() bool {
 	return s == StatusCompleted || s == StatusKilled || s == StatusFailed
 }
 
-// Outcome is how a task settled: Status plus a detail such as
-// "exit code: 0", "signal: SIGTERM" or "killed before exit".
+// Outcome is how a task settled. The facts are fields, so that every layer
+// above reads them without parsing text; StatusLine renders them.
 type Outcome struct {
 	Status Status
+	// ExitCode is the work's exit code when it exited; nil when it did
+	// not (a signal ended it, or it never ran).
+	ExitCode *int
+	// Signal names the signal that ended the work ("SIGTERM", …), or "".
+	Signal string
+	// TimedOut reports that the work was stopped because its own timeout,
+	// Timeout, passed (a command moved to the background keeps the
+	// timeout it had in the foreground).
+	TimedOut bool
+	Timeout  time.Duration
+	// Detail is any other fact in words, e.g. "killed before exit", or
+	// why a producer failed; "" when the fields above say it all.
 	Detail string
 }
 
-// StatusLine renders "[status: <status>]" or, when Detail is set,
-// "[status: <status>, <detail>]".
-func (o Outcome) StatusLine() string {
-	if o.Detail == "" {
-		return "[status: " + string(o.Status) + "]"
+// Details renders the facts of o, joined by ", ", in this order: "timed
+// out after <ms>ms", then "signal: <SIG>" or else "exit code: <N>", then
+// Detail. It is "" when there is none.
+func (o Outcome) Details() string {
+	var parts []string
+	if o.TimedOut {
+		parts = append(parts, "timed out after "+strconv.FormatInt(o.Timeout.Milliseconds(), 10)+"ms")
 	}
-	return "[status: " + string(o.Status) + ", " + o.Detail + "]"
+	switch {
+	case o.Signal != "":
+		parts = append(parts, "signal: "+o.Signal)
+	case o.ExitCode != nil:
+		parts = append(parts, "exit code: "+strconv.Itoa(*o.ExitCode))
+	}
+	if o.Detail != "" {
+		parts = append(parts, o.Detail)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// StatusLine renders "[status: <status>]" or, when there are details,
+// "[status: <status>, <details>]", e.g. "[status: completed, exit code:
+// 1]" or "[status: killed, timed out after 800ms, signal: SIGTERM]".
+func (o Outcome) StatusLine() string {
+	if d := o.Details(); d != "" {
+		return "[status: " + string(o.Status) + ", " + d + "]"
+	}
+	return "[status: " + string(o.Status) + "]"
 }
 
 // Handle is what a producer gives the runtime for one piece of background
@@ -46,9 +82,18 @@ func (o Outcome) StatusLine() string {
 type Handle interface {
 	// Read consumes and returns the output produced since the previous
 	// Read, already rendered for a model (a producer that dropped output
-	// appends its own lossy notice). With nothing new it returns "". Once
+	// says so in its own words). With nothing new it returns "". Once
 	// Done is closed, Read returns everything that is left.
 	Read() string
+	// Peek returns the end of what the next Read would return, without
+	// consuming anything: at most maxBytes bytes, rendered like Read.
+	// When it leaves the start out, the text begins at the start of a
+	// line if one begins within it, else at a character boundary. It
+	// feeds the "Last output" of completion notices.
+	Peek(maxBytes int) string
+	// Written reports how many bytes of output the work has produced so
+	// far, read or not (for progress reports).
+	Written() int64
 	// Cancel asks the work to stop and returns at once; the work ends
 	// later, and Done is closed then. It must end in bounded time (bash
 	// escalates to SIGKILL after its grace): Dispose and Close wait for it.
@@ -77,11 +122,30 @@ type Options struct {
 	// promptly and must not call Dispose or Close: disposal waits for that
 	// goroutine.
 	OnNotice func(owner string)
+
+	// MaxFinished bounds the settled tasks one owner keeps. 0 or less
+	// means 100. Past it, a settled task is forgotten (its id becomes
+	// unknown and the runtime drops its Handle): the oldest (in start
+	// order) of those whose result the owner collected, else of those
+	// with no notice pending, and only when every settled task still owes
+	// its notice the oldest of those, whose notice is then dropped.
+	MaxFinished int
 }
 
 // DefaultMaxPerSession is the limit used when Options.MaxPerSession is not
 // set.
 const DefaultMaxPerSession = 10
+
+// DefaultMaxFinished is the limit used when Options.MaxFinished is not
+// set.
+const DefaultMaxFinished = 100
+
+// The "Last output" of a notice is at most NoticeLines lines and
+// NoticeBytes bytes of the output its owner has not read.
+const (
+	NoticeLines = 5
+	NoticeBytes = 500
+)
 
 // Info is a snapshot of one task.
 type Info struct {
@@ -96,6 +160,12 @@ type Info struct {
 	// is empty, so Outcome.StatusLine renders "[status: running]".
 	Outcome Outcome
 	Started time.Time
+	// Elapsed is the task's run time: from its start to its settlement
+	// once settled, else until the snapshot.
+	Elapsed time.Duration
+	// Written is how many bytes of output the task had produced at the
+	// snapshot (Handle.Written).
+	Written int64
 }
 
 // Settled reports whether the task had settled when the snapshot was taken.
@@ -113,11 +183,27 @@ var ErrClosed = errors.New("tasks: runtime is closed")
 // owner was disposed; the work it started has been cancelled and awaited.
 var ErrOwnerDisposed = errors.New("tasks: owner was disposed while the task was starting")
 
-// UnknownTaskError reports an id that names no task (never started, or
-// forgotten when its owner was disposed).
-type UnknownTaskError struct{ ID string }
+// UnknownTaskError reports an id that names no task of the caller: never
+// started, forgotten when its owner was disposed, or forgotten to bound
+// memory (Options.MaxFinished). Yours lists the caller's own task ids,
+// newest first, at most MaxListedIDs of them, so that a model that
+// mistyped an id can find the right one.
+type UnknownTaskError struct {
+	ID    string
+	Yours []string
+}
 
-func (e *UnknownTaskError) Error() string { return "unknown task " + e.ID }
+// MaxListedIDs bounds UnknownTaskError.Yours.
+const MaxListedIDs = 10
+
+// Error is "unknown task <id>; your tasks: <id>, <id>" or "unknown task
+// <id>; you have no background tasks".
+func (e *UnknownTaskError) Error() string {
+	if len(e.Yours) == 0 {
+		return "unknown task " + e.ID + "; you have no background tasks"
+	}
+	return "unknown task " + e.ID + "; your tasks: " + strings.Join(e.Yours, ", ")
+}
 
 // ForeignTaskError reports a task that belongs to another owner.
 type ForeignTaskError struct{ ID string }
@@ -125,18 +211,24 @@ type ForeignTaskError struct{ ID string }
 func (e *ForeignTaskError) Error() string { return "task " + e.ID + " belongs to another session" }
 
 // LimitError reports a Start refused because the owner already has Limit
-// running-or-stopping tasks.
+// running-or-stopping tasks. Its text names no tool: the layer that offers
+// tools adds how to free a slot.
 type LimitError struct{ Limit int }
 
 func (e *LimitError) Error() string {
-	return "background task limit reached for this session (limit: " + strconv.Itoa(e.Limit) +
-		"); use task_kill to stop an unneeded task, wait for it to finish, then retry"
+	return "background task limit reached for this session (limit: " + strconv.Itoa(e.Limit) + ")"
 }
 
-// Notice renders the completion notice of a settled task.
-func Notice(info Info) string {
-	return "background task " + info.ID + " (" + info.Kind + ": " + info.Label + ") finished " +
-		info.Outcome.StatusLine() + ". Read its output with task_output."
+// Notice is a completion notice: a task that settled on its own and whose
+// result its owner has not collected. The layer that talks to a model
+// words it.
+type Notice struct {
+	Info
+	// LastOutput is the end of the output the owner has not read: at
+	// most NoticeLines lines and NoticeBytes bytes, cut at a line (or,
+	// in a longer line, a character) boundary, without a final newline;
+	// "" when there is none.
+	LastOutput string
 }
 
 // ownerDisposedReason is the Cancel reason of disposal.
@@ -145,8 +237,9 @@ const ownerDisposedReason = "owner disposed"
 // Runtime runs background tasks for many owners. Create it with New; the
 // zero value is not usable.
 type Runtime struct {
-	limit    int
-	onNotice func(owner string)
+	limit       int
+	maxFinished int
+	onNotice    func(owner string)
 
 	// mu guards ids, owners, counters and closed. It is held for writing
 	// only to register or forget tasks and owners; per-task calls hold it
@@ -172,6 +265,7 @@ type owner struct {
 	mu       sync.Mutex
 	tasks    []*task // start order
 	active   int     // running + stopping tasks + starts in progress
+	finished int     // settled tasks in tasks
 	notices  []*task // pending notices, settlement order; collected ones are skipped
 	disposed bool
 
@@ -193,22 +287,28 @@ type task struct {
 
 	status        Status
 	outcome       Outcome
-	killRequested bool // Kill or disposal asked it to stop before it settled
-	collected     bool // the owner read it after it settled
+	ended         time.Time // when it settled
+	killRequested bool      // Kill or disposal asked it to stop before it settled
+	collected     bool      // the owner read it after it settled
+	noticePending bool      // in owner.notices and not yet drained
 }
 
 // New returns a Runtime. opts may be nil.
 func New(opts *Options) *Runtime {
 	r := &Runtime{
-		limit:     DefaultMaxPerSession,
-		ids:       make(map[string]*task),
-		owners:    make(map[string]*owner),
-		counters:  make(map[string]int),
-		closeDone: make(chan struct{}),
+		limit:       DefaultMaxPerSession,
+		maxFinished: DefaultMaxFinished,
+		ids:         make(map[string]*task),
+		owners:      make(map[string]*owner),
+		counters:    make(map[string]int),
+		closeDone:   make(chan struct{}),
 	}
 	if opts != nil {
 		if opts.MaxPerSession > 0 {
 			r.limit = opts.MaxPerSession
+		}
+		if opts.MaxFinished > 0 {
+			r.maxFinished = opts.MaxFinished
 		}
 		r.onNotice = opts.OnNotice
 	}
@@ -339,29 +439,94 @@ func (r *Runtime) settleIfEnded(t *task, collect bool) {
 // settle records t's outcome; its Handle must be done. The first call wins
 // (the watcher, or a caller that saw the work ended first). collect marks
 // the result as collected by its owner in the same step, so that a Read
-// that settles the task makes no notice for it.
+// that settles the task makes no notice for it. Settling may make the
+// owner forget its oldest settled task (Options.MaxFinished).
 func (r *Runtime) settle(t *task, collect bool) {
 	o := t.owner
+	o.mu.Lock()
+	if t.status.Settled() {
+		o.mu.Unlock()
+		return
+	}
+	o.mu.Unlock()
+	// Outside the lock: a producer's Outcome may take its own locks.
+	// Two callers may both get here; the lock below keeps the first.
 	out := normalize(t.h.Outcome())
+	now := time.Now()
 
 	o.mu.Lock()
 	if t.status.Settled() {
 		o.mu.Unlock()
 		return
 	}
-	t.status, t.outcome = out.Status, out
+	t.status, t.outcome, t.ended = out.Status, out, now
 	t.collected = t.collected || collect
 	o.active--
+	o.finished++
 	notify := !t.killRequested && !o.disposed && !t.collected
 	if notify {
 		o.notices = append(o.notices, t)
+		t.noticePending = true
 	}
 	close(t.settled)
+	var forget []*task
+	for o.finished > r.maxFinished && !o.disposed {
+		forget = append(forget, o.forgetOldestLocked())
+	}
 	o.mu.Unlock()
 
+	if len(forget) > 0 {
+		r.mu.Lock()
+		for _, f := range forget {
+			if r.ids[f.id] == f {
+				delete(r.ids, f.id)
+			}
+		}
+		r.mu.Unlock()
+	}
 	if notify && r.onNotice != nil {
 		r.onNotice(o.name)
 	}
+}
+
+// forgetOldestLocked removes o's oldest settled task from its index, in
+// the order of Options.MaxFinished, and returns it; o.mu must be held and
+// o must have a settled task. Nothing of o refers to the task afterwards,
+// so once its id leaves the runtime's table its Handle (and the output
+// the Handle holds) can be freed.
+func (o *owner) forgetOldestLocked() *task {
+	victim := -1
+	for rank := 0; victim < 0; rank++ {
+		for i, t := range o.tasks {
+			if t.status.Settled() && forgetRank(t) == rank {
+				victim = i
+				break
+			}
+		}
+	}
+	t := o.tasks[victim]
+	// slices.Delete clears the freed slot, so no stale pointer keeps
+	// the task alive.
+	o.tasks = slices.Delete(o.tasks, victim, victim+1)
+	o.finished--
+	if t.noticePending {
+		t.noticePending = false
+		i := slices.Index(o.notices, t)
+		o.notices = slices.Delete(o.notices, i, i+1)
+	}
+	return t
+}
+
+// forgetRank orders settled tasks for forgetting: collected ones first,
+// then those whose notice is not pending, then the rest.
+func forgetRank(t *task) int {
+	switch {
+	case t.collected:
+		return 0
+	case !t.noticePending:
+		return 1
+	}
+	return 2
 }
 
 // normalize turns a producer's outcome that is not settled into a failure.
@@ -370,27 +535,31 @@ func normalize(out Outcome) Outcome {
 		return out
 	}
 	detail := fmt.Sprintf("producer reported status %q at exit", out.Status)
-	if out.Detail != "" {
-		detail += " (" + out.Detail + ")"
+	if d := out.Details(); d != "" {
+		detail += " (" + d + ")"
 	}
 	return Outcome{Status: StatusFailed, Detail: detail}
 }
 
 // infoLocked snapshots t; t.owner.mu must be held.
 func (t *task) infoLocked() Info {
-	out := t.outcome
-	if !t.status.Settled() {
-		out = Outcome{Status: t.status}
-	}
-	return Info{
+	info := Info{
 		ID:      t.id,
 		Kind:    t.kind,
 		Label:   t.label,
 		Owner:   t.owner.name,
 		Status:  t.status,
-		Outcome: out,
+		Outcome: t.outcome,
 		Started: t.started,
+		Written: t.h.Written(),
 	}
+	if t.status.Settled() {
+		info.Elapsed = t.ended.Sub(t.started)
+	} else {
+		info.Outcome = Outcome{Status: t.status}
+		info.Elapsed = time.Since(t.started)
+	}
+	return info
 }
 
 func (t *task) info() Info {
@@ -404,14 +573,30 @@ func (t *task) info() Info {
 func (r *Runtime) lookup(owner, id string) (*task, error) {
 	r.mu.RLock()
 	t := r.ids[id]
+	o := r.owners[owner]
 	r.mu.RUnlock()
 	if t == nil {
-		return nil, &UnknownTaskError{ID: id}
+		return nil, &UnknownTaskError{ID: id, Yours: o.newestIDs(MaxListedIDs)}
 	}
 	if t.owner.name != owner {
 		return nil, &ForeignTaskError{ID: id}
 	}
 	return t, nil
+}
+
+// newestIDs returns the ids of o's tasks, newest first, at most n; nil
+// for a nil o.
+func (o *owner) newestIDs(n int) []string {
+	if o == nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var ids []string
+	for i := len(o.tasks) - 1; i >= 0 && len(ids) < n; i-- {
+		ids = append(ids, o.tasks[i].id)
+	}
+	return ids
 }
 
 // Get returns a snapshot of task id. It fails with *UnknownTaskError when no
@@ -531,10 +716,10 @@ func (r *Runtime) Kill(owner, id, reason string) (info Info, alreadyFinished boo
 	return info, info.Status.Settled(), nil
 }
 
-// Notices drains owner's pending completion notices, in settlement order.
-// Each is "background task <id> (<kind>: <label>) finished <status line>.
-// Read its output with task_output." It returns nil when none is pending.
-func (r *Runtime) Notices(owner string) []string {
+// Notices drains owner's pending completion notices, in settlement order,
+// each with the end of the output its owner has not read (Handle.Peek:
+// nothing is consumed). It returns nil when none is pending.
+func (r *Runtime) Notices(owner string) []Notice {
 	r.mu.RLock()
 	o := r.owners[owner]
 	r.mu.RUnlock()
@@ -542,16 +727,56 @@ func (r *Runtime) Notices(owner string) []string {
 		return nil
 	}
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	var out []string
+	var out []Notice
+	var handles []Handle
 	for _, t := range o.notices {
+		t.noticePending = false
 		if !t.collected {
-			out = append(out, Notice(t.infoLocked()))
+			out = append(out, Notice{Info: t.infoLocked()})
+			handles = append(handles, t.h)
 		}
 	}
 	clear(o.notices)
 	o.notices = o.notices[:0]
+	o.mu.Unlock()
+	for i, h := range handles {
+		out[i].LastOutput = LastLines(h.Peek(NoticeBytes), NoticeLines, NoticeBytes)
+	}
 	return out
+}
+
+// LastLines returns the end of text: its last n lines (a final newline
+// does not start another), and of those at most maxBytes bytes, cut after
+// a newline when one lies within them, else at a character boundary. The
+// result has no final newline.
+func LastLines(text string, n, maxBytes int) string {
+	text = strings.TrimRight(text, "\n")
+	start := len(text)
+	for range n {
+		i := strings.LastIndexByte(text[:start], '\n')
+		if i < 0 {
+			start = 0
+			break
+		}
+		start = i
+	}
+	if start > 0 || strings.HasPrefix(text, "\n") {
+		start++ // past the newline that ends the line before
+	}
+	if len(text)-start > maxBytes {
+		cut := len(text) - maxBytes
+		switch i := strings.IndexByte(text[cut:], '\n'); {
+		case text[cut-1] == '\n': // a line starts there already
+		case i >= 0:
+			cut += i + 1
+		default:
+			for cut < len(text) && !utf8.RuneStart(text[cut]) {
+				cut++
+			}
+		}
+		start = cut
+	}
+	return text[start:]
 }
 
 // Dispose ends owner: every task of owner still running is cancelled with

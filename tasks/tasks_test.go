@@ -12,16 +12,21 @@ import (
 )
 
 func TestGoldenStrings(t *testing.T) {
-	info := Info{ID: "bash-1", Kind: "bash", Label: "sleep 1", Outcome: exit0, Status: StatusCompleted}
 	for _, tc := range []struct{ name, got, want string }{
 		{"status line running", Outcome{Status: StatusRunning}.StatusLine(), "[status: running]"},
 		{"status line stopping", Outcome{Status: StatusStopping}.StatusLine(), "[status: stopping]"},
 		{"status line exit 0", exit0.StatusLine(), "[status: completed, exit code: 0]"},
+		{"status line exit 1", Outcome{Status: StatusCompleted, ExitCode: intp(1)}.StatusLine(), "[status: completed, exit code: 1]"},
 		{"status line signal", sigterm.StatusLine(), "[status: killed, signal: SIGTERM]"},
-		{"status line killed before exit", Outcome{StatusKilled, "killed before exit"}.StatusLine(), "[status: killed, killed before exit]"},
-		{"notice", Notice(info), "background task bash-1 (bash: sleep 1) finished [status: completed, exit code: 0]. Read its output with task_output."},
-		{"limit", (&LimitError{Limit: 10}).Error(), "background task limit reached for this session (limit: 10); use task_kill to stop an unneeded task, wait for it to finish, then retry"},
-		{"unknown", (&UnknownTaskError{ID: "bash-9"}).Error(), "unknown task bash-9"},
+		{"status line killed before exit", Outcome{Status: StatusKilled, Detail: "killed before exit"}.StatusLine(), "[status: killed, killed before exit]"},
+		{"status line timed out", Outcome{Status: StatusKilled, Signal: "SIGTERM", TimedOut: true, Timeout: 800 * time.Millisecond}.StatusLine(),
+			"[status: killed, timed out after 800ms, signal: SIGTERM]"},
+		{"status line timed out, trapped", Outcome{Status: StatusKilled, ExitCode: intp(0), TimedOut: true, Timeout: time.Second}.StatusLine(),
+			"[status: killed, timed out after 1000ms, exit code: 0]"},
+		{"status line signal wins over exit code", Outcome{Status: StatusKilled, ExitCode: intp(0), Signal: "SIGKILL"}.StatusLine(), "[status: killed, signal: SIGKILL]"},
+		{"limit", (&LimitError{Limit: 10}).Error(), "background task limit reached for this session (limit: 10)"},
+		{"unknown, none", (&UnknownTaskError{ID: "bash-9"}).Error(), "unknown task bash-9; you have no background tasks"},
+		{"unknown, yours", (&UnknownTaskError{ID: "bash-9", Yours: []string{"bash-2", "bash-1"}}).Error(), "unknown task bash-9; your tasks: bash-2, bash-1"},
 		{"foreign", (&ForeignTaskError{ID: "bash-1"}).Error(), "task bash-1 belongs to another session"},
 		{"wait aborted", ErrWaitAborted.Error(), "wait aborted"},
 	} {
@@ -29,6 +34,16 @@ func TestGoldenStrings(t *testing.T) {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, tc.got, tc.want)
 		}
 	}
+}
+
+// noticeLines renders notices as "<id> <label> <status line> | <last
+// output>" for comparisons.
+func noticeLines(ns []Notice) []string {
+	var out []string
+	for _, n := range ns {
+		out = append(out, n.ID+" "+n.Label+" "+n.Outcome.StatusLine()+" | "+n.LastOutput)
+	}
+	return out
 }
 
 func TestStatusSettled(t *testing.T) {
@@ -132,8 +147,8 @@ func TestAccessChecks(t *testing.T) {
 		owner, id, want string
 		unknown         bool
 	}{
-		{"b", "bash-9", "unknown task bash-9", true}, // unknown comes first, whoever asks
-		{"a", "bash-9", "unknown task bash-9", true},
+		{"b", "bash-9", "unknown task bash-9; you have no background tasks", true}, // unknown comes first, whoever asks
+		{"a", "bash-9", "unknown task bash-9; your tasks: bash-1", true},
 		{"b", "bash-1", "task bash-1 belongs to another session", false},
 	} {
 		_, err := r.Get(c.owner, c.id)
@@ -308,7 +323,7 @@ func TestKill(t *testing.T) {
 		t.Fatalf("Read after Kill = %q, %+v, %v", delta, got, err)
 	}
 	if n := r.Notices("a"); n != nil {
-		t.Fatalf("notices after Kill: %q", n)
+		t.Fatalf("notices after Kill: %+v", n)
 	}
 }
 
@@ -321,7 +336,7 @@ func TestKillAfterSelfFinishKeepsTheNotice(t *testing.T) {
 		t.Fatal("Kill of a settled task did not report already finished")
 	}
 	if got := r.Notices("a"); len(got) != 1 {
-		t.Fatalf("notices = %q, want the one of a task that finished on its own", got)
+		t.Fatalf("notices = %+v, want the one of a task that finished on its own", got)
 	}
 }
 
@@ -490,20 +505,20 @@ func TestNotices(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	got := r.Notices("a")
+	got := noticeLines(r.Notices("a"))
 	// The watchers race, so compare as a set; TestNoticesInSettlementOrder
-	// checks the order.
+	// checks the order. bash-3's output was read before it finished.
 	want := map[string]bool{
-		"background task bash-3 (bash: make) finished [status: completed, exit code: 3]. Read its output with task_output.":    true,
-		"background task bash-1 (bash: sleep 1) finished [status: completed, exit code: 0]. Read its output with task_output.": true,
+		"bash-3 make [status: completed, exit code: 3] | ":    true,
+		"bash-1 sleep 1 [status: completed, exit code: 0] | ": true,
 	}
 	if len(got) != len(want) || !want[got[0]] || !want[got[1]] {
 		t.Fatalf("Notices(a) = %q", got)
 	}
 	if again := r.Notices("a"); again != nil {
-		t.Fatalf("second drain = %q", again)
+		t.Fatalf("second drain = %+v", again)
 	}
-	if diff := cmp.Diff([]string{"background task pty-1 (pty: top) finished [status: killed, killed before exit]. Read its output with task_output."}, r.Notices("b")); diff != "" {
+	if diff := cmp.Diff([]string{"pty-1 top [status: killed, killed before exit] | "}, noticeLines(r.Notices("b"))); diff != "" {
 		t.Fatalf("Notices(b) (-want +got):\n%s", diff)
 	}
 	// OnNotice fired for every notice that became pending, the withdrawn
@@ -516,7 +531,7 @@ func TestNotices(t *testing.T) {
 	// never repeated.
 	r.Read("a", i1.ID)
 	if n := r.Notices("a"); n != nil {
-		t.Fatalf("notices after a late read = %q", n)
+		t.Fatalf("notices after a late read = %+v", n)
 	}
 }
 
@@ -533,11 +548,11 @@ func TestNoticesInSettlementOrder(t *testing.T) {
 		hs[i].finish(exit0)
 		settle(t, r, "a", ids[i])
 	}
-	got := r.Notices("a")
+	got := noticeLines(r.Notices("a"))
 	want := []string{
-		"background task bash-3 (bash: third) finished [status: completed, exit code: 0]. Read its output with task_output.",
-		"background task bash-1 (bash: first) finished [status: completed, exit code: 0]. Read its output with task_output.",
-		"background task bash-2 (bash: second) finished [status: completed, exit code: 0]. Read its output with task_output.",
+		"bash-3 third [status: completed, exit code: 0] | ",
+		"bash-1 first [status: completed, exit code: 0] | ",
+		"bash-2 second [status: completed, exit code: 0] | ",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("Notices (-want +got):\n%s", diff)
@@ -556,7 +571,7 @@ func TestReadOfSettledTaskPreventsTheNotice(t *testing.T) {
 	}
 	r.Read("a", info.ID)
 	if got := r.Notices("a"); got != nil {
-		t.Fatalf("notice survived the collection: %q", got)
+		t.Fatalf("notice survived the collection: %+v", got)
 	}
 }
 
@@ -609,7 +624,7 @@ func TestDispose(t *testing.T) {
 		t.Errorf("List(a) after Dispose = %+v", got)
 	}
 	if got := r.Notices("a"); got != nil {
-		t.Errorf("Notices(a) after Dispose = %q", got)
+		t.Errorf("Notices(a) after Dispose = %+v", got)
 	}
 	if pushes.Load() != pushesBefore {
 		t.Errorf("OnNotice called during Dispose")
@@ -730,7 +745,7 @@ func TestActingOnEndedWork(t *testing.T) {
 			t.Fatalf("round %d: Kill of ended work = %+v, already %v, %v (cancels %q)", i, got, already, err, h.cancelReasons())
 		}
 		if n := r.Notices("a"); len(n) != 1 {
-			t.Fatalf("round %d: notices %q, want the one of work that ended on its own", i, n)
+			t.Fatalf("round %d: notices %+v, want the one of work that ended on its own", i, n)
 		}
 		r.Read("a", info.ID)
 
@@ -742,7 +757,7 @@ func TestActingOnEndedWork(t *testing.T) {
 			t.Fatalf("round %d: Read of ended work = %q, %+v, %v", i, d, got, err)
 		}
 		if n := r.Notices("a"); n != nil {
-			t.Fatalf("round %d: notices %q after the owner read the final outcome", i, n)
+			t.Fatalf("round %d: notices %+v after the owner read the final outcome", i, n)
 		}
 	}
 }

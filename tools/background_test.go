@@ -97,14 +97,14 @@ func TestBackgroundGolden(t *testing.T) {
 			t.Errorf("a 300ms wait took %v", d)
 		}
 		golden(t, "wait_times_out.txt", r.Text)
-		if r.Text != "started\n[status: running]" {
+		if r.Text != "started\n[status: running; still running after waiting 300ms]" {
 			t.Errorf("read = %q", r.Text)
 		}
 		// The task is still alive.
 		if info, err := e.rt.Get(e.sess.ID, id); err != nil || info.Status != tasks.StatusRunning {
 			t.Errorf("after the wait: %+v, %v", info, err)
 		}
-		if r := e.call(tools.NameTaskList, "{}"); r.Text != id+" [bash] running — echo started; sleep 60" {
+		if r := e.call(tools.NameTaskList, "{}"); testutil.NoElapsed(r.Text) != id+" [bash] running, <T> — echo started; sleep 60" {
 			t.Errorf("list = %q", r.Text)
 		}
 	})
@@ -116,14 +116,15 @@ func TestBackgroundGolden(t *testing.T) {
 		for _, c := range []struct {
 			args     map[string]any
 			min, max time.Duration
+			text     string
 		}{
-			{map[string]any{"task_id": id, "wait": true}, 200 * time.Millisecond, 3 * time.Second},
-			{map[string]any{"task_id": id, "wait": true, "timeout_ms": 1e9}, 400 * time.Millisecond, 3 * time.Second},
-			{map[string]any{"task_id": id, "wait": false, "timeout_ms": 1e9}, 0, 300 * time.Millisecond},
+			{map[string]any{"task_id": id, "wait": true}, 200 * time.Millisecond, 3 * time.Second, "(no new output)\n[status: running; still running after waiting 200ms]"},
+			{map[string]any{"task_id": id, "wait": true, "timeout_ms": 1e9}, 400 * time.Millisecond, 3 * time.Second, "(no new output)\n[status: running; still running after waiting 400ms]"},
+			{map[string]any{"task_id": id, "wait": false, "timeout_ms": 1e9}, 0, 300 * time.Millisecond, "(no new output)\n[status: running]"},
 		} {
 			start := time.Now()
 			r := e.call(tools.NameTaskOutput, c.args)
-			if d := time.Since(start); d < c.min || d > c.max || r.Text != "(no new output)\n[status: running]" {
+			if d := time.Since(start); d < c.min || d > c.max || r.Text != c.text {
 				t.Errorf("%v: %q after %v, want a wait of %v..%v", c.args, r.Text, d, c.min, c.max)
 			}
 		}
@@ -171,7 +172,7 @@ func TestBackgroundGolden(t *testing.T) {
 		r := e.call(tools.NameTaskKill, map[string]any{"task_id": id, "reason": "no longer needed"})
 		golden(t, "kill_running.txt", r.Text)
 		goldenJSON(t, "kill_running.json", r.Value)
-		if r.Text != "requested cancellation of task bash-1" {
+		if r.Text != "killed task bash-1 [status: killed, signal: SIGTERM]" {
 			t.Errorf("kill = %q", r.Text)
 		}
 		r = e.call(tools.NameTaskOutput, map[string]any{"task_id": id, "wait": true})
@@ -231,20 +232,25 @@ func TestBackgroundGolden(t *testing.T) {
 		e.settle(e.sess, failed)
 		killed := e.background(e.sess, "sleep 61")
 		e.call(tools.NameTaskKill, map[string]any{"task_id": killed})
-		e.settle(e.sess, killed)
 		// A task that ignores SIGTERM stays "stopping" for the grace.
+		// (task_kill would wait until it ended: the runtime's Kill
+		// returns at once.)
 		stopping := e.background(e.sess, "trap '' TERM; echo ready; sleep 62")
 		e.readUntil(e.sess, stopping, "ready")
-		e.call(tools.NameTaskKill, map[string]any{"task_id": stopping})
+		if _, _, err := e.rt.Kill(e.sess.ID, stopping, "test"); err != nil {
+			t.Fatal(err)
+		}
 		r = e.call(tools.NameTaskList, nil)
-		golden(t, "list.txt", r.Text)
+		golden(t, "list.txt", testutil.NoElapsed(r.Text))
 		goldenJSON(t, "list.json", r.Value)
-		want := "bash-1 [bash] running — sleep 60\n" +
-			"bash-2 [bash] completed — echo done\n" +
-			"bash-3 [bash] completed — exit 9\n" +
-			"bash-4 [bash] killed — sleep 61\n" +
-			"bash-5 [bash] stopping — trap '' TERM; echo ready; sleep 62"
-		if r.Text != want {
+		// Running and stopping tasks first, then the others, each in
+		// start order.
+		want := "bash-1 [bash] running, <T> — sleep 60\n" +
+			"bash-5 [bash] stopping, <T> — trap '' TERM; echo ready; sleep 62\n" +
+			"bash-2 [bash] completed, exit code: 0, <T> — echo done\n" +
+			"bash-3 [bash] completed, exit code: 9, <T> — exit 9\n" +
+			"bash-4 [bash] killed, signal: SIGTERM, <T> — sleep 61"
+		if testutil.NoElapsed(r.Text) != want {
 			t.Errorf("list = %q, want %q", r.Text, want)
 		}
 		if r := e.call(tools.NameTaskOutput, map[string]any{"task_id": stopping, "wait": true}); r.Text != "(no new output)\n[status: killed, signal: SIGKILL]" {
@@ -357,7 +363,7 @@ func TestTaskToolErrors(t *testing.T) {
 			{`not json`, `invalid task_id: expected a non-empty string, got undefined`},
 			{map[string]any{"task_id": 42}, `invalid task_id: expected a non-empty string, got 42`},
 			{map[string]any{"task_id": nil}, `invalid task_id: expected a non-empty string, got null`},
-			{map[string]any{"task_id": "bash-99"}, `unknown task bash-99`},
+			{map[string]any{"task_id": "bash-99"}, `unknown task bash-99; you have no background tasks`},
 		} {
 			wantError(t, e.call(tool, c.args), c.msg)
 		}
@@ -399,11 +405,14 @@ func TestNotices(t *testing.T) {
 		t.Errorf("session b got a's notice: %q", r.Notices)
 	}
 	r := e.bash("true")
-	want := []string{"background task bash-1 (bash: sleep 0.2; echo hi) finished [status: completed, exit code: 0]. Read its output with task_output."}
-	if diff := cmp.Diff(want, r.Notices); diff != "" {
+	want := []string{"background task bash-1 (bash: sleep 0.2; echo hi) finished [status: completed, exit code: 0] after <T>. Last output:\nhi\nRead all of it with task_output."}
+	if diff := cmp.Diff(want, noticeTexts(r.Notices)); diff != "" {
 		t.Errorf("notices of the next call (-want +got):\n%s", diff)
 	}
-	golden(t, "notice.txt", strings.Join(r.Notices, "\n"))
+	if len(r.Notices) == 1 && r.Notices[0].TaskID != id {
+		t.Errorf("notice carries task id %q, want %q", r.Notices[0].TaskID, id)
+	}
+	golden(t, "notice.txt", strings.Join(noticeTexts(r.Notices), "\n"))
 	if r := e.call(tools.NameTaskList, "{}"); r.Notices != nil {
 		t.Errorf("the notice came twice: %q", r.Notices)
 	}
@@ -433,17 +442,17 @@ func TestNotices(t *testing.T) {
 		r := e.call(tools.NameBash, map[string]any{"command": cmd, "description": "d", "run_in_background": true})
 		wantOK(t, r)
 		e.settle(e.sess, r.Value.(tools.BackgroundValue).TaskID)
-		for _, n := range r.Notices {
+		for _, n := range noticeTexts(r.Notices) {
 			got[n] = true
 		}
 	}
 	r = e.bash("true")
-	for _, n := range r.Notices {
+	for _, n := range noticeTexts(r.Notices) {
 		got[n] = true
 	}
 	wantSet := map[string]bool{
-		"background task bash-5 (bash: exit 3) finished [status: completed, exit code: 3]. Read its output with task_output.":        true,
-		"background task bash-6 (bash: kill -TERM $$) finished [status: killed, signal: SIGTERM]. Read its output with task_output.": true,
+		"background task bash-5 (bash: exit 3) finished [status: completed, exit code: 3] after <T>. Read all of it with task_output.":        true,
+		"background task bash-6 (bash: kill -TERM $$) finished [status: killed, signal: SIGTERM] after <T>. Read all of it with task_output.": true,
 	}
 	if diff := cmp.Diff(wantSet, got); diff != "" {
 		t.Errorf("notices (-want +got):\n%s", diff)
@@ -470,12 +479,12 @@ func TestIsolation(t *testing.T) {
 	if r := e.callAs(b, tools.NameTaskList, "{}"); r.Text != "(no background tasks)" {
 		t.Errorf("b's list = %q", r.Text)
 	}
-	wantError(t, e.callAs(b, tools.NameTaskOutput, map[string]any{"task_id": "bash-99"}), "unknown task bash-99")
-	wantError(t, e.callAs(a, tools.NameTaskKill, map[string]any{"task_id": "bash-99"}), "unknown task bash-99")
+	wantError(t, e.callAs(b, tools.NameTaskOutput, map[string]any{"task_id": "bash-99"}), "unknown task bash-99; you have no background tasks")
+	wantError(t, e.callAs(a, tools.NameTaskKill, map[string]any{"task_id": "bash-99"}), "unknown task bash-99; your tasks: "+id)
 	golden(t, "foreign.txt", e.callAs(b, tools.NameTaskOutput, map[string]any{"task_id": id}).Text)
 
 	// a's task is untouched: still running, and its output still unread by b.
-	if r := e.callAs(a, tools.NameTaskList, "{}"); r.Text != id+" [bash] running — echo secret; sleep 60" {
+	if r := e.callAs(a, tools.NameTaskList, "{}"); testutil.NoElapsed(r.Text) != id+" [bash] running, <T> — echo secret; sleep 60" {
 		t.Errorf("a's list = %q", r.Text)
 	}
 	if r := e.callAs(a, tools.NameTaskOutput, map[string]any{"task_id": id}); r.Text != "(no new output)\n[status: running]" {
@@ -524,8 +533,9 @@ func TestStoppingTaskHoldsItsSlot(t *testing.T) {
 	e := newEnv(t, envOpts{tasks: &tasks.Options{MaxPerSession: 1}, local: local.Options{Grace: 1500 * time.Millisecond}})
 	id := e.background(e.sess, "trap '' TERM; echo ready; sleep 60")
 	e.readUntil(e.sess, id, "ready")
-	if r := e.call(tools.NameTaskKill, map[string]any{"task_id": id}); r.Text != "requested cancellation of task bash-1" {
-		t.Fatalf("kill = %q", r.Text)
+	// The runtime's Kill returns at once (task_kill would wait).
+	if info, _, err := e.rt.Kill(e.sess.ID, id, "test"); err != nil || info.Status != tasks.StatusStopping {
+		t.Fatalf("kill = %+v, %v", info, err)
 	}
 	killed := time.Now()
 	const limitMsg = "background task limit reached for this session (limit: 1); use task_kill to stop an unneeded task, wait for it to finish, then retry"
@@ -533,19 +543,20 @@ func TestStoppingTaskHoldsItsSlot(t *testing.T) {
 	if r := e.call(tools.NameTaskOutput, map[string]any{"task_id": id}); r.Text != "(no new output)\n[status: stopping]" {
 		t.Errorf("read while stopping = %q", r.Text)
 	}
-	// Killing it again is not an error and does not finish it.
-	if r := e.call(tools.NameTaskKill, map[string]any{"task_id": id}); r.Text != "requested cancellation of task bash-1" {
-		t.Errorf("second kill = %q", r.Text)
-	}
 	time.Sleep(500 * time.Millisecond)
 	wantError(t, e.call(tools.NameBash, map[string]any{"command": "true", "description": "d", "run_in_background": true}), limitMsg)
-
-	r := e.call(tools.NameTaskOutput, map[string]any{"task_id": id, "wait": true})
-	if r.Text != "(no new output)\n[status: killed, signal: SIGKILL]" {
-		t.Errorf("read after the kill = %q", r.Text)
+	// task_kill of the stopping task is not a new cancellation: it waits
+	// for the end the first one brings, SIGKILL after the grace.
+	r := e.call(tools.NameTaskKill, map[string]any{"task_id": id})
+	if r.Text != "killed task bash-1 [status: killed, signal: SIGKILL]" {
+		t.Errorf("task_kill of a stopping task = %q", r.Text)
 	}
 	if d := time.Since(killed); d < 1400*time.Millisecond {
 		t.Errorf("the task ended %v after the kill, before the grace", d)
+	}
+	r = e.call(tools.NameTaskOutput, map[string]any{"task_id": id})
+	if r.Text != "(no new output)\n[status: killed, signal: SIGKILL]" {
+		t.Errorf("read after the kill = %q", r.Text)
 	}
 	if id := e.background(e.sess, "true"); id != "bash-2" {
 		t.Errorf("next id = %s, want bash-2", id)
@@ -575,7 +586,7 @@ func TestDispose(t *testing.T) {
 	}
 	waitNoProcesses(t, a.ID)
 	for _, id := range []string{a1, a2, done} {
-		wantError(t, e.callAs(a, tools.NameTaskOutput, map[string]any{"task_id": id}), "unknown task "+id)
+		wantError(t, e.callAs(a, tools.NameTaskOutput, map[string]any{"task_id": id}), "unknown task "+id+"; you have no background tasks")
 	}
 	r := e.callAs(a, tools.NameTaskList, "{}")
 	if r.Text != "(no background tasks)" || r.Notices != nil {

@@ -132,7 +132,7 @@ func (t *Toolset) startBackground(sess Session, b BashArgs, spec shell.Spec) Res
 		return NewProcessHandle(p), nil
 	})
 	if err != nil {
-		return errorResult(err.Error())
+		return errorResult(taskError(err))
 	}
 	return Result{
 		Text:  "started background task " + info.ID,

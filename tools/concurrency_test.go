@@ -57,7 +57,7 @@ func TestConcurrentSessions(t *testing.T) {
 		}
 		mu.Lock()
 		for _, n := range r.Notices {
-			notices[n]++
+			notices[n.Text]++
 		}
 		mu.Unlock()
 	}
@@ -124,7 +124,10 @@ func TestConcurrentSessions(t *testing.T) {
 					case killedEarly:
 						got.WriteString(read(id, false).Output)
 					}
-					if r := call(tools.NameTaskKill, map[string]any{"task_id": id}); r.Text != "requested cancellation of task "+id {
+					// task_kill waits at most the grace plus a second: on a
+					// loaded machine the task may still be stopping then.
+					if r := call(tools.NameTaskKill, map[string]any{"task_id": id}); r.Text != "killed task "+id+" [status: killed, signal: SIGTERM]" &&
+						r.Text != "requested cancellation of task "+id+"; it is still stopping" {
 						t.Errorf("%s %s: kill = %q", sess.ID, id, r.Text)
 					}
 					last = read(id, true)

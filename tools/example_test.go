@@ -31,9 +31,18 @@ func Example() {
 	sess := tools.Session{ID: "session-1", Cwd: os.TempDir()}
 	call := func(tool, args string) tools.Result {
 		r := ts.Call(ctx, sess, tool, json.RawMessage(args), nil)
-		fmt.Printf("%s -> %q (error: %v)\n", tool, r.Text, r.IsError)
+		if tool == "task_list" {
+			// The text ("bash-1 [bash] completed, exit code: 0, 0.1s —
+			// sleep 0.1; echo built") shows a run time; the value has
+			// the same facts one by one.
+			for _, e := range r.Value.(tools.TaskListValue).Tasks {
+				fmt.Printf("%s -> %s %s %s (%s)\n", tool, e.ID, e.Status, e.Detail, e.Label)
+			}
+		} else {
+			fmt.Printf("%s -> %q (error: %v)\n", tool, r.Text, r.IsError)
+		}
 		for _, n := range r.Notices {
-			fmt.Println("notice:", n)
+			fmt.Println("notice about", n.TaskID)
 		}
 		return r
 	}
@@ -57,7 +66,7 @@ func Example() {
 	// value: {"kind":"foreground","exitCode":3,"signal":null,"timedOut":false,"aborted":false,"timeoutMs":120000,"stdout":{"text":"hello\n","truncated":false},"stderr":{"text":"","truncated":false}}
 	// bash -> "Error: invalid command: expected a non-empty string" (error: true)
 	// bash -> "started background task bash-1" (error: false)
-	// task_list -> "bash-1 [bash] completed — sleep 0.1; echo built" (error: false)
-	// notice: background task bash-1 (bash: sleep 0.1; echo built) finished [status: completed, exit code: 0]. Read its output with task_output.
+	// task_list -> bash-1 completed exit code: 0 (sleep 0.1; echo built)
+	// notice about bash-1
 	// task_output -> "built\n[status: completed, exit code: 0]" (error: false)
 }

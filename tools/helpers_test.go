@@ -231,14 +231,27 @@ func golden(t testing.TB, name, got string) {
 	}
 }
 
-// goldenJSON pins v's JSON (indented) in a golden file.
+// goldenJSON pins v's JSON (indented) in a golden file. A task's
+// elapsedMs varies from run to run: it reads "<ms>".
 func goldenJSON(t testing.TB, name string, v any) {
 	t.Helper()
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		t.Fatalf("marshal %#v: %v", v, err)
 	}
-	golden(t, name, string(b)+"\n")
+	golden(t, name, elapsedMs.ReplaceAllString(string(b), `"elapsedMs": "<ms>"`)+"\n")
+}
+
+var elapsedMs = regexp.MustCompile(`"elapsedMs": \d+`)
+
+// noticeTexts returns the notices' texts with their run times replaced
+// (testutil.NoElapsed).
+func noticeTexts(ns []tools.Notice) []string {
+	var out []string
+	for _, n := range ns {
+		out = append(out, testutil.NoElapsed(n.Text))
+	}
+	return out
 }
 
 // spillPaths matches the spill files of an executor; scrub replaces them

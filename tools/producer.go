@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"strconv"
 	"strings"
 
 	"github.com/conch-dev/conch/shell"
@@ -23,6 +22,19 @@ func NewProcessHandle(p shell.Process) ProcessHandle { return ProcessHandle{p: p
 // some of it was dropped from memory.
 func (h ProcessHandle) Read() string { return RenderRead(h.p.Read()) }
 
+// Peek renders the end of the unread output like Read, without consuming
+// it: shell.Process.Peek of each stream, joined as a read joins them.
+func (h ProcessHandle) Peek(maxBytes int) string {
+	r := h.p.Peek(maxBytes)
+	return RenderRead(shell.ReadResult{Stdout: r.Stdout, Stderr: r.Stderr})
+}
+
+// Written is the bytes both streams have produced so far.
+func (h ProcessHandle) Written() int64 {
+	o, e := h.p.Written()
+	return o + e
+}
+
 // Cancel kills the process group (SIGTERM, SIGKILL after the grace).
 func (h ProcessHandle) Cancel(string) { h.p.Kill() }
 
@@ -32,22 +44,35 @@ func (h ProcessHandle) Done() <-chan struct{} { return h.p.Done() }
 // Outcome maps the process's end to a task outcome.
 func (h ProcessHandle) Outcome() tasks.Outcome { return ProcessOutcome(h.p) }
 
-// ProcessOutcome is a settled process as a task outcome: killed by a
-// signal → "signal: SIG"; killed without one → "killed before exit";
-// otherwise completed with its exit code (a non-zero exit is reported, not
-// failed).
+// ProcessOutcome is a settled process as a task outcome, fact for fact:
+// its status, its exit code (0 for a completed process that reports none),
+// the signal that ended it, and whether its own timeout killed it (a
+// foreground command moved to the background keeps its timeout). A
+// process killed with neither an exit code nor a signal (it never really
+// started) says "killed before exit". A non-zero exit is reported, not
+// failed.
 func ProcessOutcome(p shell.Process) tasks.Outcome {
+	res := p.Result()
+	out := tasks.Outcome{
+		Status:   tasks.StatusCompleted,
+		ExitCode: p.ExitCode(),
+		Signal:   p.Signal(),
+		TimedOut: res.TimedOut,
+	}
+	if res.TimedOut {
+		out.Timeout = res.Timeout
+	}
 	if p.Status() == shell.StatusKilled {
-		if sig := p.Signal(); sig != "" {
-			return tasks.Outcome{Status: tasks.StatusKilled, Detail: "signal: " + sig}
+		out.Status = tasks.StatusKilled
+		if out.Signal == "" && out.ExitCode == nil {
+			out.Detail = "killed before exit"
 		}
-		return tasks.Outcome{Status: tasks.StatusKilled, Detail: "killed before exit"}
+		return out
 	}
-	code := 0
-	if c := p.ExitCode(); c != nil {
-		code = *c
+	if out.ExitCode == nil {
+		out.ExitCode = new(int)
 	}
-	return tasks.Outcome{Status: tasks.StatusCompleted, Detail: "exit code: " + strconv.Itoa(code)}
+	return out
 }
 
 // RenderRead is one incremental read as a model sees it: the delta, then,

@@ -1,6 +1,10 @@
 package tools
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+)
 
 // Tool names.
 const (
@@ -37,7 +41,8 @@ const BashPrompt = "Check the [exit code: N] marker on every bash result; invest
 
 // TasksPrompt is the task tools' section for hosts that build system
 // prompts.
-const TasksPrompt = "Track every background task id you start. You are told when a task finishes, so do not busy-poll it. " +
+const TasksPrompt = "Track every background task id you start. When a task finishes you are told so with the session's next tool result, so do not busy-poll it; " +
+	"to wait for a task now, call task_output with wait: true. " +
 	"Before a final answer, collect the output of tasks that still matter with task_output, and stop those that stopped mattering with task_kill."
 
 const bashInputProperties = `"command":{"type":"string","description":"The bash command to execute."},` +
@@ -67,33 +72,52 @@ var (
 		`"yieldedAfterMs":{"type":"integer"}` +
 		`},"required":["kind"]}`)
 
-	taskOutputInputSchema = json.RawMessage(`{"type":"object","properties":{` +
-		`"task_id":{"type":"string","description":"The id of the background task, e.g. bash-1."},` +
-		`"wait":{"type":"boolean","description":"Block until the task finishes or timeout_ms passes."},` +
-		`"timeout_ms":{"type":"number","description":"How long a wait may block, in milliseconds (default 30000, max 600000)."}` +
-		`},"required":["task_id"]}`)
+	// taskStateProperties are TaskState's fields in an output schema.
+	taskStateProperties = `"status":{"type":"string"},"detail":{"type":"string"},"exitCode":{"type":"integer"},"signal":{"type":"string"},` +
+		`"timedOut":{"type":"boolean"},"timeoutMs":{"type":"integer"},"elapsedMs":{"type":"integer"}`
+
 	taskOutputOutputSchema = json.RawMessage(`{"type":"object","properties":{` +
-		`"taskId":{"type":"string"},"status":{"type":"string"},"detail":{"type":"string"},"output":{"type":"string"}` +
-		`},"required":["taskId","status","output"]}`)
+		`"taskId":{"type":"string"},` + taskStateProperties + `,"output":{"type":"string"}` +
+		`},"required":["taskId","status","elapsedMs","output"]}`)
 
 	taskListInputSchema  = json.RawMessage(`{"type":"object","properties":{}}`)
 	taskListOutputSchema = json.RawMessage(`{"type":"object","properties":{"tasks":{"type":"array","items":{"type":"object","properties":{` +
-		`"id":{"type":"string"},"kind":{"type":"string"},"status":{"type":"string"},"detail":{"type":"string"},"label":{"type":"string"}` +
-		`},"required":["id","kind","status","label"]}}},"required":["tasks"]}`)
+		`"id":{"type":"string"},"kind":{"type":"string"},` + taskStateProperties + `,"label":{"type":"string"}` +
+		`},"required":["id","kind","status","elapsedMs","label"]}}},"required":["tasks"]}`)
 
 	taskKillInputSchema = json.RawMessage(`{"type":"object","properties":{` +
 		`"task_id":{"type":"string","description":"The id of the background task to stop."},` +
 		`"reason":{"type":"string","description":"Why the task is being stopped (for logs)."}` +
 		`},"required":["task_id"]}`)
 	taskKillOutputSchema = json.RawMessage(`{"type":"object","properties":{` +
-		`"taskId":{"type":"string"},"status":{"type":"string"},"detail":{"type":"string"},"alreadyFinished":{"type":"boolean"}` +
-		`},"required":["taskId","status","alreadyFinished"]}`)
+		`"taskId":{"type":"string"},` + taskStateProperties + `,"alreadyFinished":{"type":"boolean"}` +
+		`},"required":["taskId","status","elapsedMs","alreadyFinished"]}`)
 )
 
-const (
-	taskOutputDescription = "Read the output a background task produced since the previous read, followed by its status line " +
+// taskOutputInputSchema is task_output's input schema; timeout_ms states
+// the wait's default and cap.
+func taskOutputInputSchema(defaultWait, maxWait time.Duration) json.RawMessage {
+	return json.RawMessage(`{"type":"object","properties":{` +
+		`"task_id":{"type":"string","description":"The id of the background task, e.g. bash-1."},` +
+		`"wait":{"type":"boolean","description":"Block until the task finishes or timeout_ms passes."},` +
+		`"timeout_ms":{"type":"number","description":"How long a wait may block, in milliseconds (default ` + millis(defaultWait) + `, max ` + millis(maxWait) + `)."}` +
+		`},"required":["task_id"]}`)
+}
+
+// taskOutputDescription is task_output's description; it states the
+// wait's default and cap.
+func taskOutputDescription(defaultWait, maxWait time.Duration) string {
+	return "Read the output a background task produced since the previous read, followed by its status line " +
 		"(`[status: running]`, `[status: completed, exit code: N]`, `[status: killed, signal: SIG]`). " +
-		"With `wait: true` it blocks until the task finishes or `timeout_ms` passes; the task keeps running after a wait times out."
-	taskListDescription = "List this session's background tasks, one per line: `<id> [<kind>] <status> — <label>`."
-	taskKillDescription = "Stop a background task: its process group gets SIGTERM, then SIGKILL after a grace period. Killing a task that already finished is reported, not an error, and its unread output stays readable."
+		"With `wait: true` it blocks until the task finishes or `timeout_ms` passes (default " + millis(defaultWait) + " ms, at most " + millis(maxWait) + " ms); " +
+		"a wait that runs out ends `[status: running; still running after waiting Nms]` and the task keeps running."
+}
+
+func millis(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+const (
+	taskListDescription = "List this session's background tasks, one per line, running ones first, then in start order: " +
+		"`<id> [<kind>] <status>[, <detail>], <elapsed> — <command>`."
+	taskKillDescription = "Stop a background task: its process group gets SIGTERM, then SIGKILL after a grace period, and the call waits until the task has ended " +
+		"(`killed task <id> [status: killed, signal: SIG]`). Killing a task that already finished is reported, not an error, and its unread output stays readable."
 )

@@ -36,8 +36,11 @@ type Options struct {
 	// ProgressEvery is the least time between two progress reports of one
 	// call (default 1 s).
 	ProgressEvery time.Duration
-	// DefaultWait and MaxWait bound task_output's wait (defaults 30 s and
-	// 600 s).
+	// DefaultWait is how long task_output waits when the model gives no
+	// timeout_ms (default 30 s); MaxWait caps any wait (default 600 s).
+	// A transport whose clients cut calls off sets MaxWait below that
+	// limit: the MCP server sets 50 s, as MCP clients cut calls near
+	// 60 s. The task_output description states both.
 	DefaultWait, MaxWait time.Duration
 }
 
@@ -110,8 +113,9 @@ type Progress struct {
 
 // CallOptions are per-call hooks a transport may set.
 type CallOptions struct {
-	// Progress, if set, is called while a foreground command runs, at
-	// most once per Options.ProgressEvery.
+	// Progress, if set, is called while a foreground command runs, and
+	// while task_output waits for a task (with the task's run time and
+	// output so far), at most once per Options.ProgressEvery.
 	Progress func(Progress)
 }
 
@@ -126,7 +130,7 @@ type Result struct {
 	Value any
 	// Notices are completion notices for the calling session's tasks that
 	// finished on their own; a transport delivers them after Text.
-	Notices []string
+	Notices []Notice
 }
 
 // Tools lists the tools, bash first. The task tools are listed only with
@@ -149,8 +153,8 @@ func (t *Toolset) Tools() []Tool {
 		return list
 	}
 	return append(list,
-		Tool{Name: NameTaskOutput, Title: "Read a background task's output", Description: taskOutputDescription,
-			InputSchema: taskOutputInputSchema, OutputSchema: taskOutputOutputSchema, ReadOnly: true},
+		Tool{Name: NameTaskOutput, Title: "Read a background task's output", Description: taskOutputDescription(t.opts.DefaultWait, t.opts.MaxWait),
+			InputSchema: taskOutputInputSchema(t.opts.DefaultWait, t.opts.MaxWait), OutputSchema: taskOutputOutputSchema, ReadOnly: true},
 		Tool{Name: NameTaskList, Title: "List background tasks", Description: taskListDescription,
 			InputSchema: taskListInputSchema, OutputSchema: taskListOutputSchema, ReadOnly: true},
 		Tool{Name: NameTaskKill, Title: "Kill a background task", Description: taskKillDescription,
@@ -184,11 +188,11 @@ func (t *Toolset) Call(ctx context.Context, sess Session, name string, args json
 	case NameBash:
 		r = t.bash(ctx, sess, args, co)
 	case NameTaskOutput:
-		r = t.taskOutput(ctx, sess, args)
+		r = t.taskOutput(ctx, sess, args, co)
 	case NameTaskList:
 		r = t.taskList(sess)
 	case NameTaskKill:
-		r = t.taskKill(sess, args)
+		r = t.taskKill(ctx, sess, args)
 	default:
 		r = errorResult("unknown tool " + name)
 	}
@@ -196,12 +200,25 @@ func (t *Toolset) Call(ctx context.Context, sess Session, name string, args json
 	return r
 }
 
-// Notices drains the completion notices pending for a session.
-func (t *Toolset) Notices(session string) []string {
+// Notices drains and words the completion notices pending for a session.
+func (t *Toolset) Notices(session string) []Notice {
 	if t.opts.Tasks == nil {
 		return nil
 	}
-	return t.opts.Tasks.Notices(session)
+	var out []Notice
+	for _, n := range t.opts.Tasks.Notices(session) {
+		out = append(out, Notice{TaskID: n.ID, Text: RenderNotice(n)})
+	}
+	return out
+}
+
+// NoticeTexts returns the texts of notices, in order.
+func NoticeTexts(notices []Notice) []string {
+	var out []string
+	for _, n := range notices {
+		out = append(out, n.Text)
+	}
+	return out
 }
 
 func errorResult(msg string) Result {

@@ -1,6 +1,9 @@
 package tools
 
-import "github.com/conch-dev/conch/shell"
+import (
+	"github.com/conch-dev/conch/shell"
+	"github.com/conch-dev/conch/tasks"
+)
 
 // StreamValue is one stream in a structured value.
 type StreamValue struct {
@@ -35,11 +38,42 @@ type YieldedValue struct {
 	YieldedAfterMs int64  `json:"yieldedAfterMs"`
 }
 
+// TaskState is a task's status and its facts, as the task tools' values
+// carry them. Detail is the text after the status in the status line
+// ("exit code: 1", "timed out after 800ms, signal: SIGTERM"); the other
+// fields give the same facts one by one.
+type TaskState struct {
+	Status    string `json:"status"`
+	Detail    string `json:"detail,omitempty"`
+	ExitCode  *int   `json:"exitCode,omitempty"`
+	Signal    string `json:"signal,omitempty"`
+	TimedOut  bool   `json:"timedOut,omitempty"`
+	TimeoutMs int64  `json:"timeoutMs,omitempty"`
+	// ElapsedMs is the task's run time: start to end once it ended, else
+	// start to now.
+	ElapsedMs int64 `json:"elapsedMs"`
+}
+
+func taskState(info tasks.Info) TaskState {
+	o := info.Outcome
+	s := TaskState{
+		Status:    string(info.Status),
+		Detail:    o.Details(),
+		ExitCode:  o.ExitCode,
+		Signal:    o.Signal,
+		TimedOut:  o.TimedOut,
+		ElapsedMs: info.Elapsed.Milliseconds(),
+	}
+	if o.TimedOut {
+		s.TimeoutMs = o.Timeout.Milliseconds()
+	}
+	return s
+}
+
 // TaskOutputValue is the structured value of task_output.
 type TaskOutputValue struct {
 	TaskID string `json:"taskId"`
-	Status string `json:"status"`
-	Detail string `json:"detail,omitempty"`
+	TaskState
 	Output string `json:"output"`
 }
 
@@ -50,19 +84,17 @@ type TaskListValue struct {
 
 // TaskEntry is one task in TaskListValue.
 type TaskEntry struct {
-	ID     string `json:"id"`
-	Kind   string `json:"kind"`
-	Status string `json:"status"`
-	Detail string `json:"detail,omitempty"`
-	Label  string `json:"label"`
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
+	TaskState
+	Label string `json:"label"`
 }
 
 // TaskKillValue is the structured value of task_kill.
 type TaskKillValue struct {
-	TaskID          string `json:"taskId"`
-	Status          string `json:"status"`
-	Detail          string `json:"detail,omitempty"`
-	AlreadyFinished bool   `json:"alreadyFinished"`
+	TaskID string `json:"taskId"`
+	TaskState
+	AlreadyFinished bool `json:"alreadyFinished"`
 }
 
 func streamValue(o shell.Output) StreamValue {

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/tasks"
 	"github.com/conch-dev/conch/tools"
 )
@@ -44,7 +47,7 @@ func TestYield(t *testing.T) {
 		got += "\n"
 	}
 	list := e.call(tools.NameTaskList, "{}")
-	if list.Text != "bash-1 [bash] running — for i in $(seq 1 15); do echo line-$i; sleep 0.1; done" {
+	if testutil.NoElapsed(list.Text) != "bash-1 [bash] running, <T> — for i in $(seq 1 15); do echo line-$i; sleep 0.1; done" {
 		t.Errorf("list = %q", list.Text)
 	}
 	out := e.call(tools.NameTaskOutput, map[string]any{"task_id": "bash-1", "wait": true})
@@ -75,16 +78,29 @@ func TestYieldKeepsTheTimeout(t *testing.T) {
 		t.Fatalf("text = %q, want %q", r.Text, want)
 	}
 	info := e.settle(e.sess, "bash-1")
-	if info.Outcome != (tasks.Outcome{Status: tasks.StatusKilled, Detail: "signal: SIGTERM"}) {
-		t.Errorf("outcome = %+v", info.Outcome)
+	if diff := cmp.Diff(tasks.Outcome{Status: tasks.StatusKilled, Signal: "SIGTERM", TimedOut: true, Timeout: 800 * time.Millisecond}, info.Outcome); diff != "" {
+		t.Errorf("outcome (-want +got):\n%s", diff)
 	}
 	if d := time.Since(info.Started); d > 5*time.Second {
 		t.Errorf("the task ended %v after it started", d)
 	}
 	// It ended on its own (its timeout), so its owner is told.
 	r = e.call(tools.NameTaskList, "{}")
-	if len(r.Notices) != 1 || r.Notices[0] != "background task bash-1 (bash: sleep 60) finished [status: killed, signal: SIGTERM]. Read its output with task_output." {
-		t.Errorf("notices = %q", r.Notices)
+	const line = "bash-1 [bash] killed, timed out after 800ms, signal: SIGTERM, <T> — sleep 60"
+	if testutil.NoElapsed(r.Text) != line {
+		t.Errorf("list = %q, want %q", r.Text, line)
+	}
+	wantNotices := []string{"background task bash-1 (bash: sleep 60) finished [status: killed, timed out after 800ms, signal: SIGTERM] after <T>. Read all of it with task_output."}
+	if diff := cmp.Diff(wantNotices, noticeTexts(r.Notices)); diff != "" {
+		t.Errorf("notices (-want +got):\n%s", diff)
+	}
+	r = e.call(tools.NameTaskOutput, map[string]any{"task_id": "bash-1"})
+	if !strings.HasSuffix(r.Text, "\n[status: killed, timed out after 800ms, signal: SIGTERM]") {
+		t.Errorf("task_output = %q", r.Text)
+	}
+	v := r.Value.(tools.TaskOutputValue)
+	if !v.TimedOut || v.TimeoutMs != 800 || v.Signal != "SIGTERM" || v.ExitCode != nil {
+		t.Errorf("value = %+v", v)
 	}
 }
 

@@ -29,6 +29,10 @@ type config struct {
 	maxTasks       number
 	passEnv        names
 
+	// maxWait, if set before build, caps task_output's wait
+	// (tools.Options.MaxWait).
+	maxWait time.Duration
+
 	// onNotice, if set before build, is told when a completion notice
 	// becomes pending for a session (tasks.Options.OnNotice).
 	onNotice func(owner string)
@@ -164,6 +168,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		DisableBackground: c.noBackground,
 		Home:              home,
 		YieldAfter:        c.yieldMs.millis(),
+		MaxWait:           c.maxWait,
 	})
 	return &stack{ex: ex, tasks: rt, tools: ts, home: home}, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/conch-dev/conch/internal/testutil"
+	"github.com/conch-dev/conch/mcpserver"
 	"github.com/conch-dev/conch/shell/local"
 	"github.com/conch-dev/conch/tasks"
 	"github.com/conch-dev/conch/tools"
@@ -60,14 +61,15 @@ func TestE2E(t *testing.T) {
 	}
 }
 
-// referenceTools is what every conch server with a task runtime lists.
+// referenceTools is what every conch server with a task runtime lists:
+// conch serve caps task_output's wait at mcpserver.MaxWait.
 func referenceTools(t *testing.T) []tools.Tool {
 	ex, err := local.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ex.Close()
-	return tools.New(ex, &tools.Options{Tasks: tasks.New(nil)}).Tools()
+	return tools.New(ex, &tools.Options{Tasks: tasks.New(nil), MaxWait: mcpserver.MaxWait}).Tools()
 }
 
 func testListTools(t *testing.T, tr transport) {
@@ -146,7 +148,7 @@ func testToolError(t *testing.T, tr transport) {
 		}
 	}
 	r := callTool(t, cs, "task_output", map[string]any{"task_id": "bash-99"})
-	if got := text(t, r); got != "Error: unknown task bash-99" || !r.IsError {
+	if got := text(t, r); got != "Error: unknown task bash-99; you have no background tasks" || !r.IsError {
 		t.Errorf("task_output of unknown task: %q (isError %v)", got, r.IsError)
 	}
 }
@@ -165,7 +167,7 @@ func testBackgroundWait(t *testing.T, tr transport) {
 		t.Errorf("task_output wait: %q", got)
 	}
 	r = callTool(t, cs, "task_list", nil)
-	if got := text(t, r); got != "bash-1 [bash] completed — sleep 0.3; echo done" {
+	if got := testutil.NoElapsed(text(t, r)); got != "bash-1 [bash] completed, exit code: 0, <T> — sleep 0.3; echo done" {
 		t.Errorf("task_list: %q", got)
 	}
 }
@@ -176,7 +178,7 @@ func testTaskKill(t *testing.T, tr transport) {
 	callTool(t, cs, "bash", bashBG("sleep 100"))
 	waitProcess(t, marker, server, "sleep 100")
 	r := callTool(t, cs, "task_kill", map[string]any{"task_id": "bash-1"})
-	if got := text(t, r); got != "requested cancellation of task bash-1" {
+	if got := text(t, r); got != "killed task bash-1 [status: killed, signal: SIGTERM]" {
 		t.Fatalf("task_kill: %q", got)
 	}
 	r = callTool(t, cs, "task_output", map[string]any{"task_id": "bash-1", "wait": true})
@@ -307,13 +309,13 @@ func testYield(t *testing.T, tr transport) {
 func testCompletionNotice(t *testing.T, tr transport) {
 	cs, _ := tr.start(t, serverOptions{marker: testutil.Marker(t)})
 	callTool(t, cs, "bash", bashBG("echo x"))
-	const notice = "background task bash-1 (bash: echo x) finished [status: completed, exit code: 0]. Read its output with task_output."
+	const notice = "background task bash-1 (bash: echo x) finished [status: completed, exit code: 0] after <T>. Last output:\nx\nRead all of it with task_output."
 	var blocks []string
 	waitFor(t, 5*time.Second, "a completion notice", func() bool {
 		blocks = texts(t, callTool(t, cs, "task_list", nil))
 		return len(blocks) > 1
 	})
-	if diff := cmp.Diff([]string{"bash-1 [bash] completed — echo x", notice}, blocks); diff != "" {
+	if diff := cmp.Diff([]string{"bash-1 [bash] completed, exit code: 0, <T> — echo x", notice}, noElapsed(blocks)); diff != "" {
 		t.Errorf("call after completion (-want +got):\n%s", diff)
 	}
 	// Once only.
@@ -373,8 +375,8 @@ func testNoticeAfterCancel(t *testing.T, tr transport) {
 	marker := testutil.Marker(t)
 	cs, server := tr.start(t, serverOptions{marker: marker})
 	cancelAfterTaskEnds(t, cs, marker, server)
-	const notice = "background task bash-1 (bash: sleep 0.3; echo x) finished [status: completed, exit code: 0]. Read its output with task_output."
-	if diff := cmp.Diff([]string{"bash-1 [bash] completed — sleep 0.3; echo x", notice}, texts(t, callTool(t, cs, "task_list", nil))); diff != "" {
+	const notice = "background task bash-1 (bash: sleep 0.3; echo x) finished [status: completed, exit code: 0] after <T>. Last output:\nx\nRead all of it with task_output."
+	if diff := cmp.Diff([]string{"bash-1 [bash] completed, exit code: 0, <T> — sleep 0.3; echo x", notice}, noElapsed(texts(t, callTool(t, cs, "task_list", nil)))); diff != "" {
 		t.Errorf("call after the cancelled one (-want +got):\n%s", diff)
 	}
 }
@@ -461,4 +463,13 @@ func TestToolsListBytes(t *testing.T) {
 			at += i + len(schema)
 		}
 	}
+}
+
+// noElapsed is testutil.NoElapsed of each text.
+func noElapsed(texts []string) []string {
+	out := make([]string, len(texts))
+	for i, s := range texts {
+		out[i] = testutil.NoElapsed(s)
+	}
+	return out
 }

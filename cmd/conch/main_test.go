@@ -153,6 +153,7 @@ func newHTTPStack(t *testing.T, o serverOptions) (*httptest.Server, *mcpserver.S
 		Tasks:      rt,
 		Home:       t.TempDir(),
 		YieldAfter: time.Duration(o.yieldMs) * time.Millisecond,
+		MaxWait:    mcpserver.MaxWait,
 	})
 	logs := newLogBuffer(t, "mcpserver")
 	srv := mcpserver.New(ts, &mcpserver.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})

@@ -218,7 +218,7 @@ func follow(ctx context.Context, ts *tools.Toolset, id string, settle time.Durat
 			}
 			fmt.Fprintln(stdout, tasks.Outcome{Status: st, Detail: v.Detail}.StatusLine())
 		}
-		return outcomeStatus(st, v.Detail)
+		return outcomeStatus(v.TaskState)
 	}
 }
 
@@ -237,18 +237,17 @@ func foregroundStatus(v tools.ForegroundValue) int {
 	return exitToolError
 }
 
-// outcomeStatus maps a settled task's outcome ("exit code: N",
-// "signal: SIG", …) to conch run's exit status.
-func outcomeStatus(st tasks.Status, detail string) int {
-	if s, ok := strings.CutPrefix(detail, "exit code: "); ok {
-		if n, err := strconv.Atoi(s); err == nil {
-			return n
-		}
-	}
-	if s, ok := strings.CutPrefix(detail, "signal: "); ok {
-		return signalStatus(s)
-	}
-	if st == tasks.StatusCompleted {
+// outcomeStatus maps a settled task's state to conch run's exit status,
+// as foregroundStatus maps a foreground result.
+func outcomeStatus(v tools.TaskState) int {
+	switch {
+	case v.TimedOut:
+		return exitTimedOut
+	case v.Signal != "":
+		return signalStatus(v.Signal)
+	case v.ExitCode != nil:
+		return *v.ExitCode
+	case tasks.Status(v.Status) == tasks.StatusCompleted:
 		return 0
 	}
 	return exitToolError

@@ -83,6 +83,7 @@ func serveCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	}
 
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	c.maxWait = mcpserver.MaxWait
 	st, err := c.build(log)
 	if err != nil {
 		if ln != nil {

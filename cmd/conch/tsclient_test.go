@@ -74,9 +74,31 @@ func TestTSClient(t *testing.T) {
 			if f, ok := got["fatal"]; ok {
 				t.Fatalf("the TypeScript client failed: %s", f)
 			}
-			checkTSClient(t, tr, got, root)
+			checkTSClient(t, tr, scrubTiming(got).(map[string]any), root)
 		})
 	}
+}
+
+// scrubTiming replaces what varies with a task's run time: elapsedMs
+// values read "<ms>", and run times in texts "<T>" (testutil.NoElapsed).
+func scrubTiming(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if k == "elapsedMs" {
+				x[k] = "<ms>"
+			} else {
+				x[k] = scrubTiming(e)
+			}
+		}
+	case []any:
+		for i := range x {
+			x[i] = scrubTiming(x[i])
+		}
+	case string:
+		return testutil.NoElapsed(x)
+	}
+	return v
 }
 
 func checkTSClient(t *testing.T, tr string, got map[string]any, root string) {
@@ -121,17 +143,17 @@ func checkTSClient(t *testing.T, tr string, got map[string]any, root string) {
 		"start":       list{"started background task bash-1"},
 		"startValue":  obj{"kind": "background", "taskId": "bash-1"},
 		"output":      list{"done\n[status: completed, exit code: 0]"},
-		"outputValue": obj{"taskId": "bash-1", "status": "completed", "detail": "exit code: 0", "output": "done\n"},
+		"outputValue": obj{"taskId": "bash-1", "status": "completed", "detail": "exit code: 0", "exitCode": 0.0, "elapsedMs": "<ms>", "output": "done\n"},
 	})
 	expect("taskList", obj{
-		"texts": list{"bash-1 [bash] completed — sleep 0.3; echo done"},
+		"texts": list{"bash-1 [bash] completed, exit code: 0, <T> — sleep 0.3; echo done"},
 		"structuredContent": obj{"tasks": list{
-			obj{"id": "bash-1", "kind": "bash", "status": "completed", "detail": "exit code: 0", "label": "sleep 0.3; echo done"},
+			obj{"id": "bash-1", "kind": "bash", "status": "completed", "detail": "exit code: 0", "exitCode": 0.0, "elapsedMs": "<ms>", "label": "sleep 0.3; echo done"},
 		}},
 	})
 	expect("notice", obj{"taskId": "bash-2", "texts": list{
-		"bash-1 [bash] completed — sleep 0.3; echo done\nbash-2 [bash] completed — echo x",
-		"background task bash-2 (bash: echo x) finished [status: completed, exit code: 0]. Read its output with task_output.",
+		"bash-1 [bash] completed, exit code: 0, <T> — sleep 0.3; echo done\nbash-2 [bash] completed, exit code: 0, <T> — echo x",
+		"background task bash-2 (bash: echo x) finished [status: completed, exit code: 0] after <T>. Last output:\nx\nRead all of it with task_output.",
 	}})
 
 	// 2.5 s of ticks: a report after each full second, never two within
@@ -156,8 +178,8 @@ func checkTSClient(t *testing.T, tr string, got map[string]any, root string) {
 
 	expect("kill", obj{
 		"taskId": "bash-3",
-		"texts":  list{"requested cancellation of task bash-3"},
-		"value":  obj{"taskId": "bash-3", "status": "stopping", "alreadyFinished": false},
+		"texts":  list{"killed task bash-3 [status: killed, signal: SIGTERM]"},
+		"value":  obj{"taskId": "bash-3", "status": "killed", "detail": "signal: SIGTERM", "signal": "SIGTERM", "elapsedMs": "<ms>", "alreadyFinished": false},
 		"output": list{"(no new output)\n[status: killed, signal: SIGTERM]"},
 	})
 

@@ -333,6 +333,40 @@ func (s *Stream) Next() (text string, lossy bool) {
 	return s.textLocked(from, to), lossy
 }
 
+// Peek returns the end of what Next would return now, without moving the
+// cursor: at most maxBytes bytes, as valid UTF-8. When it leaves bytes
+// out, it begins after the first newline within them if there is one
+// before the last byte, else at a character boundary, so that it never
+// starts inside a line it could show whole. A stream that lost unread
+// bytes peeks into its tail like a lossy Next.
+func (s *Stream) Peek(maxBytes int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	from := max(s.cursor, s.total-s.retainedLocked())
+	to := s.total
+	if !s.closed {
+		to -= s.partialTailLocked(from, to)
+	}
+	if to-from > int64(maxBytes) {
+		from = to - int64(maxBytes)
+		nl := int64(-1)
+		for off := from; off < to-1; off++ {
+			if s.byteAtLocked(off) == '\n' {
+				nl = off
+				break
+			}
+		}
+		if nl >= 0 {
+			from = nl + 1
+		} else {
+			for from < to && !utf8.RuneStart(s.byteAtLocked(from)) {
+				from++
+			}
+		}
+	}
+	return s.textLocked(from, to)
+}
+
 // SpillPath returns the spill file's path while it is safe to name: the
 // stream overflowed, and the file is neither failed, past its cap,
 // evicted, nor removed by Dir.Close. While the stream runs the file is

@@ -49,7 +49,10 @@ type Executor struct {
 	closeErr  error
 }
 
-var _ shell.Executor = (*Executor)(nil)
+var (
+	_ shell.Executor = (*Executor)(nil)
+	_ shell.Graceful = (*Executor)(nil)
+)
 
 // New checks opts (nil means all defaults) and returns an Executor. It
 // makes this process a child subreaper, so that nothing a command leaves
@@ -96,6 +99,9 @@ func (e *Executor) Options() Options { return e.opts }
 // commands do not inherit (credentials, conch's managed names, bash
 // start-up hooks), sorted, for a start-up log. It never returns a value.
 func (e *Executor) Scrubbed() []string { return slices.Clone(e.scrubbed) }
+
+// Grace implements shell.Graceful.
+func (e *Executor) Grace() time.Duration { return e.opts.Grace }
 
 // Resolve implements shell.Executor.
 func (e *Executor) Resolve(r shell.Request) (shell.Spec, error) {
@@ -551,6 +557,11 @@ func (c *command) Read() shell.ReadResult {
 		r.StderrSpill = c.stderr.SpillPath()
 	}
 	return r
+}
+
+// Peek implements shell.Process.
+func (c *command) Peek(maxBytes int) shell.ReadResult {
+	return shell.ReadResult{Stdout: c.stdout.Peek(maxBytes), Stderr: c.stderr.Peek(maxBytes)}
 }
 
 func (c *command) Written() (stdout, stderr int64) { return c.stdout.Len(), c.stderr.Len() }
