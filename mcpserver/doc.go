@@ -46,10 +46,21 @@
 // # Calls
 //
 // The client's notifications/cancelled cancels the call: the process group
-// is killed and the call ends with "tool call aborted". When the client
+// is killed, and the call gets no response, as the protocol asks (the SDK
+// would answer "tool call aborted", which clients report as a response to
+// an unknown request). When the client
 // sent a progress token, a running foreground command reports progress at
 // most once a second (progress = elapsed seconds; the message gives the
 // elapsed time and the bytes of output so far).
+//
+// # Bad input on stdio
+//
+// A stdio line that is not one JSON-RPC 2.0 message is answered with an
+// error whose id is null, and the session goes on (the SDK alone would end
+// it without a word): -32700 (Parse error) for a line that is not JSON,
+// -32600 (Invalid Request) for any other JSON value, a batch array
+// included, and for a line over 16 MiB, which is discarded as it streams
+// in rather than held in memory. Blank lines are skipped.
 //
 // # HTTP safety
 //
