@@ -65,8 +65,20 @@
 // # HTTP safety
 //
 // [Server.HTTPHandler] checks, before the SDK sees a request: the bearer
-// token (Options.Token; without one, any request from or to a non-loopback
-// address is refused), the Host header of requests that arrived on a
-// loopback address (DNS rebinding), and cross-origin browser requests
-// ([http.CrossOriginProtection]). A refused request runs nothing.
+// token (Options.Token), on every request, loopback included, for other
+// users of the machine reach loopback too (without a Token every request
+// is refused); the Host header of requests that arrived on a loopback
+// address (DNS rebinding); and cross-origin browser requests
+// ([http.CrossOriginProtection]). A refused request runs nothing. A POST
+// body must arrive within Options.BodyTimeout and hold at most 4 MiB.
+// [Server.Serve] adds the header and idle timeouts and holds at most
+// Options.MaxConns connections at once, so that slow or flooding clients
+// cannot exhaust the server's descriptors.
+//
+// Whatever answers a POST is JSON-RPC: a method the server does not know
+// gets -32601 (Method not found), and the transport's refusals (401, 403,
+// 404, 413, …) keep their HTTP status with a JSON-RPC error body (-32700
+// for a body that is not JSON, else -32600) rather than plain text. A call
+// that the client cancelled while it ran gets no response: the event that
+// would carry it is dropped from the call's stream.
 package mcpserver

@@ -77,6 +77,13 @@ func (f *inflight) saw(req *jsonrpc.Request) {
 	}
 }
 
+// cancelled reports whether the client cancelled call id while it ran.
+func (f *inflight) cancelled(id jsonrpc.ID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[id]
+}
+
 // done stops following call id (its response is going out, or can no
 // longer) and reports whether the client cancelled it: then the response
 // must not go out. A later call that reuses the id is followed afresh.
