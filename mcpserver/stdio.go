@@ -157,8 +157,10 @@ func (f *lineFilter) Read(p []byte) (int, error) {
 			}
 			continue
 		}
-		if len(bytes.TrimSpace(f.line)) > 0 {
-			f.pending = append(f.line, '\n')
+		// Without the blanks around it: the SDK takes a blank after the
+		// value for trailing data, and ends the session.
+		if v := bytes.TrimSpace(f.line); len(v) > 0 {
+			f.pending = append(v, '\n')
 		}
 	}
 	n := copy(p, f.pending)
