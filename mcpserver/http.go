@@ -36,10 +36,13 @@ const keepAliveFailures = 2
 // loopback address with a Host header that does not name a loopback host
 // (403, against DNS rebinding); and a cross-origin browser request (403,
 // http.CrossOriginProtection). A POST body must arrive within
-// Options.BodyTimeout (else 408) and hold at most 4 MiB (else 413). Every
-// error answer to a POST is a JSON-RPC error (id null, the reason in its
-// data), with the HTTP status saying the same: -32700 for a body that is
-// not JSON, -32600 for the rest.
+// Options.BodyTimeout (else 408) and hold at most 4 MiB (else 413).
+//
+// Every error answer to a POST is a JSON-RPC error, to the request's id
+// when it is known (else null), with the reason in its data: -32601 with
+// status 200 for a method the server does not know; otherwise the HTTP
+// status of the refusal, with -32700 for a body that is not JSON and
+// -32600 for the rest.
 func (s *Server) HTTPHandler() http.Handler {
 	s.httpOnce.Do(func() { s.httpMCP = s.newMCP(s.httpSession) })
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.httpMCP },
@@ -101,17 +104,6 @@ func loopbackHost(host string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.Unmap().IsLoopback()
-}
-
-// LoopbackAddr reports whether a listen address (host:port) binds only
-// loopback interfaces: localhost or a loopback IP. An empty host (all
-// interfaces) is not loopback.
-func LoopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil || host == "" {
-		return false
-	}
-	return loopbackHost(host)
 }
 
 // watchHTTP follows each session's HTTP activity, for the idle timeout
@@ -183,7 +175,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	case !json.Valid(body):
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
-		w.Write(errorReply(jsonrpc.CodeParseError, msgParseError, ""))
+		w.Write(parseError)
 	default:
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		return body, true
@@ -193,6 +185,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 
 // request is the JSON-RPC request or notification body holds, or nil.
 func request(body []byte) *jsonrpc.Request {
+	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' {
 		return nil
 	}

@@ -113,7 +113,7 @@ func TestHTTPErrorsAreJSONRPC(t *testing.T) {
 		status     int
 		want       string // the body; "…" ends a prefix
 	}{
-		{"not JSON", "not json", nil, http.StatusBadRequest, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`},
+		{"not JSON", "not json", nil, http.StatusBadRequest, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}` + "\n"},
 		{"batch", `[{"jsonrpc":"2.0","id":10,"method":"ping"}]`, nil, http.StatusBadRequest, invalid("JSON-RPC batching is not supported in 2025-06-18 and later (request version: 2025-11-25)")},
 		{"not JSON-RPC", `{"id":11}`, nil, http.StatusBadRequest, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request","data":"malformed payload: …`},
 		{"content type", `{"jsonrpc":"2.0","id":12,"method":"ping"}`, func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }, http.StatusUnsupportedMediaType, invalidID("12", "Content-Type must be 'application/json'")},

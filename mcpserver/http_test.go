@@ -391,17 +391,6 @@ func TestServerCloseEndsSessions(t *testing.T) {
 	<-inflight
 }
 
-func TestLoopbackAddr(t *testing.T) {
-	for addr, want := range map[string]bool{
-		"127.0.0.1:7433": true, "127.0.0.2:0": true, "localhost:7433": true, "[::1]:7433": true, "LOCALHOST:1": true,
-		":7433": false, "0.0.0.0:7433": false, "[::]:7433": false, "192.168.1.2:80": false, "example.com:80": false, "127.0.0.1": false,
-	} {
-		if got := mcpserver.LoopbackAddr(addr); got != want {
-			t.Errorf("LoopbackAddr(%q) = %v, want %v", addr, got, want)
-		}
-	}
-}
-
 // TestKeepAliveEndsClientThatLeft: a client that held an event stream and
 // went away without a DELETE (the TypeScript client's close() only drops
 // its streams; a killed client drops them too) cannot be pinged any more.

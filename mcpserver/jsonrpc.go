@@ -31,6 +31,14 @@ func errorReply(code int64, message, data string) []byte {
 	return b
 }
 
+// errorLine is errorReply as one line.
+func errorLine(code int64, message, data string) []byte {
+	return append(errorReply(code, message, data), '\n')
+}
+
+// parseError answers a message that is not JSON.
+var parseError = errorLine(jsonrpc.CodeParseError, msgParseError, "")
+
 // methodCancelled is the notification by which a client cancels one of
 // its requests.
 const methodCancelled = "notifications/cancelled"

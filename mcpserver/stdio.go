@@ -201,17 +201,12 @@ func (f *lineFilter) readLine() (tooLong bool) {
 	}
 }
 
+// The answers to the lines the SDK must not see.
 var (
-	refusedLong = reply(jsonrpc.CodeInvalidRequest, msgInvalidRequest, "message longer than "+strconv.Itoa(maxLine)+" bytes")
-	parseError  = reply(jsonrpc.CodeParseError, msgParseError, "")
-	notJSONRPC  = reply(jsonrpc.CodeInvalidRequest, msgInvalidRequest, "not a JSON-RPC 2.0 message")
-	batch       = reply(jsonrpc.CodeInvalidRequest, msgInvalidRequest, "batches are not supported")
+	refusedLong = errorLine(jsonrpc.CodeInvalidRequest, msgInvalidRequest, "message longer than "+strconv.Itoa(maxLine)+" bytes")
+	notJSONRPC  = errorLine(jsonrpc.CodeInvalidRequest, msgInvalidRequest, "not a JSON-RPC 2.0 message")
+	batch       = errorLine(jsonrpc.CodeInvalidRequest, msgInvalidRequest, "batches are not supported")
 )
-
-// reply is an error reply as one line.
-func reply(code int64, message, data string) []byte {
-	return append(errorReply(code, message, data), '\n')
-}
 
 // check returns the reply to a line the SDK must not see, or nil.
 func check(line []byte) []byte {
