@@ -141,13 +141,15 @@ func TestIdleSessionExpires(t *testing.T) {
 // that answers pings is never idle.
 func TestKeepAliveKeepsListeningClient(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, &mcpserver.Options{SessionTimeout: 100 * time.Millisecond, KeepAlive: 50 * time.Millisecond})
+	// Five pings, each with 200 ms to come back: room for a loaded
+	// machine, where 25 ms was not.
+	e := newEnv(t, &mcpserver.Options{SessionTimeout: 100 * time.Millisecond, KeepAlive: 400 * time.Millisecond})
 	hs := e.serveHTTP(t)
 	cs := connect(t, hs, nil)
 	call(t, cs, "bash", bashBG("sleep 1010"))
-	time.Sleep(700 * time.Millisecond)
+	time.Sleep(2 * time.Second)
 	if got, _ := call(t, cs, "task_list", nil); got != "bash-1 [bash] running — sleep 1010" {
-		t.Errorf("after 700 ms: %q", got)
+		t.Errorf("after 2 s: %q", got)
 	}
 }
 
@@ -433,7 +435,7 @@ func TestKeepAliveEndsClientThatLeft(t *testing.T) {
 // event stream but goes on sending requests is alive: its session stays.
 func TestKeepAliveSparesActiveClientWithoutStream(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, &mcpserver.Options{KeepAlive: 100 * time.Millisecond})
+	e := newEnv(t, &mcpserver.Options{KeepAlive: 400 * time.Millisecond}) // gaps of 60 ms, with room for a loaded machine
 	hs := e.serveHTTP(t)
 	c := rawClient{t: t, hc: hs.Client(), url: hs.URL + "/mcp"}
 	c.initialize()
