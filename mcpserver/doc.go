@@ -46,16 +46,39 @@
 // # Calls
 //
 // The client's notifications/cancelled cancels the call: the process group
-// is killed and the call ends with "tool call aborted". When the client
+// is killed, and the call gets no response, as the protocol asks (the SDK
+// would answer "tool call aborted", which clients report as a response to
+// an unknown request). When the client
 // sent a progress token, a running foreground command reports progress at
 // most once a second (progress = elapsed seconds; the message gives the
 // elapsed time and the bytes of output so far).
 //
+// # Bad input on stdio
+//
+// A stdio line that is not one JSON-RPC 2.0 message is answered with an
+// error whose id is null, and the session goes on (the SDK alone would end
+// it without a word): -32700 (Parse error) for a line that is not JSON,
+// -32600 (Invalid Request) for any other JSON value, a batch array
+// included, and for a line over 16 MiB, which is discarded as it streams
+// in rather than held in memory. Blank lines are skipped.
+//
 // # HTTP safety
 //
 // [Server.HTTPHandler] checks, before the SDK sees a request: the bearer
-// token (Options.Token; without one, any request from or to a non-loopback
-// address is refused), the Host header of requests that arrived on a
-// loopback address (DNS rebinding), and cross-origin browser requests
-// ([http.CrossOriginProtection]). A refused request runs nothing.
+// token (Options.Token), on every request, loopback included, for other
+// users of the machine reach loopback too (without a Token every request
+// is refused); the Host header of requests that arrived on a loopback
+// address (DNS rebinding); and cross-origin browser requests
+// ([http.CrossOriginProtection]). A refused request runs nothing. A POST
+// body must arrive within Options.BodyTimeout and hold at most 4 MiB.
+// [Server.Serve] adds the header and idle timeouts and holds at most
+// Options.MaxConns connections at once, so that slow or flooding clients
+// cannot exhaust the server's descriptors.
+//
+// Whatever answers a POST is JSON-RPC: a method the server does not know
+// gets -32601 (Method not found), and the transport's refusals (401, 403,
+// 404, 413, …) keep their HTTP status with a JSON-RPC error body (-32700
+// for a body that is not JSON, else -32600) rather than plain text. A call
+// that the client cancelled while it ran gets no response: the event that
+// would carry it is dropped from the call's stream.
 package mcpserver

@@ -1,12 +1,16 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -27,17 +31,27 @@ const keepAliveFailures = 2
 // serve mounts it on every path; /mcp is the conventional one).
 //
 // Before the SDK sees a request, the handler refuses (and runs nothing
-// for) a request without the bearer token when Options.Token is set, or
-// one that arrived on or came from a non-loopback address when it is not
-// (401); one that arrived on a loopback address with a Host header that
-// does not name a loopback host (403, against DNS rebinding); and a
-// cross-origin browser request (403, http.CrossOriginProtection).
+// for) a request without the bearer token, on loopback too, and every
+// request when Options.Token is empty (401); one that arrived on a
+// loopback address with a Host header that does not name a loopback host
+// (403, against DNS rebinding); and a cross-origin browser request (403,
+// http.CrossOriginProtection). A POST body must arrive within
+// Options.BodyTimeout (else 408) and hold at most 4 MiB (else 413).
+//
+// Every error answer to a POST is a JSON-RPC error, to the request's id
+// when it is known (else null), with the reason in its data: -32601 with
+// status 200 for a method the server does not know; otherwise the HTTP
+// status of the refusal, with -32700 for a body that is not JSON and
+// -32600 for the rest.
 func (s *Server) HTTPHandler() http.Handler {
 	s.httpOnce.Do(func() { s.httpMCP = s.newMCP(s.httpSession) })
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.httpMCP },
-		&mcp.StreamableHTTPOptions{Logger: s.sdkLog()})
-	return s.guard(http.NewCrossOriginProtection().Handler(s.watchHTTP(sdk)))
+		&mcp.StreamableHTTPOptions{Logger: s.sdkLog(), MaxRequestBodyBytes: maxBody})
+	return jsonrpcErrors(s.guard(http.NewCrossOriginProtection().Handler(s.watchHTTP(sdk))))
 }
+
+// maxBody is the largest POST body conch reads, the SDK's default.
+const maxBody = mcp.DefaultMaxRequestBodyBytes
 
 // guard checks the token and the Host header.
 func (s *Server) guard(next http.Handler) http.Handler {
@@ -58,26 +72,18 @@ func (s *Server) guard(next http.Handler) http.Handler {
 	})
 }
 
-// authorized: the bearer token when one is set; else loopback only.
+// authorized: the request carries the bearer token. Without a token
+// nothing is: loopback does not separate the users of one machine.
 func (s *Server) authorized(r *http.Request) bool {
-	if s.opts.Token != "" {
-		auth := r.Header.Get("Authorization")
-		const scheme = "Bearer "
-		if len(auth) < len(scheme) || !strings.EqualFold(auth[:len(scheme)], scheme) {
-			return false
-		}
-		return subtle.ConstantTimeCompare([]byte(auth[len(scheme):]), []byte(s.opts.Token)) == 1
-	}
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && isIPAddr(la.String()) && !loopbackAddr(la.String()) {
+	if s.opts.Token == "" {
 		return false
 	}
-	// A RemoteAddr that is not ip:port (a unix socket) is local.
-	return !isIPAddr(r.RemoteAddr) || loopbackAddr(r.RemoteAddr)
-}
-
-func isIPAddr(hostport string) bool {
-	_, err := netip.ParseAddrPort(hostport)
-	return err == nil
+	auth := r.Header.Get("Authorization")
+	const scheme = "Bearer "
+	if len(auth) < len(scheme) || !strings.EqualFold(auth[:len(scheme)], scheme) {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(auth[len(scheme):]), []byte(s.opts.Token)) == 1
 }
 
 // loopbackAddr reports whether an ip:port is a loopback address.
@@ -100,22 +106,24 @@ func loopbackHost(host string) bool {
 	return err == nil && ip.Unmap().IsLoopback()
 }
 
-// LoopbackAddr reports whether a listen address (host:port) binds only
-// loopback interfaces: localhost or a loopback IP. An empty host (all
-// interfaces) is not loopback.
-func LoopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil || host == "" {
-		return false
-	}
-	return loopbackHost(host)
-}
-
 // watchHTTP follows each session's HTTP activity, for the idle timeout
-// and the keep-alive, and cancels a session's calls as soon as the client
-// asks to delete it (the SDK would wait for them first).
+// and the keep-alive; cancels a session's calls as soon as the client asks
+// to delete it (the SDK would wait for them first); reads POST bodies
+// within the body timeout; and drops the response to a call that the
+// client cancelled while it ran.
 func (s *Server) watchHTTP(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body []byte
+		if r.Method == http.MethodPost {
+			var ok bool
+			if body, ok = s.readBody(w, r); !ok {
+				return
+			}
+		}
+		req := request(body)
+		if ew, ok := w.(*errorWriter); ok && req != nil {
+			ew.id = req.ID // guard and the cross-origin check pass w on as is
+		}
 		x := s.lookupHTTP(r.Header.Get(sessionIDHeader))
 		if x == nil {
 			next.ServeHTTP(w, r)
@@ -126,12 +134,174 @@ func (s *Server) watchHTTP(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if req != nil {
+			x.httpCalls.saw(req)
+			if req.IsCall() {
+				defer x.httpCalls.done(req.ID)
+				w = &quietWriter{ResponseWriter: w, id: req.ID, calls: &x.httpCalls}
+			}
+		}
 		stream := r.Method == http.MethodGet
 		x.busy(stream)
 		defer x.unbusy(stream)
 		next.ServeHTTP(w, r)
 	})
 }
+
+// readBody reads r's body, at most maxBody bytes within the body timeout,
+// and puts it back for the SDK. It answers a body that is too slow, too
+// large or not JSON itself, and then reports false.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err == nil {
+		rc.SetReadDeadline(time.Time{}) // the answer may take as long as the call
+	} else {
+		// The rest of the body is not worth waiting for: the expired
+		// deadline stops the server from reading it, and the connection
+		// goes.
+		w.Header().Set("Connection", "close")
+	}
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		http.Error(w, "request body exceeds "+strconv.FormatInt(maxBody, 10)+" bytes", http.StatusRequestEntityTooLarge)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		http.Error(w, "request body not received within "+s.opts.BodyTimeout.String(), http.StatusRequestTimeout)
+		s.log.Warn("http request refused: slow body", "remote", r.RemoteAddr)
+	case err != nil:
+		http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+	case !json.Valid(body):
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write(parseError)
+	default:
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		return body, true
+	}
+	return nil, false
+}
+
+// request is the JSON-RPC request or notification body holds, or nil.
+func request(body []byte) *jsonrpc.Request {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 || body[0] != '{' {
+		return nil
+	}
+	m, err := jsonrpc.DecodeMessage(body)
+	if err != nil {
+		return nil
+	}
+	req, _ := m.(*jsonrpc.Request)
+	return req
+}
+
+// quietWriter is the ResponseWriter of a POST that carries call id: it
+// drops the event (or JSON body) that answers the call if the client
+// cancelled it while it ran. The SDK writes each event in one Write.
+type quietWriter struct {
+	http.ResponseWriter
+	id    jsonrpc.ID
+	calls *inflight
+}
+
+func (q *quietWriter) Write(p []byte) (int, error) {
+	if q.calls.cancelled(q.id) && answers(p, q.id) {
+		return len(p), nil
+	}
+	return q.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection (to flush).
+func (q *quietWriter) Unwrap() http.ResponseWriter { return q.ResponseWriter }
+
+// answers reports whether p, one server-sent event or a JSON body, is the
+// response to call id.
+func answers(p []byte, id jsonrpc.ID) bool {
+	data := p
+	if len(p) > 0 && p[0] != '{' {
+		_, after, ok := bytes.Cut(p, []byte("data: "))
+		if !ok {
+			return false
+		}
+		data, _, _ = bytes.Cut(after, []byte("\n"))
+	}
+	m, err := jsonrpc.DecodeMessage(data)
+	if err != nil {
+		return false
+	}
+	resp, ok := m.(*jsonrpc.Response)
+	return ok && resp.ID == id
+}
+
+// jsonrpcErrors turns the plain-text error answers to a POST (the
+// guard's, the cross-origin check's, the SDK's) into JSON-RPC errors with
+// the same status: a client that sent JSON-RPC gets JSON-RPC back.
+func jsonrpcErrors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ew := &errorWriter{ResponseWriter: w}
+		next.ServeHTTP(ew, r)
+		if ew.status != 0 { // an error without a text
+			ew.Write(nil)
+		}
+	})
+}
+
+// notHandled starts the SDK's plain-text answer to a method it does not
+// know (before protocol 2026-07-28, which answers -32601 itself).
+const notHandled = "JSON RPC not handled"
+
+// errorWriter rewrites a plain-text error answer as a JSON-RPC error: to
+// the request's id when it is known, else to a null id. A method the
+// server does not know gets -32601 with status 200, so that the client
+// hands the error to the caller of the method rather than failing the
+// transport; the rest get -32600 with their status.
+type errorWriter struct {
+	http.ResponseWriter
+	id     jsonrpc.ID // the request's, once known
+	status int        // a plain-text error's, held until its text comes
+}
+
+func (e *errorWriter) WriteHeader(code int) {
+	if code >= 400 && strings.HasPrefix(e.Header().Get("Content-Type"), "text/plain") {
+		e.status = code
+		return
+	}
+	e.ResponseWriter.WriteHeader(code)
+}
+
+func (e *errorWriter) Write(p []byte) (int, error) {
+	if e.status == 0 {
+		return e.ResponseWriter.Write(p)
+	}
+	status := e.status
+	e.status = 0
+	reason := strings.TrimSpace(string(p))
+	code, message := int64(jsonrpc.CodeInvalidRequest), msgInvalidRequest
+	if strings.HasPrefix(reason, notHandled) && e.id.IsValid() {
+		code, message, status = jsonrpc.CodeMethodNotFound, msgMethodNotFound, http.StatusOK
+	}
+	body := errorReply(code, message, reason)
+	if e.id.IsValid() {
+		je := &jsonrpc.Error{Code: code, Message: message}
+		je.Data, _ = json.Marshal(reason)
+		body, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: e.id, Error: je})
+	}
+	h := e.Header()
+	h.Set("Content-Type", "application/json")
+	h.Del("Content-Length")
+	h.Del("X-Content-Type-Options")
+	e.ResponseWriter.WriteHeader(status)
+	_, err := e.ResponseWriter.Write(append(body, '\n'))
+	return len(p), err
+}
+
+func (e *errorWriter) Unwrap() http.ResponseWriter { return e.ResponseWriter }
 
 func (s *Server) lookupHTTP(id string) *session {
 	if id == "" {

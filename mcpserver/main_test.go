@@ -28,10 +28,15 @@ type logBuffer = testutil.Buffer
 // test's marker, a task runtime, the tools, and the MCP server over them.
 type env struct {
 	marker string
+	ts     *tools.Toolset
 	rt     *tasks.Runtime
 	srv    *mcpserver.Server
 	logs   *logBuffer
 }
+
+// testToken is the bearer token of an env's server unless its options
+// name another.
+const testToken = "test-token"
 
 // newEnv builds an env that is closed, and checked for survivors, when
 // the test ends.
@@ -44,13 +49,16 @@ func newEnv(t *testing.T, opts *mcpserver.Options) *env {
 		t.Fatal(err)
 	}
 	e.rt = tasks.New(nil)
-	ts := tools.New(ex, &tools.Options{Tasks: e.rt, Home: t.TempDir()})
-	var o mcpserver.Options
+	e.ts = tools.New(ex, &tools.Options{Tasks: e.rt, Home: t.TempDir()})
+	o := mcpserver.Options{Token: testToken}
 	if opts != nil {
 		o = *opts
+		if o.Token == "" {
+			o.Token = testToken
+		}
 	}
 	o.Logger = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e.srv = mcpserver.New(ts, &o)
+	e.srv = mcpserver.New(e.ts, &o)
 	t.Cleanup(func() {
 		e.srv.Close()
 		e.rt.Close()
@@ -64,10 +72,12 @@ func newEnv(t *testing.T, opts *mcpserver.Options) *env {
 	return e
 }
 
-// serveHTTP serves the env's HTTP handler on a loopback httptest server.
+// serveHTTP serves the env's HTTP handler on a loopback httptest server
+// whose Client sends testToken on requests that carry no Authorization.
 func (e *env) serveHTTP(t *testing.T) *httptest.Server {
 	t.Helper()
 	hs := httptest.NewServer(e.srv.HTTPHandler())
+	hs.Client().Transport = bearer{testToken, hs.Client().Transport}
 	t.Cleanup(func() {
 		e.srv.Close() // ends the event streams
 		hs.CloseClientConnections()
@@ -156,14 +166,25 @@ func (e *env) waitGone(t *testing.T, cmd string, d time.Duration) {
 	waitFor(t, d, cmd+" to die", func() bool { return len(e.processes(cmd)) == 0 })
 }
 
-// bearer adds a bearer token to every request.
+// bearer adds a bearer token to every request without an Authorization.
 type bearer struct {
 	token string
 	rt    http.RoundTripper
 }
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("Authorization") != "" {
+		return b.rt.RoundTrip(r)
+	}
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.rt.RoundTrip(r)
+}
+
+// CloseIdleConnections lets httptest.Server.Close close the idle
+// connections of the transport under b.
+func (b bearer) CloseIdleConnections() {
+	if c, ok := b.rt.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }

@@ -20,6 +20,11 @@ const (
 	DefaultSessionTimeout = 30 * time.Minute
 	DefaultKeepAlive      = 30 * time.Second
 	DefaultRootsTimeout   = 2 * time.Second
+
+	DefaultHeaderTimeout = 10 * time.Second
+	DefaultBodyTimeout   = 30 * time.Second
+	DefaultIdleTimeout   = 2 * time.Minute
+	DefaultMaxConns      = 256
 )
 
 // MaxWait is the cap on task_output's wait (tools.Options.MaxWait) for a
@@ -35,10 +40,10 @@ type Options struct {
 	// Logger receives the server's logs (default: discard). It must not
 	// write to the stdio transport's output.
 	Logger *slog.Logger
-	// Token, if set, is the bearer token every HTTP request must carry
-	// ("Authorization: Bearer <Token>"); others get 401. Without a Token,
-	// a request that arrives on, or comes from, a non-loopback address
-	// gets 401: exposing conch beyond this machine needs a token.
+	// Token is the bearer token every HTTP request must carry
+	// ("Authorization: Bearer <Token>"), from loopback too: other users of
+	// the machine can reach a loopback port. Without a Token every HTTP
+	// request gets 401.
 	Token string
 	// SessionTimeout ends an HTTP session that has had no request in
 	// flight and no open event stream for this long (default 30 min;
@@ -53,6 +58,15 @@ type Options struct {
 	// RootsTimeout bounds the roots/list request that finds a session's
 	// working directory (default 2 s).
 	RootsTimeout time.Duration
+
+	// Limits on HTTP clients, against slow and flooding ones. A
+	// connection must send its request headers within HeaderTimeout
+	// (default 10 s; Serve) and a POST body within BodyTimeout (default
+	// 30 s); an idle keep-alive connection is closed after IdleTimeout
+	// (default 2 min; Serve). Serve holds at most MaxConns connections at
+	// once (default 256): more wait, unaccepted, until one closes.
+	HeaderTimeout, BodyTimeout, IdleTimeout time.Duration
+	MaxConns                                int
 }
 
 // Server is conch's MCP server: the tools of one Toolset, served to any
@@ -113,6 +127,21 @@ func New(ts *tools.Toolset, opts *Options) *Server {
 	}
 	if s.opts.RootsTimeout <= 0 {
 		s.opts.RootsTimeout = DefaultRootsTimeout
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&s.opts.HeaderTimeout, DefaultHeaderTimeout},
+		{&s.opts.BodyTimeout, DefaultBodyTimeout},
+		{&s.opts.IdleTimeout, DefaultIdleTimeout},
+	} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	if s.opts.MaxConns <= 0 {
+		s.opts.MaxConns = DefaultMaxConns
 	}
 	s.log = s.opts.Logger
 	if s.log == nil {

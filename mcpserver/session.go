@@ -43,6 +43,11 @@ type session struct {
 	ctx  context.Context
 	stop context.CancelFunc
 
+	// httpCalls are the calls in flight over HTTP, to drop the responses
+	// of those the client cancelled (stdio follows them on its
+	// connection).
+	httpCalls inflight
+
 	// held are completion notices drained by calls whose result the
 	// client never received (it cancelled them), for the next result.
 	held []tools.Notice

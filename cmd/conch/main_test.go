@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -141,7 +142,8 @@ func startHTTP(t *testing.T, o serverOptions) (*mcp.ClientSession, int) {
 }
 
 // newHTTPStack builds what conch serve --http builds, in this process,
-// with the marker in the commands' environment.
+// with the marker in the commands' environment; the server's Client
+// sends its token.
 func newHTTPStack(t *testing.T, o serverOptions) (*httptest.Server, *mcpserver.Server) {
 	t.Helper()
 	ex, err := local.New(&local.Options{Environ: testutil.Env(o.marker), SpillParent: t.TempDir()})
@@ -156,8 +158,10 @@ func newHTTPStack(t *testing.T, o serverOptions) (*httptest.Server, *mcpserver.S
 		MaxWait:    mcpserver.MaxWait,
 	})
 	logs := newLogBuffer(t, "mcpserver")
-	srv := mcpserver.New(ts, &mcpserver.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	const token = "e2e-token"
+	srv := mcpserver.New(ts, &mcpserver.Options{Token: token, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	hs := httptest.NewServer(srv.HTTPHandler())
+	hs.Client().Transport = tokenTransport{token, hs.Client().Transport.(*http.Transport)}
 	t.Cleanup(func() {
 		srv.Close()
 		hs.CloseClientConnections()

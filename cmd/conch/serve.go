@@ -2,18 +2,20 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
-	"time"
 
 	"github.com/conch-dev/conch/mcpserver"
 )
@@ -29,10 +31,13 @@ tasks and working directory. A session's working directory is the client's
 first file:// root when it offers roots, else --cwd.
 
 HTTP binds where --http says, 127.0.0.1 when ADDR is only a port (7433 or
-:7433). Any other address must be named (0.0.0.0:7433) and needs a bearer
-token (--token, or CONCH_TOKEN, which keeps it out of the process list):
-conch refuses to start without one, and a request without
-"Authorization: Bearer <token>" gets 401. Host and Origin headers are
+:7433); any other address must be named (0.0.0.0:7433). Every request must
+carry "Authorization: Bearer <token>", on loopback too (other users of the
+machine reach loopback as well), or it gets 401. The token is --token, or
+CONCH_TOKEN (which keeps it out of the process list); without either,
+conch uses the token in $XDG_RUNTIME_DIR/conch/token (else in its state
+directory), creating that file, readable by you only, with a random token
+if it holds none, and logs the file's path. Host and Origin headers are
 checked against DNS rebinding and cross-site browser requests.
 
 SIGINT, SIGTERM or the end of stdin (stdio) stop the server cleanly: every
@@ -48,7 +53,7 @@ func serveCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	var c config
 	c.addFlags(fs, 45000)
 	httpAddr := fs.String("http", "", "serve streamable HTTP on `ADDR` (host:port; a bare port means 127.0.0.1) instead of stdio")
-	token := fs.String("token", "", "bearer token HTTP clients must send (default $CONCH_TOKEN); required when --http is not a loopback address")
+	token := fs.String("token", "", "bearer token HTTP clients must send (default $CONCH_TOKEN, else the token file's)")
 	if code, ok := parseFlags(fs, args, serveUsage, stdout, stderr); !ok {
 		return code
 	}
@@ -67,10 +72,6 @@ func serveCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 			fmt.Fprintf(stderr, "conch serve: invalid value %q for flag -http: %v\n", *httpAddr, err)
 			return 2
 		}
-		if !mcpserver.LoopbackAddr(addr) && tok == "" {
-			fmt.Fprintf(stderr, "conch serve: --http %s is not a loopback address: set a bearer token with --token or CONCH_TOKEN\n", addr)
-			return 2
-		}
 	}
 
 	var ln net.Listener
@@ -83,6 +84,16 @@ func serveCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	}
 
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if addr != "" && tok == "" {
+		path := tokenPath()
+		var err error
+		if tok, err = fileToken(path); err != nil {
+			ln.Close()
+			fmt.Fprintf(stderr, "conch serve: %v\n", err)
+			return 1
+		}
+		log.Info("HTTP clients must send the bearer token in the token file", "tokenFile", path)
+	}
 	c.maxWait = mcpserver.MaxWait
 	st, err := c.build(log)
 	if err != nil {
@@ -140,27 +151,100 @@ func listenAddr(flagValue string) (string, error) {
 
 // serveHTTP serves srv on ln until ctx is done.
 func serveHTTP(ctx context.Context, srv *mcpserver.Server, ln net.Listener, log *slog.Logger) error {
-	hs := &http.Server{
-		Handler:           srv.HTTPHandler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
 	log.Info("serving MCP over streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp", "version", version)
-	select {
-	case <-ctx.Done():
-		// Close, not Shutdown: event streams never go idle. Calls in
-		// flight are cancelled by the server's Close next.
-		hs.Close()
-		<-errc
-		return nil
-	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
-		return err
+	return srv.Serve(ctx, ln)
+}
+
+// tokenPath is the token file of conch serve --http:
+// $XDG_RUNTIME_DIR/conch/token (the user's own, gone at logout), else
+// token in the state directory.
+func tokenPath() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
+		return filepath.Join(d, "conch", "token")
 	}
+	return filepath.Join(stateDir(), "token")
+}
+
+// tokenBytes is the randomness of a generated token (256 bits).
+const tokenBytes = 32
+
+// fileToken returns the token in the file at path, so that configured
+// clients keep working across restarts; when the file holds none (it is
+// missing, not a regular file of this user readable by this user only, or
+// not a token), it writes a new random one there. The directory is made
+// 0700 and must be a real directory of this user; the file is written
+// 0600 under a fresh name (O_EXCL, O_NOFOLLOW) and renamed into place, so
+// a symlink planted at path is replaced, never followed.
+func fileToken(path string) (string, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() {
+		return "", fmt.Errorf("token file: %s is not a directory of this user", dir)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return "", fmt.Errorf("token file: %w", err)
+		}
+	}
+	if tok, ok := readToken(path); ok {
+		return tok, nil
+	}
+	b := make([]byte, tokenBytes)
+	rand.Read(b)
+	tok := hex.EncodeToString(b)
+	for {
+		tmp := path + ".tmp-" + rand.Text()
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("token file: %w", err)
+		}
+		_, err = f.WriteString(tok + "\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp, path)
+		}
+		if err != nil {
+			os.Remove(tmp)
+			return "", fmt.Errorf("token file: %w", err)
+		}
+		return tok, nil
+	}
+}
+
+// readToken reads a token that conch wrote at path: a regular file of
+// this user, readable by this user only, opened without following a
+// symlink or blocking on a FIFO.
+func readToken(path string) (string, bool) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+		return "", false
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
+		return "", false
+	}
+	b := make([]byte, 2*tokenBytes+2)
+	n, _ := io.ReadFull(f, b)
+	tok := strings.TrimSuffix(string(b[:n]), "\n")
+	if _, err := hex.DecodeString(tok); err != nil || len(tok) != 2*tokenBytes {
+		return "", false
+	}
+	return tok, true
 }
 
 // parseFlags parses a subcommand's flags. --help prints usage (then the

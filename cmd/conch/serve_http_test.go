@@ -70,22 +70,31 @@ func TestServeHTTPNonLoopbackToken(t *testing.T) {
 
 // httpServe is a `conch serve --http` binary under test.
 type httpServe struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	url    string // http://ADDR/mcp, from the server's log
-	out    strings.Builder
-	exited chan error
+	t          *testing.T
+	cmd        *exec.Cmd
+	url        string // http://ADDR/mcp, from the server's log
+	runtimeDir string // its XDG_RUNTIME_DIR
+	logs       *logBuffer
+	out        strings.Builder
+	exited     chan error
 }
 
 // startHTTPServe starts `conch serve --http addr` with the test's marker
-// and env, waits until it logs its URL, and kills it at cleanup if a test
-// did not stop it.
+// and env (XDG_RUNTIME_DIR a fresh directory unless env names one), waits
+// until it logs its URL, and kills it at cleanup if a test did not stop
+// it.
 func startHTTPServe(t *testing.T, marker, addr string, env ...string) *httpServe {
 	t.Helper()
-	s := &httpServe{t: t, exited: make(chan error, 1)}
+	s := &httpServe{t: t, runtimeDir: t.TempDir(), exited: make(chan error, 1)}
+	for _, kv := range env {
+		if d, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok {
+			s.runtimeDir = d
+		}
+	}
 	s.cmd = exec.Command(conchBin, "serve", "--http", addr)
-	s.cmd.Env = append(append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir()), env...)
+	s.cmd.Env = append(append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir(), "XDG_RUNTIME_DIR="+s.runtimeDir), env...)
 	logs := newLogBuffer(t, "conch serve --http")
+	s.logs = logs
 	s.cmd.Stderr = logs
 	s.cmd.Stdout = &s.out
 	if err := s.cmd.Start(); err != nil {
@@ -109,6 +118,37 @@ func startHTTPServe(t *testing.T, marker, addr string, env ...string) *httpServe
 	})
 	return s
 }
+
+// tokenFile is where the server keeps its token when none is given.
+func (s *httpServe) tokenFile() string { return filepath.Join(s.runtimeDir, "conch", "token") }
+
+// fileToken is the token in the server's token file.
+func (s *httpServe) fileToken() string {
+	s.t.Helper()
+	b, err := os.ReadFile(s.tokenFile())
+	if err != nil {
+		s.t.Fatalf("the token file: %v", err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// withToken is an HTTP client that sends token on every request.
+func withToken(token string) *http.Client {
+	return &http.Client{Transport: tokenTransport{token, http.DefaultTransport.(*http.Transport).Clone()}}
+}
+
+type tokenTransport struct {
+	token string
+	rt    *http.Transport
+}
+
+func (b tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.rt.RoundTrip(r)
+}
+
+func (b tokenTransport) CloseIdleConnections() { b.rt.CloseIdleConnections() }
 
 // listen is the address the server listens on.
 func (s *httpServe) listen() string {
@@ -205,4 +245,100 @@ func TestServeHTTPAddrRefused(t *testing.T) {
 			t.Errorf("serve --http %s: exit %d\nstdout %q\nstderr %q\nwant exit %d and %q in stderr", c.addr, code, stdout.String(), stderr.String(), c.code, c.want)
 		}
 	}
+}
+
+// TestServeHTTPTokenFile: without --token or CONCH_TOKEN the server makes
+// a token, writes it to $XDG_RUNTIME_DIR/conch/token (directory 0700,
+// file 0600), logs the file's path and never the token, and refuses
+// every request without it, from loopback too, whoever sends it (here
+// root and uid 65534, the users of one machine that loopback did not
+// tell apart). A restart keeps the token; a symlink planted at the
+// file's path is replaced, never followed.
+func TestServeHTTPTokenFile(t *testing.T) {
+	t.Parallel()
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	runtimeDir := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("precious\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(runtimeDir, "conch"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(runtimeDir, "conch", "token")); err != nil {
+		t.Fatal(err)
+	}
+	flag := filepath.Join(t.TempDir(), "ran")
+	if err := os.Chmod(filepath.Dir(flag), 0o777); err != nil { // nobody could create it
+		t.Fatal(err)
+	}
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`
+
+	srv := startHTTPServe(t, marker, "127.0.0.1:0", "XDG_RUNTIME_DIR="+runtimeDir)
+	token := srv.fileToken()
+	if len(token) != 64 {
+		t.Errorf("token %q, want 64 hex digits", token)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+		t.Errorf("the symlink's target was written: %q", b)
+	}
+	for path, want := range map[string]os.FileMode{filepath.Dir(srv.tokenFile()): os.ModeDir | 0o700, srv.tokenFile(): 0o600} {
+		if fi, err := os.Lstat(path); err != nil || fi.Mode() != want {
+			t.Errorf("%s: %v %v, want mode %v", path, fi.Mode(), err, want)
+		}
+	}
+	logs := srv.logs.String()
+	if want := `msg="HTTP clients must send the bearer token in the token file" tokenFile=` + srv.tokenFile(); !strings.Contains(logs, want) {
+		t.Errorf("logs: %s\nwant %q", logs, want)
+	}
+	if strings.Contains(logs, token) {
+		t.Errorf("the token is in the logs")
+	}
+
+	// No token, or a wrong one: 401, from root and from nobody.
+	users := []*syscall.Credential{nil}
+	if os.Getuid() == 0 {
+		users = append(users, &syscall.Credential{Uid: 65534, Gid: 65534})
+	} else {
+		t.Log("not root: the request as another user is not tried")
+	}
+	callBody := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"touch ` + flag + `","description":"x"}}}`
+	for _, cred := range users {
+		for _, auth := range []string{"", "Bearer ", "Bearer wrong"} {
+			for _, body := range []string{initialize, callBody} {
+				args := []string{"-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", srv.url,
+					"-H", "Content-Type: application/json", "-H", "Accept: application/json, text/event-stream", "--data-binary", body}
+				if auth != "" {
+					args = append(args, "-H", "Authorization: "+auth)
+				}
+				cmd := exec.Command("curl", args...)
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+				out, err := cmd.Output()
+				if err != nil || string(out) != "401" {
+					t.Errorf("as %v, Authorization %q: %s %v, want 401", cred, auth, out, err)
+				}
+			}
+		}
+	}
+	if _, err := os.Stat(flag); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused request ran its command (%v)", err)
+	}
+	// With the file's token it works.
+	c := rawHTTP{t: t, url: srv.url, token: token}
+	if resp, body := c.post(initialize); resp.StatusCode != http.StatusOK {
+		t.Errorf("initialize with the token: %s %q", resp.Status, body)
+	}
+	srv.stop()
+
+	// A restart keeps the token, so that configured clients go on working.
+	again := startHTTPServe(t, marker, "127.0.0.1:0", "XDG_RUNTIME_DIR="+runtimeDir)
+	if got := again.fileToken(); got != token {
+		t.Errorf("after a restart the token is %q, want %q", got, token)
+	}
+	c = rawHTTP{t: t, url: again.url, token: token}
+	if resp, body := c.post(initialize); resp.StatusCode != http.StatusOK {
+		t.Errorf("initialize after a restart: %s %q", resp.Status, body)
+	}
+	again.stop()
 }

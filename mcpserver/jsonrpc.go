@@ -1,0 +1,104 @@
+package mcpserver
+
+import (
+	"encoding/json"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// The JSON-RPC 2.0 spec's messages of its error codes (the codes are
+// package jsonrpc's).
+const (
+	msgParseError     = "Parse error"
+	msgInvalidRequest = "Invalid Request"
+	msgMethodNotFound = "Method not found"
+)
+
+// errorReply is a JSON-RPC error response whose id is null: the answer to
+// a message whose id cannot be known (it is not JSON, not a request, or
+// never reached the SDK). data, if not empty, says what was wrong.
+func errorReply(code int64, message, data string) []byte {
+	e := jsonrpc.Error{Code: code, Message: message}
+	if data != "" {
+		e.Data, _ = json.Marshal(data)
+	}
+	b, _ := json.Marshal(struct {
+		JSONRPC string         `json:"jsonrpc"`
+		ID      *struct{}      `json:"id"`
+		Error   *jsonrpc.Error `json:"error"`
+	}{"2.0", nil, &e})
+	return b
+}
+
+// errorLine is errorReply as one line.
+func errorLine(code int64, message, data string) []byte {
+	return append(errorReply(code, message, data), '\n')
+}
+
+// parseError answers a message that is not JSON.
+var parseError = errorLine(jsonrpc.CodeParseError, msgParseError, "")
+
+// methodCancelled is the notification by which a client cancels one of
+// its requests.
+const methodCancelled = "notifications/cancelled"
+
+// inflight follows the calls of one session from request to response, to
+// tell which the client cancelled while they ran: the protocol says such
+// a call gets no response (the official TypeScript client reports one as
+// a response to an unknown message id), but the SDK always answers. It is
+// safe for concurrent use.
+type inflight struct {
+	mu    sync.Mutex
+	calls map[jsonrpc.ID]bool // id → cancelled
+}
+
+// saw records a message from the client: a call starts being followed; a
+// cancellation marks the call it names, if that call is in flight.
+func (f *inflight) saw(req *jsonrpc.Request) {
+	if req.IsCall() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.calls == nil {
+			f.calls = make(map[jsonrpc.ID]bool)
+		}
+		f.calls[req.ID] = false
+		return
+	}
+	if req.Method != methodCancelled {
+		return
+	}
+	var p struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(req.Params, &p) != nil {
+		return
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.calls[id]; ok {
+		f.calls[id] = true
+	}
+}
+
+// cancelled reports whether the client cancelled call id while it ran.
+func (f *inflight) cancelled(id jsonrpc.ID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[id]
+}
+
+// done stops following call id (its response is going out, or can no
+// longer) and reports whether the client cancelled it: then the response
+// must not go out. A later call that reuses the id is followed afresh.
+func (f *inflight) done(id jsonrpc.ID) (cancelled bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cancelled = f.calls[id]
+	delete(f.calls, id)
+	return cancelled
+}
