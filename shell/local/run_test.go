@@ -311,7 +311,8 @@ func TestPythonOutputWhileRunning(t *testing.T) {
 		p.Kill()
 		waitDone(t, p, 10*time.Second)
 	}()
-	if r := readUntil(t, p, func(r shell.ReadResult) bool { return r.Stdout != "" }); r.Stdout != "x\n" {
+	// Unbuffered, Python writes "x" and "\n" separately: wait for the line.
+	if r := readUntil(t, p, func(r shell.ReadResult) bool { return strings.Contains(r.Stdout, "\n") }); r.Stdout != "x\n" {
 		t.Errorf("read %q", r.Stdout)
 	}
 }
