@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -837,4 +838,57 @@ func TestLoadSnapshotSurvivesInitialize(t *testing.T) {
 	if get(us[0], "_meta", "terminal_info") == nil || get(us[1], "_meta", "terminal_output", "data") != "two\n" || us[1]["content"] != nil {
 		t.Errorf("a session loaded with terminals, after an initialize without: %s", jsonString(us))
 	}
+}
+
+// TestPlantedSessionFiles: a session/load of a session whose file is not
+// a regular file (a link to a file outside, a FIFO, /dev/zero behind a
+// link, a folder) is refused at once with an error naming the file; the
+// link's target is not written to, and the agent goes on and still ends
+// at the end of its input.
+func TestPlantedSessionFiles(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	state, work := t.TempDir(), t.TempDir()
+	dir := filepath.Join(state, "sessions")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "elsewhere.jsonl")
+	target := `{"type":"session","session":"sess_link","cwd":"/","version":1}` + "\n" + `{"type":"prompt","text":"echo hi"}`
+	if err := os.WriteFile(outside, []byte(target), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for id, plant := range map[string]func(p string) error{
+		"sess_link": func(p string) error { return os.Symlink(outside, p) },
+		"sess_fifo": func(p string) error { return syscall.Mkfifo(p, 0o600) },
+		"sess_zero": func(p string) error { return os.Symlink("/dev/zero", p) },
+		"sess_dir":  func(p string) error { return os.Mkdir(p, 0o700) },
+	} {
+		if err := plant(filepath.Join(dir, id+".jsonl")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := newHarness(t, state, marker)
+	c := h.cli
+	c.initialize(true)
+	for _, id := range []string{"sess_link", "sess_fifo", "sess_zero", "sess_dir"} {
+		m, _ := c.awaitWithin(c.start("session/load", map[string]any{"sessionId": id, "cwd": work, "mcpServers": []any{}}), 10*time.Second)
+		var e rpcError
+		json.Unmarshal(m.Error, &e)
+		path := filepath.Join(dir, id+".jsonl")
+		if msg := fmt.Sprint(e.Data["error"]); m.Error == nil || !strings.Contains(msg, path) || !strings.Contains(msg, "not a regular file") {
+			t.Errorf("load of %s answered %s, want an error naming %s as not a regular file", id, m.raw, path)
+		}
+		// Not loaded: a prompt finds no session, and writes nowhere.
+		if e := c.callErr("session/prompt", promptParams(id, "echo hi")); e.Code != -32002 {
+			t.Errorf("prompt for the refused %s: %+v", id, e)
+		}
+	}
+	if got, _ := os.ReadFile(outside); string(got) != target {
+		t.Errorf("the link's target was written to: %q", got)
+	}
+	if stop, _ := c.prompt(c.newSession(work), "true"); stop != "end_turn" {
+		t.Errorf("after the refused loads: %s", stop)
+	}
+	h.close()
 }

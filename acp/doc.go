@@ -65,5 +65,9 @@
 // one write and synced, so a crash can cut at most the last line, and a
 // load skips (and logs) any line it cannot read. A line left partial (by
 // a crash, or a write that failed part way) is ended before the next
-// record is appended, so it never spoils a later record.
+// record is appended, so it never spoils a later record. Only a regular
+// file is a session file: a symbolic link in the sessions folder is not
+// followed, and a link, a FIFO, a device, a folder or a file over 128 MiB
+// in a session file's place is refused at once, the session/load failing
+// with an internal error (-32603) whose data names the file.
 package acp

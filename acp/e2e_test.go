@@ -89,10 +89,12 @@ func startConch(t *testing.T, state, work, marker string) *conchProc {
 // wait waits for conch to exit and checks it exits 0 and leaves nothing.
 func (p *conchProc) wait(marker string) {
 	p.t.Helper()
-	for range p.cli.in { // the output is read to its end before Wait
-	}
 	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
+	go func() {
+		for range p.cli.in { // the output is read to its end before Wait
+		}
+		done <- p.cmd.Wait()
+	}()
 	select {
 	case err := <-done:
 		p.waited = true
@@ -403,4 +405,44 @@ func TestEndToEndLoadAfterSIGKILL(t *testing.T) {
 		t.Errorf("second replay: %s", jsonString(kinds(us)))
 	}
 	p.eof(marker)
+}
+
+// TestEndToEndPlantedFIFO: a FIFO planted as a session file neither hangs
+// the session/load of it nor keeps conch acp from ending at the end of
+// stdin or on SIGTERM.
+func TestEndToEndPlantedFIFO(t *testing.T) {
+	for _, end := range []string{"eof", "sigterm"} {
+		t.Run(end, func(t *testing.T) {
+			marker := testutil.Marker(t)
+			defer testutil.AssertNoProcesses(t, marker)
+			state, work := t.TempDir(), t.TempDir()
+			dir := filepath.Join(state, "conch", "sessions")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mkfifo(filepath.Join(dir, "sess_fifo.jsonl"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p := startConch(t, state, work, marker)
+			c := p.cli
+			c.initialize(true)
+			id := c.start("session/load", map[string]any{"sessionId": "sess_fifo", "cwd": work, "mcpServers": []any{}})
+			if m, _ := c.awaitWithin(id, 10*time.Second); !strings.Contains(string(m.Error), "it is a FIFO, not a regular file") {
+				t.Errorf("load of a FIFO answered %s", m.raw)
+			}
+			start := time.Now()
+			if end == "eof" {
+				p.eof(marker)
+			} else {
+				if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+				p.wait(marker)
+				c.w.Close()
+			}
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("conch acp took %v to end", took)
+			}
+		})
+	}
 }
