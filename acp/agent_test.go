@@ -611,30 +611,35 @@ func TestLoadOfALiveSession(t *testing.T) {
 		t.Fatal("the command did not start")
 	}
 	lid := c.start("session/load", map[string]any{"sessionId": sid, "cwd": work, "mcpServers": []any{}})
-	var replayed []map[string]any
-	answered := 0
-	for answered < 2 {
+	// The load waits for the prompt's turn to end, so the prompt's live
+	// result comes first and the replay after it; the prompt's answer is
+	// written once its turn has ended, so it may come before, within or
+	// after the replay.
+	var us []map[string]any
+	for answered := 0; answered < 2; {
 		m := c.recv(10 * time.Second)
 		switch string(m.ID) {
 		case pid:
 			answered++
-			continue
+			if string(m.Result) != `{"stopReason":"end_turn"}` {
+				t.Errorf("the prompt answered %s", m.raw)
+			}
 		case lid:
 			answered++
 			if m.Error != nil {
 				t.Fatalf("session/load: %s", m.raw)
 			}
-			continue
-		}
-		if answered == 1 { // after the prompt's answer: the replay
-			replayed = append(replayed, m.update(t))
+		default:
+			us = append(us, m.update(t))
 		}
 	}
-	if d := cmp.Diff([]string{"user_message_chunk", "tool_call", "tool_call_update"}, kinds(replayed)); d != "" {
-		t.Fatalf("replay (-want +got):\n%s", d)
+	want := []string{"tool_call_update", "user_message_chunk", "tool_call", "tool_call_update"}
+	if d := cmp.Diff(want, kinds(us)); d != "" {
+		t.Fatalf("the live result, then the replay (-want +got):\n%s", d)
 	}
-	if got := get(replayed[2], "_meta", "terminal_output", "data"); got != "done\n" {
-		t.Errorf("the replayed result of the prompt in flight: %s", jsonString(replayed[2]))
+	live, replayed := us[0], us[1:]
+	if d := cmp.Diff(live, replayed[2]); d != "" || get(live, "_meta", "terminal_output", "data") != "done\n" {
+		t.Errorf("the replayed result of the prompt in flight differs from the live one (-live +replayed):\n%s%s", d, jsonString(replayed[2]))
 	}
 }
 
