@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -202,13 +203,26 @@ func (a *Agent) snapshot(cwd string) Snapshot {
 	return Snapshot{Terminal: a.terminal, Cwd: cwd}
 }
 
-// sessionCwd checks a session cwd from the client: it must be absolute.
-// Its symbolic links are resolved when it exists, as the tools want.
+// sessionCwd checks a session cwd from the client: it must be an
+// absolute path to an existing folder, or every command of the session
+// would fail. Its symbolic links are resolved, as the tools want.
 func sessionCwd(cwd string) (string, error) {
+	refuse := func(msg string) (string, error) {
+		return "", sdk.NewInvalidParams(map[string]any{"error": msg})
+	}
 	if !filepath.IsAbs(cwd) {
-		return "", sdk.NewInvalidParams(map[string]any{"error": "cwd must be an absolute path, got " + strconv.Quote(cwd)})
+		return refuse("cwd must be an absolute path, got " + strconv.Quote(cwd))
 	}
 	cwd = filepath.Clean(cwd)
+	fi, err := os.Stat(cwd)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return refuse("cwd " + cwd + " does not exist")
+	case err != nil:
+		return refuse("cwd " + cwd + ": " + err.Error())
+	case !fi.IsDir():
+		return refuse("cwd " + cwd + " is not a directory")
+	}
 	if real, err := filepath.EvalSymlinks(cwd); err == nil {
 		cwd = real
 	}
@@ -445,9 +459,9 @@ func (a *Agent) Prompt(ctx context.Context, p sdk.PromptRequest) (_ sdk.PromptRe
 	}
 	text := promptText(p.Prompt)
 	a.record(s, record{Type: recPrompt, Text: text})
-	c, ok := parsePrompt(text)
-	if !ok {
-		a.message(s, HelpText)
+	c, reply := parsePrompt(text)
+	if reply != "" {
+		a.message(s, reply)
 		return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
 	}
 	id := "call-" + strconv.Itoa(s.next)

@@ -169,9 +169,80 @@ func TestAgentPromptCards(t *testing.T) {
 	if get(us[0], "title") != "Kill background task bash-1" || get(us[1], "status") != "completed" {
 		t.Errorf("/kill %s", jsonString(us))
 	}
-	_, us = c.prompt(sid, "/kill")
-	if get(us[1], "status") != "failed" {
-		t.Errorf("/kill without an id: %s", jsonString(us))
+}
+
+// TestPromptReplies: a blank prompt, /help, an unknown /word and a task
+// command without its id are answered with a message and run nothing; a
+// path is still a command.
+func TestPromptReplies(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	h := newHarness(t, t.TempDir(), marker)
+	c := h.cli
+	c.initialize(true)
+	work := t.TempDir()
+	sid := c.newSession(work)
+	const help = "conch runs each prompt as one bash command in the session's folder. " +
+		"Start it with `&` to run it in the background; `/tasks` lists background tasks, " +
+		"`/output <id>` reads one's new output, `/kill <id>` stops one."
+	for _, r := range []struct{ prompt, reply string }{
+		{"   ", help},
+		{"/help", help},
+		{"/kill", "Usage: `/kill <id>` stops a background task; `/tasks` lists them."},
+		{" /kill  ", "Usage: `/kill <id>` stops a background task; `/tasks` lists them."},
+		{"/output", "Usage: `/output <id>` reads a background task's new output; `/tasks` lists them."},
+		{"/taks", "Unknown command `/taks`. " + help},
+		{"/rm -rf x", "Unknown command `/rm`. " + help},
+	} {
+		stop, us := c.prompt(sid, r.prompt)
+		if stop != "end_turn" || len(us) != 1 || get(us[0], "sessionUpdate") != "agent_message_chunk" || get(us[0], "content", "text") != r.reply {
+			t.Errorf("%q: %s %s, want the message %q", r.prompt, stop, jsonString(us), r.reply)
+		}
+	}
+	if acp.HelpText != help {
+		t.Errorf("HelpText = %q", acp.HelpText)
+	}
+	// A path is a command, not a slash command.
+	if _, us := c.prompt(sid, "/bin/echo hi"); len(us) != 2 || get(us[1], "_meta", "terminal_output", "data") != "hi\n" {
+		t.Errorf("/bin/echo hi: %s", jsonString(us))
+	}
+}
+
+// TestSessionCwdRefused: session/new and session/load refuse a cwd that
+// is not absolute, does not exist or is not a folder, with an invalid
+// params error naming it.
+func TestSessionCwdRefused(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	state, work := t.TempDir(), t.TempDir()
+	h := newHarness(t, state, marker)
+	c := h.cli
+	c.initialize(true)
+	sid := c.newSession(work)
+	file := filepath.Join(work, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(work, "missing")
+	for _, r := range []struct{ cwd, msg string }{
+		{"relative/dir", `cwd must be an absolute path, got "relative/dir"`},
+		{missing, "cwd " + missing + " does not exist"},
+		{file, "cwd " + file + " is not a directory"},
+	} {
+		for _, method := range []string{"session/new", "session/load"} {
+			e := c.callErr(method, map[string]any{"sessionId": sid, "cwd": r.cwd, "mcpServers": []any{}})
+			if e.Code != -32602 || e.Data["error"] != r.msg {
+				t.Errorf("%s with cwd %q: %+v, want -32602 with %q", method, r.cwd, e, r.msg)
+			}
+		}
+	}
+	// A folder reached through a link is fine, and runs in its real path.
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(work, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, us := c.prompt(c.newSession(link), "pwd"); get(us[1], "_meta", "terminal_output", "data") != work+"\n" {
+		t.Errorf("session in a linked folder: %s", jsonString(us))
 	}
 }
 

@@ -46,10 +46,16 @@
 // shell command, run through the bash tool of its session and drawn as its
 // card. A prompt starting with & runs in the background; /tasks,
 // /output <id> and /kill <id> call task_list, task_output and task_kill.
+// A blank prompt and /help get the help text (HelpText), /output or /kill
+// without an id a usage line, and an unknown /word (a slash and a name:
+// a word with a second slash is a path, and runs) the help text after
+// "Unknown command `/word`."; none of them runs anything.
 // Completion notices of background tasks follow a result as an agent
 // message, or, when the session is idle, are sent as soon as the task
 // ends (wire Agent.Notify as the task runtime's OnNotice hook). It answers initialize (protocol version 1, loadSession),
-// session/new, session/prompt (end_turn), session/cancel (the running
+// session/new (refusing with invalid params, -32602, a cwd that is not
+// an absolute path to an existing folder; so does session/load),
+// session/prompt (end_turn), session/cancel (the running
 // command is killed; the prompt answers cancelled; a cancel applies to the
 // session's prompts read before it, even those not yet begun) and
 // session/load, which
