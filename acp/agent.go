@@ -473,9 +473,7 @@ func (a *Agent) Prompt(ctx context.Context, p sdk.PromptRequest) (_ sdk.PromptRe
 
 	a.record(s, record{Type: recResult, ToolCallID: id, Texts: []string{r.Text}, IsError: r.IsError})
 	a.send(s.id, s.bridge.Result(sdk.ToolCallId(id), c.tool, c.draw, []string{r.Text}, r.IsError))
-	if len(r.Notices) > 0 {
-		a.message(s, strings.Join(r.Notices, "\n\n"))
-	}
+	a.notices(s, r.Notices)
 	if ctx.Err() != nil {
 		return sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}, nil
 	}
@@ -555,10 +553,20 @@ func (a *Agent) Notify(owner string) {
 		if s.bridge == nil {
 			return
 		}
-		if notices := a.ts.Notices(s.id); len(notices) > 0 {
-			a.message(s, strings.Join(notices, "\n\n"))
-		}
+		a.notices(s, a.ts.Notices(s.id))
 	}()
+}
+
+// notices sends completion notices, if any, as one agent message, each
+// worded for the person at the prompt (userNotice).
+func (a *Agent) notices(s *session, notices []string) {
+	if len(notices) == 0 {
+		return
+	}
+	for i, n := range notices {
+		notices[i] = userNotice(n)
+	}
+	a.message(s, strings.Join(notices, "\n\n"))
 }
 
 // message sends text as an agent message chunk and records it.

@@ -151,7 +151,8 @@ func TestAgentPromptCards(t *testing.T) {
 	if d := cmp.Diff([]string{"tool_call", "tool_call_update", "agent_message_chunk"}, kinds(us)); d != "" {
 		t.Fatalf("updates after a background task finished (-want +got):\n%s", d)
 	}
-	if got := get(us[2], "content", "text").(string); !strings.HasPrefix(got, "background task bash-1 (bash: echo bg; sleep 0.1) finished") {
+	if got := get(us[2], "content", "text").(string); !strings.HasPrefix(got, "background task bash-1 (bash: echo bg; sleep 0.1) finished") ||
+		!strings.HasSuffix(got, " with `/output bash-1`.") {
 		t.Errorf("notice %q", got)
 	}
 	_, us = c.prompt(sid, "/output bash-1")

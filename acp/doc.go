@@ -52,7 +52,10 @@
 // "Unknown command `/word`."; none of them runs anything.
 // Completion notices of background tasks follow a result as an agent
 // message, or, when the session is idle, are sent as soon as the task
-// ends (wire Agent.Notify as the task runtime's OnNotice hook). It answers initialize (protocol version 1, loadSession),
+// ends (wire Agent.Notify as the task runtime's OnNotice hook); their
+// hint names the command to type, "Read its output with `/output
+// bash-1`.", not the task_output tool. It answers initialize (protocol
+// version 1, loadSession),
 // session/new (refusing with invalid params, -32602, a cwd that is not
 // an absolute path to an existing folder; so does session/load),
 // session/prompt (end_turn), session/cancel (the running

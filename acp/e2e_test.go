@@ -191,7 +191,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("exit 3: %s", jsonString(us))
 	}
 	us = run("touch go; sleep 1", "tool_call", "tool_call_update", "agent_message_chunk")
-	const notice = "background task bash-1 (bash: until [ -e go ]; do sleep 0.01; done; echo bg) finished [status: completed, exit code: 0]. Read its output with task_output."
+	const notice = "background task bash-1 (bash: until [ -e go ]; do sleep 0.01; done; echo bg) finished [status: completed, exit code: 0]. Read its output with `/output bash-1`."
 	if got := get(us[2], "content", "text"); got != notice {
 		t.Errorf("notice %q, want %q", got, notice)
 	}
@@ -287,7 +287,7 @@ func TestEndToEndIdleNotice(t *testing.T) {
 		t.Fatalf("got %s, want an unsolicited session/update", m.raw)
 	}
 	u := m.update(t)
-	const notice = "background task bash-1 (bash: sleep 0.3; echo done) finished [status: completed, exit code: 0]. Read its output with task_output."
+	const notice = "background task bash-1 (bash: sleep 0.3; echo done) finished [status: completed, exit code: 0]. Read its output with `/output bash-1`."
 	if u["sessionUpdate"] != "agent_message_chunk" || get(u, "content", "text") != notice {
 		t.Errorf("idle notice: %s", jsonString(u))
 	}

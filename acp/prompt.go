@@ -151,3 +151,18 @@ func mustJSON(v any) json.RawMessage {
 	}
 	return b
 }
+
+// userNotice words a completion notice of the task runtime for the person
+// at the prompt: its closing hint to read the output "with task_output",
+// a tool only a model calls, names the /output command of the task
+// instead. A notice of any other shape is left as it is. (The notice is
+// only text; this is the one place that reads it.)
+func userNotice(n string) string {
+	rest, ok := strings.CutPrefix(n, "background task ")
+	id, _, _ := strings.Cut(rest, " ")
+	body, hint := strings.CutSuffix(n, " with task_output.")
+	if !ok || id == "" || !hint {
+		return n
+	}
+	return body + " with `/output " + id + "`."
+}

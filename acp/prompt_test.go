@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/conch-dev/conch/tasks"
 )
 
 func TestParsePrompt(t *testing.T) {
@@ -65,5 +67,22 @@ func TestPromptText(t *testing.T) {
 	}
 	if got := shellQuote("it's"); got != `'it'\''s'` {
 		t.Errorf("shellQuote = %s", got)
+	}
+}
+
+func TestUserNotice(t *testing.T) {
+	live := tasks.Notice(tasks.Info{ID: "bash-3", Kind: "bash", Label: "make", Outcome: tasks.Outcome{Status: tasks.StatusCompleted, Detail: "exit code: 0"}})
+	for _, c := range []struct{ in, want string }{
+		{live, "background task bash-3 (bash: make) finished [status: completed, exit code: 0]. Read its output with `/output bash-3`."},
+		// With the output's last lines (the notice of wave 2).
+		{"background task bash-12 (bash: go test) finished [status: completed, exit code: 1] after 4.1s. Last output:\nFAIL x\nRead all of it with task_output.",
+			"background task bash-12 (bash: go test) finished [status: completed, exit code: 1] after 4.1s. Last output:\nFAIL x\nRead all of it with `/output bash-12`."},
+		// Another shape is left as it is.
+		{"something else. Read its output with task_output.", "something else. Read its output with task_output."},
+		{"background task bash-1 (bash: x) finished.", "background task bash-1 (bash: x) finished."},
+	} {
+		if got := userNotice(c.in); got != c.want {
+			t.Errorf("userNotice(%q) = %q, want %q", c.in, got, c.want)
+		}
 	}
 }
