@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -968,4 +969,148 @@ func TestPlantedSessionFiles(t *testing.T) {
 		t.Errorf("after the refused loads: %s", stop)
 	}
 	h.close()
+}
+
+// answers reads messages until each request of ids is answered, and
+// returns the answers by id and the updates in the order they came.
+func (c *client) answers(ids ...string) (map[string]message, []map[string]any) {
+	c.t.Helper()
+	got := map[string]message{}
+	var us []map[string]any
+	for len(got) < len(ids) {
+		m := c.recv(20 * time.Second)
+		if m.Method == "session/update" {
+			us = append(us, m.update(c.t))
+			continue
+		}
+		if !slices.Contains(ids, string(m.ID)) {
+			c.t.Fatalf("unexpected %s", m.raw)
+		}
+		got[string(m.ID)] = m
+	}
+	return got, us
+}
+
+// TestQueuedPrompts: prompts sent while one runs wait for it, in the
+// order sent, and each gets its own answer; none cancels another.
+func TestQueuedPrompts(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	h := newHarness(t, t.TempDir(), marker)
+	c := h.cli
+	c.initialize(true)
+	sid := c.newSession(t.TempDir())
+	p1 := c.start("session/prompt", promptParams(sid, "sleep 1; echo one"))
+	if m := c.recv(10 * time.Second); get(m.update(t), "sessionUpdate") != "tool_call" {
+		t.Fatalf("first update %s", m.raw)
+	}
+	p2 := c.start("session/prompt", promptParams(sid, "echo two"))
+	p3 := c.start("session/prompt", promptParams(sid, "echo three"))
+	got, us := c.answers(p1, p2, p3)
+	for _, id := range []string{p1, p2, p3} {
+		if string(got[id].Result) != `{"stopReason":"end_turn"}` {
+			t.Errorf("prompt %s answered %s", id, got[id].raw)
+		}
+	}
+	want := []string{"tool_call_update", "tool_call", "tool_call_update", "tool_call", "tool_call_update"}
+	if d := cmp.Diff(want, kinds(us)); d != "" {
+		t.Fatalf("updates after the first call (-want +got):\n%s", d)
+	}
+	for i, out := range []string{"one\n", "two\n", "three\n"} {
+		u := us[2*i]
+		if id := fmt.Sprint("call-", i+1); get(u, "toolCallId") != id || get(u, "_meta", "terminal_output", "data") != out {
+			t.Errorf("result %d: %s, want %s with %q", i+1, jsonString(u), id, out)
+		}
+	}
+}
+
+// TestCancelWithQueuedPrompts: session/cancel kills the running command
+// and cancels the prompts queued behind it, which answer cancelled
+// without running; a prompt sent after the cancel runs.
+func TestCancelWithQueuedPrompts(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	h := newHarness(t, t.TempDir(), marker)
+	c := h.cli
+	c.initialize(true)
+	work := t.TempDir()
+	sid := c.newSession(work)
+	p1 := c.start("session/prompt", promptParams(sid, "sleep 30"))
+	if m := c.recv(10 * time.Second); get(m.update(t), "sessionUpdate") != "tool_call" {
+		t.Fatalf("first update %s", m.raw)
+	}
+	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) > 0 }) {
+		t.Fatal("the command did not start")
+	}
+	p2 := c.start("session/prompt", promptParams(sid, "touch queued"))
+	start := time.Now()
+	c.notify("session/cancel", map[string]any{"sessionId": sid})
+	p3 := c.start("session/prompt", promptParams(sid, "echo after"))
+	got, us := c.answers(p1, p2, p3)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the cancel took %v", took)
+	}
+	for id, want := range map[string]string{p1: "cancelled", p2: "cancelled", p3: "end_turn"} {
+		if string(got[id].Result) != `{"stopReason":"`+want+`"}` {
+			t.Errorf("prompt %s answered %s, want %s", id, got[id].raw, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(work, "queued")); err == nil {
+		t.Error("the queued prompt ran after the cancel")
+	}
+	if n := len(us); n == 0 || get(us[n-1], "_meta", "terminal_output", "data") != "after\n" {
+		t.Errorf("the prompt after the cancel: %s", jsonString(us))
+	}
+}
+
+// TestQueuedPromptsAtEOF: at the end of input, the running prompt and
+// those queued behind it are all answered cancelled; the queued commands
+// never run.
+func TestQueuedPromptsAtEOF(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	h := newHarness(t, t.TempDir(), marker)
+	c := h.cli
+	c.initialize(true)
+	work := t.TempDir()
+	sid := c.newSession(work)
+	p1 := c.start("session/prompt", promptParams(sid, "sleep 30"))
+	if m := c.recv(10 * time.Second); get(m.update(t), "sessionUpdate") != "tool_call" {
+		t.Fatalf("first update %s", m.raw)
+	}
+	p2 := c.start("session/prompt", promptParams(sid, "touch queued"))
+	p3 := c.start("session/prompt", promptParams(sid, "touch queued"))
+	c.w.Close()
+	h.closed = true
+	got := map[string]string{}
+	for m := range c.in {
+		if m.Method == "" {
+			got[string(m.ID)] = string(m.Result)
+		}
+	}
+	select {
+	case err := <-h.done:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	// The SDK writes the running prompt's answer after Prompt returns, so
+	// it may come too late for an output that closes as Serve returns.
+	if r, ok := got[p1]; !ok {
+		t.Logf("the running prompt's answer came after the output closed")
+	} else if r != `{"stopReason":"cancelled"}` {
+		t.Errorf("the running prompt answered %s", r)
+	}
+	delete(got, p1)
+	want := map[string]string{p2: `{"stopReason":"cancelled"}`, p3: `{"stopReason":"cancelled"}`}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("answers at the end of input (-want +got):\n%s", d)
+	}
+	if _, err := os.Stat(filepath.Join(work, "queued")); err == nil {
+		t.Error("a queued prompt ran after the end of input")
+	}
+	h.rt.Close()
+	h.ex.Close()
 }

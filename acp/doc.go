@@ -58,10 +58,15 @@
 // version 1, loadSession),
 // session/new (refusing with invalid params, -32602, a cwd that is not
 // an absolute path to an existing folder; so does session/load),
-// session/prompt (end_turn), session/cancel (the running
-// command is killed; the prompt answers cancelled; a cancel applies to the
-// session's prompts read before it, even those not yet begun) and
-// session/load, which
+// session/prompt (end_turn; a prompt sent while another of its session
+// runs is queued, and runs once the earlier ones have returned, in the
+// order sent, each with its own answer: the input reader holds it back,
+// since the ACP SDK would cancel the running prompt as the next one
+// reached it), session/cancel (the running command is killed and its
+// prompt answers cancelled; so do the prompts queued behind it, without
+// running: a cancel applies to every prompt of the session read before
+// it, and to none read after it; at the end of input the queued prompts
+// answer cancelled too) and session/load, which
 // replays a recorded session through the same presenters with the loading
 // session's snapshot. Other methods get "Method not found" (-32601), an
 // unknown session "Resource not found" (-32002), and an input line that is
