@@ -494,7 +494,8 @@ func (a *Agent) Prompt(ctx context.Context, p sdk.PromptRequest) (_ sdk.PromptRe
 	a.record(s, record{Type: recCall, ToolCallID: id, Tool: c.tool, Args: c.draw, Cwd: s.cwd})
 	a.send(s.id, s.bridge.Call(sdk.ToolCallId(id), c.tool, c.draw))
 
-	r := a.ts.Call(ctx, tools.Session{ID: s.id, Cwd: s.cwd}, c.tool, c.exec, nil)
+	// The user who cancels a command still sees what it had printed.
+	r := a.ts.Call(ctx, tools.Session{ID: s.id, Cwd: s.cwd}, c.tool, c.exec, &tools.CallOptions{KeepAborted: true})
 
 	a.record(s, record{Type: recResult, ToolCallID: id, Texts: []string{r.Text}, IsError: r.IsError})
 	a.send(s.id, s.bridge.Result(sdk.ToolCallId(id), c.tool, c.draw, []string{r.Text}, r.IsError))

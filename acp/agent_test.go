@@ -276,20 +276,22 @@ func TestCapabilitySnapshot(t *testing.T) {
 }
 
 // TestCancel: session/cancel kills the running command, and the prompt
-// answers cancelled after the final update.
+// answers cancelled after the final update, whose terminal keeps what the
+// command had printed; a load replays that card the same.
 func TestCancel(t *testing.T) {
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	h := newHarness(t, t.TempDir(), marker)
 	c := h.cli
 	c.initialize(true)
-	sid := c.newSession(t.TempDir())
-	id := c.start("session/prompt", promptParams(sid, "sleep 30"))
+	work := t.TempDir()
+	sid := c.newSession(work)
+	id := c.start("session/prompt", promptParams(sid, "echo started; : > up; sleep 30"))
 	first := c.recv(10 * time.Second)
 	if get(first.update(t), "sessionUpdate") != "tool_call" {
 		t.Fatalf("first update %s", first.raw)
 	}
-	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) > 0 }) {
+	if !waitFor(5*time.Second, func() bool { _, err := os.Stat(filepath.Join(work, "up")); return err == nil }) {
 		t.Fatal("the command did not start")
 	}
 	start := time.Now()
@@ -302,11 +304,9 @@ func TestCancel(t *testing.T) {
 		t.Errorf("cancelled prompt answered %s", resp.raw)
 	}
 	us := c.updates(notes, sid)
-	if len(us) != 1 || get(us[0], "status") != "failed" {
-		t.Fatalf("final updates %s", jsonString(us))
-	}
-	if got := get(get(us[0], "content").([]any)[0], "content", "text"); got != "```console\nError: tool call aborted\n```" {
-		t.Errorf("cancelled result %v", got)
+	if len(us) != 1 || get(us[0], "status") != "failed" || us[0]["content"] != nil ||
+		get(us[0], "_meta", "terminal_output", "data") != "started" || get(us[0], "_meta", "terminal_exit", "signal") != "SIGTERM" {
+		t.Fatalf("final update %s, want the output so far and the signal", jsonString(us))
 	}
 	if left := testutil.Processes(marker); len(left) > 0 {
 		t.Errorf("the cancelled command is still running: %v", left)
@@ -314,6 +314,14 @@ func TestCancel(t *testing.T) {
 	// The session goes on.
 	if stop, _ := c.prompt(sid, "true"); stop != "end_turn" {
 		t.Errorf("prompt after a cancel: %s", stop)
+	}
+	_, notes = c.call("session/load", map[string]any{"sessionId": sid, "cwd": work, "mcpServers": []any{}})
+	replayed := c.updates(notes, sid)
+	if len(replayed) < 3 {
+		t.Fatalf("replay %s", jsonString(replayed))
+	}
+	if d := cmp.Diff(us[0], replayed[2]); d != "" {
+		t.Errorf("the cancelled card replayed (-live +replayed):\n%s", d)
 	}
 }
 

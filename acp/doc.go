@@ -62,7 +62,8 @@
 // runs is queued, and runs once the earlier ones have returned, in the
 // order sent, each with its own answer: the input reader holds it back,
 // since the ACP SDK would cancel the running prompt as the next one
-// reached it), session/cancel (the running command is killed and its
+// reached it), session/cancel (the running command is killed, its card
+// keeping what it had printed and the signal that ended it, and its
 // prompt answers cancelled; so do the prompts queued behind it, without
 // running: a cancel applies to every prompt of the session read before
 // it, and to none read after it; at the end of input the queued prompts

@@ -216,7 +216,8 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("cancelled prompt: %s", resp.raw)
 	}
 	rest := c.updates(notes, sid)
-	if len(rest) != 1 || get(rest[0], "status") != "failed" || firstText(rest[0]) != "```console\nError: tool call aborted\n```" {
+	if len(rest) != 1 || get(rest[0], "status") != "failed" || get(rest[0], "_meta", "terminal_output", "data") != "(no output)" ||
+		get(rest[0], "_meta", "terminal_exit", "signal") != "SIGTERM" {
 		t.Errorf("cancelled call: %s", jsonString(rest))
 	}
 	prompts = append(prompts, "sleep 30")

@@ -113,6 +113,13 @@ type CallOptions struct {
 	// Progress, if set, is called while a foreground command runs, at
 	// most once per Options.ProgressEvery.
 	Progress func(Progress)
+	// KeepAborted makes a foreground call cancelled while its command
+	// runs return, once the command is killed, what it had printed and
+	// the signal that ended it (Value.Aborted set), instead of the error
+	// "tool call aborted": for a transport whose user, not a model,
+	// cancels, and who should still see the output. A call cancelled
+	// before its command started is still that error.
+	KeepAborted bool
 }
 
 // Result is what a tool call gives back.
