@@ -116,8 +116,8 @@ func NewAgent(ts *tools.Toolset, opts *AgentOptions) *Agent {
 
 // Serve speaks ACP on in and out (JSON-RPC, one message a line) until in
 // ends or ctx is done. Then it cancels every prompt in flight, waits for
-// them, kills and forgets every task of its sessions and closes their
-// records. It returns nil after a normal end. The goroutine reading in
+// them, answers the queued ones cancelled, kills and forgets every task
+// of its sessions and closes their records. It returns nil after a normal end. The goroutine reading in
 // may outlive Serve until in ends (closing stdin is the caller's).
 func (a *Agent) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	w := &lockedWriter{w: out}

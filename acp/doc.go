@@ -62,7 +62,9 @@
 // runs is queued, and runs once the earlier ones have returned, in the
 // order sent, each with its own answer: the input reader holds it back,
 // since the ACP SDK would cancel the running prompt as the next one
-// reached it), session/cancel (the running command is killed, its card
+// reached it; the SDK writes a prompt's answer after the agent has
+// returned it, so the next prompt's first updates may come before that
+// answer), session/cancel (the running command is killed, its card
 // keeping what it had printed and the signal that ended it, and its
 // prompt answers cancelled; so do the prompts queued behind it, without
 // running: a cancel applies to every prompt of the session read before
