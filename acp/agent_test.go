@@ -1007,13 +1007,18 @@ func TestQueuedPrompts(t *testing.T) {
 	h := newHarness(t, t.TempDir(), marker)
 	c := h.cli
 	c.initialize(true)
-	sid := c.newSession(t.TempDir())
-	p1 := c.start("session/prompt", promptParams(sid, "sleep 1; echo one"))
+	work := t.TempDir()
+	sid := c.newSession(work)
+	p1 := c.start("session/prompt", promptParams(sid, "until [ -e go ]; do sleep 0.01; done; echo one"))
 	if m := c.recv(10 * time.Second); get(m.update(t), "sessionUpdate") != "tool_call" {
 		t.Fatalf("first update %s", m.raw)
 	}
 	p2 := c.start("session/prompt", promptParams(sid, "echo two"))
 	p3 := c.start("session/prompt", promptParams(sid, "echo three"))
+	// The first command ends once the agent has read the others.
+	if err := os.WriteFile(filepath.Join(work, "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	got, us := c.answers(p1, p2, p3)
 	for _, id := range []string{p1, p2, p3} {
 		if string(got[id].Result) != `{"stopReason":"end_turn"}` {
@@ -1055,7 +1060,7 @@ func TestCancelWithQueuedPrompts(t *testing.T) {
 	c.notify("session/cancel", map[string]any{"sessionId": sid})
 	p3 := c.start("session/prompt", promptParams(sid, "echo after"))
 	got, us := c.answers(p1, p2, p3)
-	if took := time.Since(start); took > 5*time.Second {
+	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("the cancel took %v", took)
 	}
 	for id, want := range map[string]string{p1: "cancelled", p2: "cancelled", p3: "end_turn"} {

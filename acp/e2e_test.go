@@ -441,7 +441,7 @@ func TestEndToEndPlantedFIFO(t *testing.T) {
 				p.wait(marker)
 				c.w.Close()
 			}
-			if took := time.Since(start); took > 5*time.Second {
+			if took := time.Since(start); took > 10*time.Second {
 				t.Errorf("conch acp took %v to end", took)
 			}
 		})
