@@ -49,33 +49,35 @@
 // A blank prompt and /help get the help text (HelpText), /output or /kill
 // without an id a usage line, and an unknown /word (a slash and a name:
 // a word with a second slash is a path, and runs) the help text after
-// "Unknown command `/word`."; none of them runs anything.
-// Completion notices of background tasks follow a result as an agent
-// message, or, when the session is idle, are sent as soon as the task
-// ends (wire Agent.Notify as the task runtime's OnNotice hook); their
-// hint names the command to type, "Read its output with `/output
-// bash-1`.", not the task_output tool. It answers initialize (protocol
-// version 1, loadSession),
-// session/new (refusing with invalid params, -32602, a cwd that is not
-// an absolute path to an existing folder; so does session/load),
-// session/prompt (end_turn; a prompt sent while another of its session
-// runs is queued, and runs once the earlier ones have returned, in the
-// order sent, each with its own answer: the input reader holds it back,
-// since the ACP SDK would cancel the running prompt as the next one
-// reached it; the SDK writes a prompt's answer after the agent has
-// returned it, so the next prompt's first updates may come before that
-// answer), session/cancel (the running command is killed, its card
-// keeping what it had printed and the signal that ended it, and its
-// prompt answers cancelled; so do the prompts queued behind it, without
-// running: a cancel applies to every prompt of the session read before
-// it, and to none read after it; at the end of input the queued prompts
-// answer cancelled too) and session/load, which
-// replays a recorded session through the same presenters with the loading
-// session's snapshot. Other methods get "Method not found" (-32601), an
-// unknown session "Resource not found" (-32002), and an input line that is
-// not a JSON-RPC message a parse or invalid-request error, with the
-// request's id when it has a valid one (a string, an integer or null),
-// else a null id.
+// "Unknown command `/word`."; none of them runs anything. Completion
+// notices of background tasks follow a result as an agent message, or,
+// when the session is idle, are sent as soon as the task ends (wire
+// Agent.Notify as the task runtime's OnNotice hook); their hint names the
+// command to type ("Read its output with `/output bash-1`."), not the
+// task_output tool.
+//
+// It answers initialize (protocol version 1, loadSession); session/new
+// and session/load, refusing with invalid params (-32602) a cwd that is
+// not an absolute path to an existing folder; session/prompt (end_turn);
+// and session/cancel. session/load replays a recorded session through the
+// same presenters with the loading session's snapshot. Other methods get
+// "Method not found" (-32601), an unknown session "Resource not found"
+// (-32002), and an input line that is not a JSON-RPC message a parse or
+// invalid-request error, with the request's id when it has a valid one (a
+// string, an integer or null), else a null id.
+//
+// A session runs one prompt at a time. A prompt sent while another of its
+// session runs is queued and runs once the earlier ones have returned, in
+// the order sent, each with its own answer. (The input reader holds it
+// back: the ACP SDK would cancel the running prompt as the next one
+// reached it. The SDK writes a prompt's answer after the agent returned
+// it, so the next prompt's first updates may come before that answer.)
+// session/cancel kills the running command, whose card keeps what it had
+// printed and the signal that ended it, and its prompt answers cancelled;
+// the prompts queued behind it answer cancelled too, without running. A
+// cancel applies to every prompt of the session read before it, and to
+// none read after it. At the end of input, the queued prompts answer
+// cancelled.
 //
 // Sessions are recorded as JSON Lines, one file per session
 // (AgentOptions.SessionDir/<id>.jsonl): each record is written whole by
