@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -51,16 +53,28 @@ type Agent struct {
 	running  sync.WaitGroup // handlers in flight
 	nextTurn int
 	// arrivals orders the prompts of each session id with its cancels,
-	// as read from the input (see turnOrder): an entry lives while some
-	// prompt read has not reached Prompt yet.
+	// as read from the input, and queues them (see turnOrder): an entry
+	// lives while a prompt read has not returned from Prompt.
 	arrivals map[string]*arrival
+	input    io.Writer // the SDK's input, where queued prompts are passed on
+	output   io.Writer // the connection's output
 }
 
-// arrival counts the session/prompt requests of one session id.
+// arrival counts the session/prompt requests of one session id, and
+// queues those read while one of them is with the SDK: a session runs its
+// prompts one at a time, in the order sent.
 type arrival struct {
 	read     int // read from the input
 	started  int // of those, the ones Prompt has begun
 	cancelTo int // read when the latest session/cancel was read
+	busy     bool
+	queue    []queuedPrompt // read while busy, in input order
+}
+
+// queuedPrompt is a session/prompt line kept until its turn.
+type queuedPrompt struct {
+	id   *json.RawMessage // nil for a notification
+	line []byte
 }
 
 // session is one ACP session: its tasks are owned by its id.
@@ -71,7 +85,7 @@ type session struct {
 	// a per-agent turn number (under Agent.mu).
 	cancels map[int]context.CancelFunc
 
-	turn   sync.Mutex // one prompt or load at a time; guards the rest
+	turn   sync.Mutex // one prompt, load or notice at a time; guards the rest
 	cwd    string
 	bridge *Bridge
 	rec    *recorder
@@ -102,8 +116,8 @@ func NewAgent(ts *tools.Toolset, opts *AgentOptions) *Agent {
 
 // Serve speaks ACP on in and out (JSON-RPC, one message a line) until in
 // ends or ctx is done. Then it cancels every prompt in flight, waits for
-// them, kills and forgets every task of its sessions and closes their
-// records. It returns nil after a normal end. The goroutine reading in
+// them, answers the queued ones cancelled, kills and forgets every task
+// of its sessions and closes their records. It returns nil after a normal end. The goroutine reading in
 // may outlive Serve until in ends (closing stdin is the caller's).
 func (a *Agent) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	w := &lockedWriter{w: out}
@@ -115,6 +129,7 @@ func (a *Agent) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	}
 	a.conn = sdk.NewAgentSideConnection(a, w, pr)
 	a.conn.SetLogger(a.log)
+	a.input, a.output = pw, w
 	conn := a.conn
 	a.mu.Unlock()
 
@@ -125,6 +140,7 @@ func (a *Agent) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		pw.Close()
 		<-conn.Done()
 	}
+	pw.Close() // a queued prompt passed on from now on fails at once
 	a.shutdown()
 	pr.Close()
 	return nil
@@ -141,6 +157,18 @@ func (a *Agent) shutdown() {
 	}
 	a.mu.Unlock()
 	a.running.Wait()
+	// The prompts still queued never reach the SDK: they are answered
+	// here, as the ones in flight were.
+	a.mu.Lock()
+	var queued []queuedPrompt
+	for _, ar := range a.arrivals {
+		queued = append(queued, ar.queue...)
+		ar.queue = nil
+	}
+	a.mu.Unlock()
+	for _, q := range queued {
+		a.answerCancelled(q)
+	}
 	rt := a.ts.Tasks()
 	for _, s := range a.sessions {
 		if rt != nil {
@@ -202,13 +230,26 @@ func (a *Agent) snapshot(cwd string) Snapshot {
 	return Snapshot{Terminal: a.terminal, Cwd: cwd}
 }
 
-// sessionCwd checks a session cwd from the client: it must be absolute.
-// Its symbolic links are resolved when it exists, as the tools want.
+// sessionCwd checks a session cwd from the client: it must be an
+// absolute path to an existing folder, or every command of the session
+// would fail. Its symbolic links are resolved, as the tools want.
 func sessionCwd(cwd string) (string, error) {
+	refuse := func(msg string) (string, error) {
+		return "", sdk.NewInvalidParams(map[string]any{"error": msg})
+	}
 	if !filepath.IsAbs(cwd) {
-		return "", sdk.NewInvalidParams(map[string]any{"error": "cwd must be an absolute path, got " + strconv.Quote(cwd)})
+		return refuse("cwd must be an absolute path, got " + strconv.Quote(cwd))
 	}
 	cwd = filepath.Clean(cwd)
+	fi, err := os.Stat(cwd)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return refuse("cwd " + cwd + " does not exist")
+	case err != nil:
+		return refuse("cwd " + cwd + ": " + err.Error())
+	case !fi.IsDir():
+		return refuse("cwd " + cwd + " is not a directory")
+	}
 	if real, err := filepath.EvalSymlinks(cwd); err == nil {
 		cwd = real
 	}
@@ -407,6 +448,7 @@ func (a *Agent) Prompt(ctx context.Context, p sdk.PromptRequest) (_ sdk.PromptRe
 		return sdk.PromptResponse{}, errShuttingDown
 	}
 	defer a.running.Done()
+	defer a.promptDone(string(p.SessionId))
 	defer a.guard("session/prompt", &err)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -423,9 +465,6 @@ func (a *Agent) Prompt(ctx context.Context, p sdk.PromptRequest) (_ sdk.PromptRe
 		ar.started++
 		if ar.started <= ar.cancelTo {
 			cancel()
-		}
-		if ar.started >= ar.read {
-			delete(a.arrivals, string(p.SessionId))
 		}
 	}
 	a.mu.Unlock()
@@ -445,9 +484,9 @@ func (a *Agent) Prompt(ctx context.Context, p sdk.PromptRequest) (_ sdk.PromptRe
 	}
 	text := promptText(p.Prompt)
 	a.record(s, record{Type: recPrompt, Text: text})
-	c, ok := parsePrompt(text)
-	if !ok {
-		a.message(s, HelpText)
+	c, reply := parsePrompt(text)
+	if reply != "" {
+		a.message(s, reply)
 		return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
 	}
 	id := "call-" + strconv.Itoa(s.next)
@@ -455,13 +494,12 @@ func (a *Agent) Prompt(ctx context.Context, p sdk.PromptRequest) (_ sdk.PromptRe
 	a.record(s, record{Type: recCall, ToolCallID: id, Tool: c.tool, Args: c.draw, Cwd: s.cwd})
 	a.send(s.id, s.bridge.Call(sdk.ToolCallId(id), c.tool, c.draw))
 
-	r := a.ts.Call(ctx, tools.Session{ID: s.id, Cwd: s.cwd}, c.tool, c.exec, nil)
+	// The user who cancels a command still sees what it had printed.
+	r := a.ts.Call(ctx, tools.Session{ID: s.id, Cwd: s.cwd}, c.tool, c.exec, &tools.CallOptions{KeepAborted: true})
 
 	a.record(s, record{Type: recResult, ToolCallID: id, Texts: []string{r.Text}, IsError: r.IsError})
 	a.send(s.id, s.bridge.Result(sdk.ToolCallId(id), c.tool, c.draw, []string{r.Text}, r.IsError))
-	if len(r.Notices) > 0 {
-		a.message(s, strings.Join(tools.NoticeTexts(r.Notices), "\n\n"))
-	}
+	a.notices(s, r.Notices)
 	if ctx.Err() != nil {
 		return sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}, nil
 	}
@@ -470,7 +508,8 @@ func (a *Agent) Prompt(ctx context.Context, p sdk.PromptRequest) (_ sdk.PromptRe
 
 // Cancel cancels the session's prompts in flight: a running command is
 // killed and its prompt answers cancelled. (Serve cancels as it reads a
-// session/cancel, see cancelRead; this is for a cancel sent as a request.)
+// session/cancel, queued prompts included, see cancelRead; this is for a
+// cancel sent as a request.)
 func (a *Agent) Cancel(ctx context.Context, p sdk.CancelNotification) (err error) {
 	defer a.guard("session/cancel", &err)
 	a.mu.Lock()
@@ -491,16 +530,73 @@ func (a *Agent) cancelLocked(sid string) {
 	}
 }
 
-// promptRead notes a session/prompt read from the input (turnOrder).
-func (a *Agent) promptRead(sid string) {
+// promptRead notes a session/prompt read from the input, and queues it
+// while another prompt of its session is with the SDK (turnOrder).
+func (a *Agent) promptRead(sid string, id *json.RawMessage, line []byte) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.closed { // passed on to fail: the SDK reads no more
+		return true
+	}
 	ar := a.arrivals[sid]
 	if ar == nil {
 		ar = &arrival{}
 		a.arrivals[sid] = ar
 	}
 	ar.read++
+	if !ar.busy {
+		ar.busy = true
+		return true
+	}
+	ar.queue = append(ar.queue, queuedPrompt{id: id, line: bytes.Clone(line)})
+	return false
+}
+
+// promptDone passes the next queued prompt of session sid to the SDK as
+// a prompt of it returns (the queue's turn), unless the agent is shutting
+// down, which answers the queue itself.
+func (a *Agent) promptDone(sid string) {
+	a.mu.Lock()
+	ar := a.arrivals[sid]
+	if ar == nil || a.closed {
+		a.mu.Unlock()
+		return
+	}
+	if len(ar.queue) == 0 {
+		ar.busy = false
+		if ar.started >= ar.read {
+			delete(a.arrivals, sid)
+		}
+		a.mu.Unlock()
+		return
+	}
+	next := ar.queue[0]
+	ar.queue = ar.queue[1:]
+	a.mu.Unlock()
+	// The input ends only as the agent does: the SDK will not see this
+	// prompt, so it is answered here.
+	if _, err := a.input.Write(next.line); err != nil {
+		a.answerCancelled(next)
+	}
+}
+
+// answerCancelled answers a queued prompt that will not run: cancelled,
+// as a prompt in flight answers when the agent ends.
+func (a *Agent) answerCancelled(q queuedPrompt) {
+	if q.id == nil {
+		return
+	}
+	b, err := json.Marshal(struct {
+		JSONRPC string             `json:"jsonrpc"`
+		ID      json.RawMessage    `json:"id"`
+		Result  sdk.PromptResponse `json:"result"`
+	}{"2.0", *q.id, sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}})
+	if err == nil {
+		_, err = a.output.Write(append(b, '\n'))
+	}
+	if err != nil {
+		a.log.Debug("acp: a queued prompt was not answered", "id", string(*q.id), "err", err)
+	}
 }
 
 // cancelRead cancels, as soon as a session/cancel is read from the input,
@@ -541,10 +637,21 @@ func (a *Agent) Notify(owner string) {
 		if s.bridge == nil {
 			return
 		}
-		if notices := a.ts.Notices(s.id); len(notices) > 0 {
-			a.message(s, strings.Join(tools.NoticeTexts(notices), "\n\n"))
-		}
+		a.notices(s, a.ts.Notices(s.id))
 	}()
+}
+
+// notices tells the user of finished tasks, naming the /output command
+// to read each (the person at the prompt types commands, not tool calls).
+func (a *Agent) notices(s *session, notices []tools.Notice) {
+	if len(notices) == 0 {
+		return
+	}
+	texts := make([]string, len(notices))
+	for i, n := range notices {
+		texts[i] = tools.NoticeText(n.Task, "`/output "+n.TaskID+"`")
+	}
+	a.message(s, strings.Join(texts, "\n\n"))
 }
 
 // message sends text as an agent message chunk and records it.

@@ -46,24 +46,47 @@
 // shell command, run through the bash tool of its session and drawn as its
 // card. A prompt starting with & runs in the background; /tasks,
 // /output <id> and /kill <id> call task_list, task_output and task_kill.
-// Completion notices of background tasks follow a result as an agent
-// message, or, when the session is idle, are sent as soon as the task
-// ends (wire Agent.Notify as the task runtime's OnNotice hook). It answers initialize (protocol version 1, loadSession),
-// session/new, session/prompt (end_turn), session/cancel (the running
-// command is killed; the prompt answers cancelled; a cancel applies to the
-// session's prompts read before it, even those not yet begun) and
-// session/load, which
-// replays a recorded session through the same presenters with the loading
-// session's snapshot. Other methods get "Method not found" (-32601), an
-// unknown session "Resource not found" (-32002), and an input line that is
-// not a JSON-RPC message a parse or invalid-request error, with the
-// request's id when it has a valid one (a string, an integer or null),
-// else a null id.
+// A blank prompt and /help get the help text (HelpText), /output or /kill
+// without an id a usage line, and an unknown /word (a slash and a name:
+// a word with a second slash is a path, and runs) the help text after
+// "Unknown command `/word`."; none of them runs anything. Completion
+// notices of background tasks follow a result as an agent message, or,
+// when the session is idle, are sent as soon as the task ends (wire
+// Agent.Notify as the task runtime's OnNotice hook); their hint names the
+// command to type ("Read its output with `/output bash-1`."), not the
+// task_output tool.
+//
+// It answers initialize (protocol version 1, loadSession); session/new
+// and session/load, refusing with invalid params (-32602) a cwd that is
+// not an absolute path to an existing folder; session/prompt (end_turn);
+// and session/cancel. session/load replays a recorded session through the
+// same presenters with the loading session's snapshot. Other methods get
+// "Method not found" (-32601), an unknown session "Resource not found"
+// (-32002), and an input line that is not a JSON-RPC message a parse or
+// invalid-request error, with the request's id when it has a valid one (a
+// string, an integer or null), else a null id.
+//
+// A session runs one prompt at a time. A prompt sent while another of its
+// session runs is queued and runs once the earlier ones have returned, in
+// the order sent, each with its own answer. (The input reader holds it
+// back: the ACP SDK would cancel the running prompt as the next one
+// reached it. The SDK writes a prompt's answer after the agent returned
+// it, so the next prompt's first updates may come before that answer.)
+// session/cancel kills the running command, whose card keeps what it had
+// printed and the signal that ended it, and its prompt answers cancelled;
+// the prompts queued behind it answer cancelled too, without running. A
+// cancel applies to every prompt of the session read before it, and to
+// none read after it. At the end of input, the queued prompts answer
+// cancelled.
 //
 // Sessions are recorded as JSON Lines, one file per session
 // (AgentOptions.SessionDir/<id>.jsonl): each record is written whole by
 // one write and synced, so a crash can cut at most the last line, and a
 // load skips (and logs) any line it cannot read. A line left partial (by
 // a crash, or a write that failed part way) is ended before the next
-// record is appended, so it never spoils a later record.
+// record is appended, so it never spoils a later record. Only a regular
+// file is a session file: a symbolic link in the sessions folder is not
+// followed, and a link, a FIFO, a device, a folder or a file over 128 MiB
+// in a session file's place is refused at once, the session/load failing
+// with an internal error (-32603) whose data names the file.
 package acp

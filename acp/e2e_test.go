@@ -89,10 +89,12 @@ func startConch(t *testing.T, state, work, marker string) *conchProc {
 // wait waits for conch to exit and checks it exits 0 and leaves nothing.
 func (p *conchProc) wait(marker string) {
 	p.t.Helper()
-	for range p.cli.in { // the output is read to its end before Wait
-	}
 	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
+	go func() {
+		for range p.cli.in { // the output is read to its end before Wait
+		}
+		done <- p.cmd.Wait()
+	}()
 	select {
 	case err := <-done:
 		p.waited = true
@@ -189,7 +191,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("exit 3: %s", jsonString(us))
 	}
 	us = run("touch go; sleep 1", "tool_call", "tool_call_update", "agent_message_chunk")
-	const notice = "background task bash-1 (bash: until [ -e go ]; do sleep 0.01; done; echo bg) finished [status: completed, exit code: 0] after <T>. Last output:\nbg\nRead all of it with task_output."
+	const notice = "background task bash-1 (bash: until [ -e go ]; do sleep 0.01; done; echo bg) finished [status: completed, exit code: 0] after <T>. Last output:\nbg\nRead all of it with `/output bash-1`."
 	if got, _ := get(us[2], "content", "text").(string); testutil.NoElapsed(got) != notice {
 		t.Errorf("notice %q, want %q", got, notice)
 	}
@@ -214,7 +216,8 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("cancelled prompt: %s", resp.raw)
 	}
 	rest := c.updates(notes, sid)
-	if len(rest) != 1 || get(rest[0], "status") != "failed" || firstText(rest[0]) != "```console\nError: tool call aborted\n```" {
+	if len(rest) != 1 || get(rest[0], "status") != "failed" || get(rest[0], "_meta", "terminal_output", "data") != "(no output)" ||
+		get(rest[0], "_meta", "terminal_exit", "signal") != "SIGTERM" {
 		t.Errorf("cancelled call: %s", jsonString(rest))
 	}
 	prompts = append(prompts, "sleep 30")
@@ -289,7 +292,7 @@ func TestEndToEndIdleNotice(t *testing.T) {
 		t.Fatalf("got %s, want an unsolicited session/update", m.raw)
 	}
 	u := m.update(t)
-	const notice = "background task bash-1 (bash: sleep 0.3; echo done) finished [status: completed, exit code: 0] after <T>. Last output:\ndone\nRead all of it with task_output."
+	const notice = "background task bash-1 (bash: sleep 0.3; echo done) finished [status: completed, exit code: 0] after <T>. Last output:\ndone\nRead all of it with `/output bash-1`."
 	if got, _ := get(u, "content", "text").(string); u["sessionUpdate"] != "agent_message_chunk" || testutil.NoElapsed(got) != notice {
 		t.Errorf("idle notice: %s", jsonString(u))
 	}
@@ -407,4 +410,44 @@ func TestEndToEndLoadAfterSIGKILL(t *testing.T) {
 		t.Errorf("second replay: %s", jsonString(kinds(us)))
 	}
 	p.eof(marker)
+}
+
+// TestEndToEndPlantedFIFO: a FIFO planted as a session file neither hangs
+// the session/load of it nor keeps conch acp from ending at the end of
+// stdin or on SIGTERM.
+func TestEndToEndPlantedFIFO(t *testing.T) {
+	for _, end := range []string{"eof", "sigterm"} {
+		t.Run(end, func(t *testing.T) {
+			marker := testutil.Marker(t)
+			defer testutil.AssertNoProcesses(t, marker)
+			state, work := t.TempDir(), t.TempDir()
+			dir := filepath.Join(state, "conch", "sessions")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mkfifo(filepath.Join(dir, "sess_fifo.jsonl"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p := startConch(t, state, work, marker)
+			c := p.cli
+			c.initialize(true)
+			id := c.start("session/load", map[string]any{"sessionId": "sess_fifo", "cwd": work, "mcpServers": []any{}})
+			if m, _ := c.awaitWithin(id, 10*time.Second); !strings.Contains(string(m.Error), "it is a FIFO, not a regular file") {
+				t.Errorf("load of a FIFO answered %s", m.raw)
+			}
+			start := time.Now()
+			if end == "eof" {
+				p.eof(marker)
+			} else {
+				if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+				p.wait(marker)
+				c.w.Close()
+			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Errorf("conch acp took %v to end", took)
+			}
+		})
+	}
 }

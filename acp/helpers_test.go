@@ -290,9 +290,15 @@ func (c *client) recv(timeout time.Duration) message {
 // session/update notifications before it.
 func (c *client) await(id string) (message, []message) {
 	c.t.Helper()
+	return c.awaitWithin(id, 60*time.Second)
+}
+
+// awaitWithin is await with each message due within d.
+func (c *client) awaitWithin(id string, d time.Duration) (message, []message) {
+	c.t.Helper()
 	var notes []message
 	for {
-		m := c.recv(60 * time.Second)
+		m := c.recv(d)
 		if m.Method == "session/update" {
 			notes = append(notes, m)
 			continue

@@ -40,11 +40,15 @@ type errorReply struct {
 // SDK runs each request on its own goroutine and notifications on
 // another, so a session/cancel read right after a session/prompt can
 // reach the agent before that prompt has started: only the reader knows
-// which prompts a cancel was sent after.
+// which prompts a cancel was sent after. It also keeps the prompts that
+// must wait for an earlier prompt of their session: the SDK cancels a
+// session's prompt when the next one reaches it.
 type turnOrder interface {
-	// promptRead is called for each session/prompt that the SDK will
-	// hand to Agent.Prompt.
-	promptRead(sessionID string)
+	// promptRead is called for each session/prompt that the SDK would
+	// hand to Agent.Prompt, with its id (nil for a notification) and its
+	// line. It reports whether the line is to be passed to the SDK now;
+	// if not, the line is kept, and passed on later.
+	promptRead(sessionID string, id *json.RawMessage, line []byte) (pass bool)
 	// cancelRead is called for each session/cancel, which then does not
 	// reach the SDK (unless it is a request, which the SDK answers).
 	cancelRead(sessionID string)
@@ -128,10 +132,11 @@ func filterInput(in io.Reader, out *io.PipeWriter, reply io.Writer, log *slog.Lo
 			}
 		}
 		if code == 0 {
-			if order != nil && !tellOrder(order, wm) {
+			msg := append(bytes.TrimSpace(line), '\n')
+			if order != nil && !tellOrder(order, wm, msg) {
 				return true
 			}
-			if _, err := out.Write(append(bytes.TrimSpace(line), '\n')); err != nil {
+			if _, err := out.Write(msg); err != nil {
 				log.Debug("acp: input dropped after the connection closed", "line", n)
 				return false
 			}
@@ -155,15 +160,15 @@ func filterInput(in io.Reader, out *io.PipeWriter, reply io.Writer, log *slog.Lo
 	out.Close()
 }
 
-// tellOrder tells order of m if it is a prompt or a cancel that the SDK
-// would hand to the agent (decoded and validated as the SDK does), and
-// reports whether m is still to be passed to the SDK.
-func tellOrder(order turnOrder, m wireMessage) bool {
+// tellOrder tells order of m, whose line is line, if it is a prompt or a
+// cancel that the SDK would hand to the agent (decoded and validated as
+// the SDK does), and reports whether line is to be passed to the SDK now.
+func tellOrder(order turnOrder, m wireMessage, line []byte) bool {
 	switch m.Method {
 	case sdk.AgentMethodSessionPrompt:
 		var p sdk.PromptRequest
 		if json.Unmarshal(m.Params, &p) == nil && p.Validate() == nil {
-			order.promptRead(string(p.SessionId))
+			return order.promptRead(string(p.SessionId), m.ID, line)
 		}
 	case sdk.AgentMethodSessionCancel:
 		var p sdk.CancelNotification

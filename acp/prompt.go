@@ -3,6 +3,7 @@ package acp
 import (
 	"encoding/json"
 	"net/url"
+	"regexp"
 	"strings"
 
 	sdk "github.com/coder/acp-go-sdk"
@@ -16,10 +17,27 @@ import (
 // person who typed the command needs no summary of it.
 const promptDescription = "Run a command typed at the prompt"
 
-// HelpText is what conch acp answers to a prompt with no command.
+// HelpText is what conch acp answers to a blank prompt, to /help and,
+// after a line naming it, to an unknown /word.
 const HelpText = "conch runs each prompt as one bash command in the session's folder. " +
 	"Start it with `&` to run it in the background; `/tasks` lists background tasks, " +
 	"`/output <id>` reads one's new output, `/kill <id>` stops one."
+
+// The answers to a task command without its task id.
+const (
+	usageOutput = "Usage: `/output <id>` reads a background task's new output; `/tasks` lists them."
+	usageKill   = "Usage: `/kill <id>` stops a background task; `/tasks` lists them."
+)
+
+// unknownCommand is the answer to a /word that is not a conch command.
+func unknownCommand(word string) string {
+	return "Unknown command `" + word + "`. " + HelpText
+}
+
+// slashWord is what a conch command looks like: a slash and a name. A
+// word with a second slash is a path, run as a command (a program in /
+// itself runs as `command /name`).
+var slashWord = regexp.MustCompile(`^/[A-Za-z][A-Za-z0-9_-]*$`)
 
 // promptCall is the tool call a prompt asks for.
 type promptCall struct {
@@ -28,38 +46,52 @@ type promptCall struct {
 	exec json.RawMessage // the arguments the tool runs with
 }
 
-// parsePrompt maps a prompt's text to a tool call: `/tasks`, `/output
-// <id>` and `/kill <id>` to the task tools, `&<command>` to a background
-// bash call, anything else to a foreground bash call. ok is false for a
-// blank prompt. Malformed input (`&` alone, `/kill` with no id) still
-// makes a call, so that the tool reports the error.
-func parsePrompt(text string) (c promptCall, ok bool) {
+// parsePrompt maps a prompt's text to a tool call, or to a reply sent
+// instead of any call. `/tasks`, `/output <id>` and `/kill <id>` call the
+// task tools, `&<command>` is a background bash call, anything else a
+// foreground bash call. A blank prompt and `/help` are answered with
+// HelpText, an unknown /word with unknownCommand, `/output` and `/kill`
+// without an id with their usage line. `&` alone still makes a call, so
+// that the tool reports the error.
+func parsePrompt(text string) (c promptCall, reply string) {
 	t := strings.TrimSpace(text)
 	if t == "" {
-		return c, false
+		return c, HelpText
 	}
 	fields := strings.Fields(t)
 	taskID := ""
 	if len(fields) > 1 {
 		taskID = fields[1]
 	}
+	taskArgs := func() json.RawMessage {
+		return mustJSON(struct {
+			TaskID string `json:"task_id"`
+		}{taskID})
+	}
 	switch fields[0] {
+	case "/help":
+		return c, HelpText
 	case "/tasks":
 		c.tool, c.draw = tools.NameTaskList, mustJSON(struct{}{})
 		c.exec = c.draw
-		return c, true
+		return c, ""
 	case "/output":
-		c.tool, c.draw = tools.NameTaskOutput, mustJSON(struct {
-			TaskID string `json:"task_id"`
-		}{taskID})
+		if taskID == "" {
+			return c, usageOutput
+		}
+		c.tool, c.draw = tools.NameTaskOutput, taskArgs()
 		c.exec = c.draw
-		return c, true
+		return c, ""
 	case "/kill":
-		c.tool, c.draw = tools.NameTaskKill, mustJSON(struct {
-			TaskID string `json:"task_id"`
-		}{taskID})
+		if taskID == "" {
+			return c, usageKill
+		}
+		c.tool, c.draw = tools.NameTaskKill, taskArgs()
 		c.exec = c.draw
-		return c, true
+		return c, ""
+	}
+	if slashWord.MatchString(fields[0]) {
+		return c, unknownCommand(fields[0])
 	}
 	type bashArgs struct {
 		Command     string `json:"command"`
@@ -73,7 +105,7 @@ func parsePrompt(text string) (c promptCall, ok bool) {
 	c.tool, c.draw = tools.NameBash, mustJSON(a)
 	a.Description = promptDescription
 	c.exec = mustJSON(a)
-	return c, true
+	return c, ""
 }
 
 // promptText is the text of a prompt: its text blocks, with each link to

@@ -2,34 +2,46 @@ package acp
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	sdk "github.com/coder/acp-go-sdk"
 )
 
 func TestParsePrompt(t *testing.T) {
+	bash := func(cmd string) (string, string) {
+		return `{"command":"` + cmd + `"}`, `{"command":"` + cmd + `","description":"` + promptDescription + `"}`
+	}
 	for _, c := range []struct {
-		in, tool, draw, exec string
-		ok                   bool
+		in, tool, draw, exec, reply string
 	}{
-		{"", "", "", "", false},
-		{"  \n\t", "", "", "", false},
-		{"echo hi", "bash", `{"command":"echo hi"}`, `{"command":"echo hi","description":"` + promptDescription + `"}`, true},
-		{"  ls -la \n", "bash", `{"command":"ls -la"}`, `{"command":"ls -la","description":"` + promptDescription + `"}`, true},
-		{"&sleep 1", "bash", `{"command":"sleep 1","run_in_background":true}`, `{"command":"sleep 1","description":"` + promptDescription + `","run_in_background":true}`, true},
-		{"& sleep 1", "bash", `{"command":"sleep 1","run_in_background":true}`, `{"command":"sleep 1","description":"` + promptDescription + `","run_in_background":true}`, true},
-		{"&", "bash", `{"command":"","run_in_background":true}`, `{"command":"","description":"` + promptDescription + `","run_in_background":true}`, true},
-		{"/tasks", "task_list", `{}`, `{}`, true},
-		{"/output bash-2", "task_output", `{"task_id":"bash-2"}`, `{"task_id":"bash-2"}`, true},
-		{"/kill bash-2", "task_kill", `{"task_id":"bash-2"}`, `{"task_id":"bash-2"}`, true},
-		{"/kill", "task_kill", `{"task_id":""}`, `{"task_id":""}`, true},
+		{in: "", reply: HelpText},
+		{in: "  \n\t", reply: HelpText},
+		{in: "/help", reply: HelpText},
+		{in: "echo hi", tool: "bash"},
+		{in: "  ls -la \n", tool: "bash"},
+		{"&sleep 1", "bash", `{"command":"sleep 1","run_in_background":true}`, `{"command":"sleep 1","description":"` + promptDescription + `","run_in_background":true}`, ""},
+		{"& sleep 1", "bash", `{"command":"sleep 1","run_in_background":true}`, `{"command":"sleep 1","description":"` + promptDescription + `","run_in_background":true}`, ""},
+		{"&", "bash", `{"command":"","run_in_background":true}`, `{"command":"","description":"` + promptDescription + `","run_in_background":true}`, ""},
+		{"/tasks", "task_list", `{}`, `{}`, ""},
+		{"/output bash-2", "task_output", `{"task_id":"bash-2"}`, `{"task_id":"bash-2"}`, ""},
+		{"/kill bash-2", "task_kill", `{"task_id":"bash-2"}`, `{"task_id":"bash-2"}`, ""},
+		{in: "/kill", reply: usageKill},
+		{in: "/output  ", reply: usageOutput},
+		{in: "/tasksx", reply: "Unknown command `/tasksx`. " + HelpText},
+		{in: "/x-y_2 a", reply: "Unknown command `/x-y_2`. " + HelpText},
 		// A path is a command, not a slash command.
-		{"/bin/echo hi", "bash", `{"command":"/bin/echo hi"}`, `{"command":"/bin/echo hi","description":"` + promptDescription + `"}`, true},
-		{"/tasksx", "bash", `{"command":"/tasksx"}`, `{"command":"/tasksx","description":"` + promptDescription + `"}`, true},
+		{in: "/bin/echo hi", tool: "bash"},
+		{in: "/tmp/", tool: "bash"},
+		{in: "/", tool: "bash"},
+		{in: "/taks;true", tool: "bash"},
 	} {
-		got, ok := parsePrompt(c.in)
-		if ok != c.ok || got.tool != c.tool || string(got.draw) != c.draw || string(got.exec) != c.exec {
-			t.Errorf("parsePrompt(%q) = %s %s %s %v, want %s %s %s %v", c.in, got.tool, got.draw, got.exec, ok, c.tool, c.draw, c.exec, c.ok)
+		if c.tool == "bash" && c.draw == "" {
+			c.draw, c.exec = bash(strings.TrimSpace(c.in))
+		}
+		got, reply := parsePrompt(c.in)
+		if reply != c.reply || got.tool != c.tool || string(got.draw) != c.draw || string(got.exec) != c.exec {
+			t.Errorf("parsePrompt(%q) = %s %s %s %q, want %s %s %s %q", c.in, got.tool, got.draw, got.exec, reply, c.tool, c.draw, c.exec, c.reply)
 		}
 	}
 }

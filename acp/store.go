@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Record types of a session file.
@@ -30,6 +32,11 @@ const recordVersion = 1
 // maxRecordLine bounds one line of a session file; a longer line is
 // skipped on load.
 const maxRecordLine = 32 << 20
+
+// maxSessionFile bounds what a load reads: a larger session file is
+// refused rather than held in memory and replayed, and a file that grows
+// past it while it is read is read no further.
+const maxSessionFile = 128 << 20
 
 // record is one line of a session file.
 type record struct {
@@ -120,16 +127,19 @@ func (s *store) load(id string) ([]record, error) {
 		return nil, errNoSession
 	}
 	p := s.path(id)
-	f, err := os.Open(p)
+	f, size, err := openSessionFile(p, os.O_RDONLY)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, errNoSession
 	}
 	if err != nil {
-		return nil, fmt.Errorf("session store: open %s: %w", p, err)
+		return nil, err
 	}
 	defer f.Close()
+	if size > maxSessionFile {
+		return nil, fmt.Errorf("session store: refusing %s: %d bytes, over the %d-byte limit of a session file", p, size, maxSessionFile)
+	}
 	var recs []record
-	err = readLines(f, maxRecordLine, func(n int, line []byte, whole bool) bool {
+	err = readLines(io.LimitReader(f, maxSessionFile), maxRecordLine, func(n int, line []byte, whole bool) bool {
 		skip := func(reason string) {
 			s.log.Warn("acp: skipping a session record", "session", id, "file", p, "line", n, "reason", reason)
 		}
@@ -169,14 +179,13 @@ func (s *store) reopen(id string) (*recorder, error) {
 		return nil, errNoSession
 	}
 	p := s.path(id)
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_APPEND, 0)
+	f, size, err := openSessionFile(p, os.O_RDWR|os.O_APPEND)
 	if err != nil {
-		return nil, fmt.Errorf("session store: open %s: %w", p, err)
+		return nil, err
 	}
-	fi, err := f.Stat()
-	if err == nil && fi.Size() > 0 {
+	if size > 0 {
 		last := make([]byte, 1)
-		if _, err = f.ReadAt(last, fi.Size()-1); err == nil && last[0] != '\n' {
+		if _, err = f.ReadAt(last, size-1); err == nil && last[0] != '\n' {
 			_, err = f.Write([]byte{'\n'})
 		}
 	}
@@ -185,6 +194,60 @@ func (s *store) reopen(id string) (*recorder, error) {
 		return nil, fmt.Errorf("session store: open %s: %w", p, err)
 	}
 	return &recorder{f: f, path: p}, nil
+}
+
+// openSessionFile opens the session file p with flag and returns it with
+// its size. Only a regular file is a session file: a symbolic link is not
+// followed (records would land in its target), and the open does not
+// block (a FIFO would block it until a writer came); a FIFO, a device, a
+// folder or a link in p's place is refused with an error naming it.
+func openSessionFile(p string, flag int) (*os.File, int64, error) {
+	fd, err := unix.Open(p, flag|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return nil, 0, fmt.Errorf("session store: refusing %s: it is %s, not a regular file", p, fileKind(unix.S_IFLNK))
+	case errors.Is(err, unix.EISDIR): // opened for writing
+		return nil, 0, fmt.Errorf("session store: refusing %s: it is %s, not a regular file", p, fileKind(unix.S_IFDIR))
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("session store: open %s: %w", p, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, 0, fmt.Errorf("session store: stat %s: %w", p, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, 0, fmt.Errorf("session store: refusing %s: it is %s, not a regular file", p, fileKind(st.Mode))
+	}
+	// Non-blocking was for the open only: reads and writes of a regular
+	// file do not block anyway, but the file must not be left in a mode
+	// that only an open needed.
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, 0, fmt.Errorf("session store: open %s: %w", p, err)
+	}
+	return os.NewFile(uintptr(fd), p), st.Size, nil
+}
+
+// fileKind names the type of a file mode that is not a regular file.
+func fileKind(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFBLK:
+		return "a block device"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFLNK:
+		return "a symbolic link"
+	}
+	return fmt.Sprintf("of type %#o", mode&unix.S_IFMT)
 }
 
 // readLines calls fn for each line of r (without its newline), numbered

@@ -2,6 +2,7 @@ package acp
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -299,5 +301,84 @@ func TestRecorderAfterAPartialWrite(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "skipping a session record") {
 		t.Errorf("the partial line was not logged: %s", logs.String())
+	}
+}
+
+// TestStoreRefusesPlantedFiles: only a regular file is a session file.
+// A link is not followed (its target stays untouched), and a FIFO, a
+// device, a folder or a file over the load limit is refused at once with
+// an error naming it, for reading and for appending alike.
+func TestStoreRefusesPlantedFiles(t *testing.T) {
+	s, _ := newTestStore(t)
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "target.jsonl")
+	const session = `{"type":"session","session":"sess_link","cwd":"/w","version":1}` + "\n"
+	if err := os.WriteFile(outside, []byte(session[:len(session)-1]), 0o600); err != nil { // no final newline: a reopen would add one
+		t.Fatal(err)
+	}
+	plant := map[string]func(p string) error{
+		"sess_link": func(p string) error { return os.Symlink(outside, p) },
+		"sess_zero": func(p string) error { return os.Symlink("/dev/zero", p) },
+		"sess_fifo": func(p string) error { return syscall.Mkfifo(p, 0o600) },
+		"sess_dir":  func(p string) error { return os.Mkdir(p, 0o700) },
+		"sess_huge": func(p string) error { return os.WriteFile(p, nil, 0o600) },
+	}
+	want := map[string]string{
+		"sess_link": "it is a symbolic link, not a regular file",
+		"sess_zero": "it is a symbolic link, not a regular file",
+		"sess_fifo": "it is a FIFO, not a regular file",
+		"sess_dir":  "it is a directory, not a regular file",
+		"sess_huge": "over the 134217728-byte limit of a session file",
+	}
+	for id, f := range plant {
+		if err := f(s.path(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Sparse: no disk is spent on it.
+	if err := os.Truncate(s.path("sess_huge"), maxSessionFile+1); err != nil {
+		t.Fatal(err)
+	}
+	// A character device of its own (the numbers of /dev/zero), where
+	// this user may make one.
+	if err := syscall.Mknod(s.path("sess_dev"), syscall.S_IFCHR|0o600, 1<<8|5); err == nil {
+		want["sess_dev"] = "it is a character device, not a regular file"
+	} else {
+		t.Logf("no device node (%v): that case is not tried", err)
+	}
+	for id, msg := range want {
+		t.Run(id, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() {
+				recs, err := s.load(id)
+				if err == nil {
+					err = fmt.Errorf("loaded %d records", len(recs))
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if !strings.Contains(err.Error(), s.path(id)) || !strings.Contains(err.Error(), msg) {
+					t.Errorf("load: %v, want an error naming %s with %q", err, s.path(id), msg)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("load blocked")
+			}
+			if id == "sess_huge" {
+				return // appending to a long file is fine
+			}
+			rec, err := s.reopen(id)
+			if err == nil {
+				rec.close()
+			}
+			if err == nil || !strings.Contains(err.Error(), msg) {
+				t.Errorf("reopen: %v, want %q", err, msg)
+			}
+		})
+	}
+	if got, _ := os.ReadFile(outside); string(got) != session[:len(session)-1] {
+		t.Errorf("the link's target changed: %q", got)
 	}
 }

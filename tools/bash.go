@@ -171,6 +171,9 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, spec
 			}
 			p.Kill()
 			<-p.Done()
+			if co.KeepAborted {
+				return finished(p)
+			}
 			return errorResult(msgAborted)
 		case <-tick:
 			o, e := p.Written()

@@ -361,6 +361,41 @@ func TestForegroundAbort(t *testing.T) {
 	waitNoProcesses(t, e.marker)
 }
 
+// TestForegroundAbortKeepsOutput: with KeepAborted, a call cancelled
+// while its command runs kills the group as before but returns what the
+// command had printed and the signal that ended it; a call cancelled
+// before its command started is still the error.
+func TestForegroundAbortKeepsOutput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	up := t.TempDir() + "/up"
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			if _, err := os.Stat(up); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	keep := &tools.CallOptions{KeepAborted: true}
+	r := e.ts.Call(ctx, e.sess, tools.NameBash, args(t, map[string]any{
+		"command": "echo started; : > " + up + "; sleep 60 & sleep 60", "description": "Print, then sleep"}), keep)
+	wantOK(t, r)
+	if want := "started\n[killed by signal: SIGTERM]"; r.Text != want {
+		t.Errorf("text = %q, want %q", r.Text, want)
+	}
+	if v, ok := r.Value.(tools.ForegroundValue); !ok || !v.Aborted || v.Signal == nil || *v.Signal != "SIGTERM" {
+		t.Errorf("value = %#v, want an aborted foreground value", r.Value)
+	}
+	waitNoProcesses(t, e.marker)
+
+	r = e.ts.Call(ctx, e.sess, tools.NameBash, args(t, map[string]any{"command": "echo never", "description": "Print"}), keep)
+	wantError(t, r, "tool call aborted")
+}
+
 // waitNoProcesses waits until no process carries marker, or fails t.
 func waitNoProcesses(t testing.TB, marker string) {
 	t.Helper()

@@ -297,13 +297,24 @@ func (t *Toolset) killWait() time.Duration {
 type Notice struct {
 	TaskID string
 	Text   string
+	// Task holds the facts Text words, for a transport that words them
+	// for another reader (see NoticeText).
+	Task tasks.Notice
 }
+
+// String is the notice's text.
+func (n Notice) String() string { return n.Text }
 
 // RenderNotice words a completion notice: "background task <id> (<kind>:
 // <label>) finished <status line> after <elapsed>. Last output:\n<lines>\n
 // Read all of it with task_output.", without "Last output:" and the lines
 // when the task left no unread output.
-func RenderNotice(n tasks.Notice) string {
+func RenderNotice(n tasks.Notice) string { return NoticeText(n, "task_output") }
+
+// NoticeText words a completion notice like RenderNotice, naming readWith
+// as the way to read the output (an editor's user types a command, not a
+// tool call).
+func NoticeText(n tasks.Notice, readWith string) string {
 	s := "background task " + n.ID + " (" + n.Kind + ": " + OneLineLabel(n.Label) + ") finished " +
 		n.Outcome.StatusLine() + " after " + Elapsed(n.Elapsed) + "."
 	if n.LastOutput != "" {
@@ -311,5 +322,5 @@ func RenderNotice(n tasks.Notice) string {
 	} else {
 		s += " "
 	}
-	return s + "Read all of it with task_output."
+	return s + "Read all of it with " + readWith + "."
 }

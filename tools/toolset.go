@@ -117,6 +117,13 @@ type CallOptions struct {
 	// while task_output waits for a task (with the task's run time and
 	// output so far), at most once per Options.ProgressEvery.
 	Progress func(Progress)
+	// KeepAborted makes a foreground call cancelled while its command
+	// runs return, once the command is killed, what it had printed and
+	// the signal that ended it (Value.Aborted set), instead of the error
+	// "tool call aborted": for a transport whose user, not a model,
+	// cancels, and who should still see the output. A call cancelled
+	// before its command started is still that error.
+	KeepAborted bool
 }
 
 // Result is what a tool call gives back.
@@ -207,7 +214,7 @@ func (t *Toolset) Notices(session string) []Notice {
 	}
 	var out []Notice
 	for _, n := range t.opts.Tasks.Notices(session) {
-		out = append(out, Notice{TaskID: n.ID, Text: RenderNotice(n)})
+		out = append(out, Notice{TaskID: n.ID, Text: RenderNotice(n), Task: n})
 	}
 	return out
 }

@@ -25,7 +25,8 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: conch acp [flags]\n\n"+
 			"An Agent Client Protocol agent on stdio: each prompt runs as one bash command\n"+
-			"(& runs it in the background; /tasks, /output <id>, /kill <id> manage tasks).\n"+
+			"(& runs it in the background; /tasks, /output <id>, /kill <id> manage tasks;\n"+
+			"/help says so). A prompt sent while one runs waits for it.\n"+
 			"Sessions are recorded under $XDG_STATE_HOME/conch/sessions for session/load.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
