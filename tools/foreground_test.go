@@ -3,6 +3,7 @@ package tools_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -344,5 +345,52 @@ func endingCommand(t *testing.T, e *env) (command string, waitEnded func()) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestBudgetWithNotices: the completion notices that ride with a bash
+// result share its budget with the text.
+func TestBudgetWithNotices(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{tools: tools.Options{MaxResultBytes: 2000}})
+	id := e.background(e.sess, "echo done")
+	e.settle(e.sess, id)
+	r := e.bash("seq 1 3000")
+	if len(r.Notices) != 1 || !strings.HasPrefix(r.Notices[0], "background task "+id) {
+		t.Fatalf("notices = %q", r.Notices)
+	}
+	if n := len(r.Text) + len(r.Notices[0]); n > 2000 {
+		t.Errorf("text %d + notice %d = %d bytes, over the budget of 2000", len(r.Text), len(r.Notices[0]), n)
+	}
+	if !strings.Contains(r.Text, " omitted; full output: ") || !strings.HasSuffix(r.Text, "2999\n3000\n") {
+		t.Errorf("text = %q", r.Text)
+	}
+	// Without notices the text takes the whole budget.
+	if alone := e.bash("seq 1 3000"); len(alone.Text) < 1900 || len(alone.Text) > 2000 || alone.Notices != nil {
+		t.Errorf("text alone: %d bytes, notices %q", len(alone.Text), alone.Notices)
+	}
+}
+
+// TestWorkdirHome: "~" and "~/…" in workdir are the home directory.
+func TestWorkdirHome(t *testing.T) {
+	t.Parallel()
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatalf("no home directory: %v", err)
+	}
+	real, err := filepath.EvalSymlinks(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOpts{})
+	for wd, want := range map[string]string{"~": real, "~/": real, "~/.": real, "~nobody": e.dir + "/~nobody"} {
+		r := e.call(tools.NameBash, map[string]any{"command": "pwd -P", "description": "Print the working directory", "workdir": wd})
+		if wd == "~nobody" { // not a home reference: a relative path, missing here
+			wantError(t, r, "workdir "+want+": no such file or directory")
+			continue
+		}
+		if r.Text != want+"\n" {
+			t.Errorf("workdir %q: pwd = %q, want %q", wd, r.Text, want+"\n")
+		}
 	}
 }
