@@ -203,16 +203,23 @@ func (s streamIn) fit(clean string, share int) (text string, cut bool) {
 		tsrc = tsrc[len(tsrc)-int(max(keep, 0)):]
 	}
 	room := share - len(head) - len(sep) - len(s.maxCutLine()) - len("\n")
+	// Cleaning changes a tail's length: removed escapes leave room for
+	// more of it, repaired UTF-8 asks for less. A few tries settle it.
 	var tailRaw, tail string
-	for want := room; want > 0; {
-		tailRaw = tsrc[tailStart(tsrc, want, !s.whole):]
-		tail = cleanText(tailRaw)
-		if len(tail) <= room {
+	for want, tries := room, 0; want > 0 && tries < 8; tries++ {
+		raw := tsrc[tailStart(tsrc, want, !s.whole):]
+		c := cleanText(raw)
+		if len(c) > room {
+			want -= len(c) - room
+			continue
+		}
+		if len(c) >= len(tail) {
+			tailRaw, tail = raw, c
+		}
+		if len(c) > room-lineSnap || len(raw) == len(tsrc) {
 			break
 		}
-		// Repairing invalid UTF-8 made it longer: take less.
-		want -= len(tail) - room
-		tailRaw, tail = "", ""
+		want += room - len(c)
 	}
 	omitted := max(s.size-int64(len(headRaw))-int64(len(tailRaw)), 0)
 	lines := max(s.lines-int64(strings.Count(headRaw, "\n"))-int64(strings.Count(tailRaw, "\n")), 0)
