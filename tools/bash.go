@@ -93,9 +93,9 @@ func (t *Toolset) managedEnv(sess Session) map[string]string {
 	}
 }
 
-// Request builds the executor request of a validated call: the workdir is
-// resolved against the session's cwd after "~" is expanded; nothing but the named arguments and
-// the managed overlay reaches it.
+// Request builds the executor request of a validated call: the workdir,
+// "~" expanded, is resolved against the session's cwd; nothing but the
+// named arguments and the managed overlay reaches it.
 func (t *Toolset) Request(sess Session, b BashArgs) shell.Request {
 	wd := expandHome(b.Workdir)
 	if sess.Cwd != "" {
@@ -123,8 +123,6 @@ func (t *Toolset) handle(p shell.Process) *ProcessHandle {
 	return NewProcessHandle(p, t.opts.MaxResultBytes-readReserve)
 }
 
-// bash runs the bash tool. A result that holds a command's output comes
-// as render, to be rendered within the budget the caller leaves it.
 // expandHome expands "~" and "~/…" to the home directory, as a shell
 // would. It is the server's home: right for the local executor; a remote
 // provider will have to answer this for its own host. A home that cannot
@@ -140,6 +138,8 @@ func expandHome(wd string) string {
 	return filepath.Join(home, wd[1:])
 }
 
+// bash runs the bash tool. A result that holds a command's output comes
+// as render, to be rendered within the budget the caller leaves it.
 func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, co CallOptions) (Result, func(budget int) Result) {
 	b, err := ParseBashArgs(raw, t.background())
 	if err != nil {
