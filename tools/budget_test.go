@@ -394,3 +394,25 @@ func BenchmarkRenderFullTails(b *testing.B) {
 		}
 	}
 }
+
+// FuzzRenderBudget: whatever the streams hold (escapes, carriage returns,
+// invalid UTF-8) and however a provider kept them, a result stays within
+// its budget, is valid UTF-8 and carries no escape byte.
+func FuzzRenderBudget(f *testing.F) {
+	f.Add("out\n", "err\n", uint16(64000), uint16(0))
+	f.Add(strings.Repeat("\x1b[31mred\x1b[0m\r\n", 300), strings.Repeat("\xff\xfe", 900), uint16(100), uint16(500))
+	f.Fuzz(func(t *testing.T, stdout, stderr string, max, extra uint16) {
+		budget := tools.MinResultBytes + int(extra)
+		res := shell.Result{ExitCode: exit(3),
+			Stdout: kept(stdout, int(max)+1, "/spill/o-stdout", nil), Stderr: kept(stderr, int(max)+1, "", nil)}
+		text := tools.RenderForeground(res, budget)
+		if len(text) > budget || !utf8.ValidString(text) || strings.ContainsRune(text, 0x1b) {
+			t.Fatalf("%d bytes (budget %d), valid %v: %q", len(text), budget, utf8.ValidString(text), text)
+		}
+		read := tools.RenderRead(shell.ReadResult{Stdout: stdout, Stderr: stderr, Lossy: true,
+			StdoutSkipped: shell.Omission{Bytes: int64(max), Lines: 1}}, budget)
+		if len(read) > budget || !utf8.ValidString(read) {
+			t.Fatalf("read: %d bytes (budget %d): %q", len(read), budget, read)
+		}
+	})
+}
