@@ -14,8 +14,9 @@ import (
 const (
 	// lineSnap is how far a cut moves to fall on a line boundary.
 	lineSnap = 200
-	// stderrShare is the part of the room that stderr gets at most when
-	// both streams do not fit (it gets more when stdout needs less).
+	// When both streams do not fit, stderr gets at most 1/stderrShare of
+	// the room (more when stdout needs less): the command's own output
+	// usually matters more, but an error must not be crowded out.
 	stderrShare = 3
 	// stderrHeader introduces stderr in a body; a newline may precede it.
 	stderrHeader = "[stderr]\n"
