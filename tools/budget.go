@@ -189,7 +189,7 @@ func (s streamIn) fit(clean string, share int) (text string, cut bool) {
 	if s.whole {
 		src = s.tail
 	}
-	headRaw := src[:headEnd(src, min(len(src), shell.HeadBytes, share/10))]
+	headRaw := src[:headEnd(src, min(len(src), shell.HeadBytes, share/10), !s.whole)]
 	head := cleanText(headRaw)
 	sep := ""
 	if head != "" && !strings.HasSuffix(head, "\n") {
@@ -233,16 +233,18 @@ func (s streamIn) fit(clean string, share int) (text string, cut bool) {
 
 // headEnd is where a head of at most n bytes of src ends: after the last
 // newline within lineSnap bytes before n, else at n moved back to the
-// start of a character.
-func headEnd(src string, n int) int {
-	if n >= len(src) || n <= 0 || src[n-1] == '\n' {
-		return max(min(n, len(src)), 0)
+// start of a character. When src is only the start of the stream
+// (midStream), its end is a cut too.
+func headEnd(src string, n int, midStream bool) int {
+	n = max(min(n, len(src)), 0)
+	if n == 0 || src[n-1] == '\n' || (n == len(src) && !midStream) {
+		return n
 	}
 	from := max(n-lineSnap, 0)
 	if i := strings.LastIndexByte(src[from:n], '\n'); i >= 0 {
 		return from + i + 1
 	}
-	for n > 0 && !utf8.RuneStart(src[n]) {
+	for n > 0 && n < len(src) && !utf8.RuneStart(src[n]) {
 		n--
 	}
 	return n

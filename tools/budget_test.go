@@ -322,11 +322,18 @@ func FuzzCleanText(f *testing.F) {
 func TestBudgetProperty(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
+		// Streams of up to 20,000 lines, from a few drawn lines repeated
+		// with a counter (drawing every line would keep them small).
 		stream := func(label string) string {
-			lines := rapid.SliceOfN(rapid.StringOfN(rapid.SampledFrom([]rune("ab é日\t")), 0, 400, -1), 0, 300).Draw(t, label)
-			s := strings.Join(lines, "\n")
-			if rapid.Bool().Draw(t, label+"-newline") {
-				s += "\n"
+			lines := rapid.SliceOfN(rapid.StringOfN(rapid.SampledFrom([]rune("ab é日\t")), 0, 400, -1), 1, 8).Draw(t, label)
+			n := rapid.IntRange(0, 20000).Draw(t, label+"-lines")
+			var b strings.Builder
+			for i := range n {
+				b.WriteString(lines[i%len(lines)] + strconv.Itoa(i) + "\n")
+			}
+			s := b.String()
+			if rapid.Bool().Draw(t, label+"-unterminated") {
+				s = strings.TrimSuffix(s, "\n")
 			}
 			return s
 		}
@@ -338,6 +345,9 @@ func TestBudgetProperty(t *testing.T) {
 		text, v := tools.RenderForegroundValue(res, budget)
 		if len(text) > budget {
 			t.Fatalf("%d bytes over a budget of %d", len(text), budget)
+		}
+		if v.Stdout.Truncated && v.Stderr.Truncated && len(v.Stderr.Text) > budget/3 {
+			t.Fatalf("both cut, and stderr took %d bytes of a budget of %d", len(v.Stderr.Text), budget)
 		}
 		checkCutsRapid(t, v.Stdout.Text, res.Stdout)
 		checkCutsRapid(t, v.Stderr.Text, res.Stderr)
@@ -356,15 +366,15 @@ func checkCutsRapid(t *rapid.T, shown string, o shell.Output) {
 	n, _ := strconv.ParseInt(shown[m[2]:m[3]], 10, 64)
 	l, _ := strconv.ParseInt(shown[m[4]:m[5]], 10, 64)
 	before, after := shown[:m[0]], strings.TrimPrefix(shown[m[1]:], "\n")
-	start := o.Text
-	if o.Truncated {
-		start = o.Head
+	start, end := o.Head, o.Text
+	if whole := wholeOf(o); whole != "\x00not whole" {
+		start, end = whole, whole
 	}
-	if !strings.HasSuffix(o.Text, after) {
-		t.Fatalf("tail %q is not a suffix of %q", after, o.Text)
+	if !strings.HasSuffix(end, after) {
+		t.Fatalf("tail %q is not a suffix of %q", after, end)
 	}
 	// A cut off a line boundary has no newline near it.
-	if rest := o.Text[:len(o.Text)-len(after)]; after != "" && rest != "" && rest[len(rest)-1] != '\n' &&
+	if rest := end[:len(end)-len(after)]; after != "" && rest != "" && rest[len(rest)-1] != '\n' &&
 		strings.Contains(after[:min(len(after), 197)], "\n") {
 		t.Fatalf("tail %q starts mid-line with a newline near", after)
 	}
@@ -373,7 +383,7 @@ func checkCutsRapid(t *rapid.T, shown string, o shell.Output) {
 			l != o.Lines-int64(strings.Count(h, "\n"))-int64(strings.Count(after, "\n")) {
 			continue
 		}
-		if h != "" && h != start && h[len(h)-1] != '\n' && strings.Contains(h[max(0, len(h)-197):], "\n") {
+		if h != "" && h[len(h)-1] != '\n' && strings.Contains(h[max(0, len(h)-197):], "\n") {
 			t.Fatalf("head %q ends mid-line with a newline near", h)
 		}
 		return
