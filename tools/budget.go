@@ -165,12 +165,17 @@ func (s streamIn) clean() string {
 }
 
 // need is how many bytes s takes when its share is unlimited: all of it
-// when whole, else its head, the cut line and its tail (at most).
+// when whole, else at most its head, the cut line and its tail, which
+// never overlap.
 func (s streamIn) need(clean string) int {
 	if s.whole {
 		return len(clean)
 	}
-	return len(s.head) + len(s.maxCutLine()) + len("\n\n") + len(s.tail)
+	kept := int64(len(s.head) + len(s.tail))
+	if s.size > 0 {
+		kept = min(kept, s.size)
+	}
+	return int(kept) + len(s.maxCutLine()) + len("\n\n")
 }
 
 // maxCutLine is s's cut line at its longest: the counts can only shrink.
