@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -109,4 +110,105 @@ func (a rawArgs) shownValue(key string) string {
 		return "undefined"
 	}
 	return compact(bytes.TrimSpace(v))
+}
+
+// objectKeys returns the keys of a JSON object in the order they appear
+// (a map would lose it), or nil when b is not a valid JSON object.
+func objectKeys(b json.RawMessage) []string {
+	if !json.Valid(b) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	var keys []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return keys
+		}
+		keys = append(keys, tok.(string))
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return keys
+		}
+	}
+	return keys
+}
+
+// schemaParams lists the properties of a JSON Schema object in the order
+// the schema gives them.
+func schemaParams(schema json.RawMessage) []string {
+	var s struct {
+		Properties json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal(schema, &s); err != nil {
+		panic("tools: bad input schema: " + err.Error())
+	}
+	return objectKeys(s.Properties)
+}
+
+// checkKeys refuses a call whose arguments hold a key the tool does not
+// take: the first such key in the object's order is named, with the
+// parameter it most likely meant, else the list of params. Keys in
+// hidden are taken without being listed (a parameter this deployment
+// disabled, which has its own message). Arguments that are not a JSON
+// object are left to the tool's own checks.
+func checkKeys(tool string, raw json.RawMessage, params []string, hidden ...string) error {
+	for _, k := range objectKeys(raw) {
+		if slices.Contains(params, k) || slices.Contains(hidden, k) {
+			continue
+		}
+		msg := "invalid arguments: unknown parameter " + strconv.Quote(k)
+		if p := closestParam(k, params); p != "" {
+			return argErr(msg + " (did you mean " + strconv.Quote(p) + "?)")
+		}
+		if len(params) == 0 {
+			return argErr(msg + "; " + tool + " takes no parameters")
+		}
+		return argErr(msg + "; " + tool + " takes " + strings.Join(params, ", "))
+	}
+	return nil
+}
+
+// closestParam is the parameter a misspelt key most likely meant: one
+// equal to it ignoring case and underscores, else the nearest within edit
+// distance 2 (the first in schema order on a tie), else "".
+func closestParam(key string, params []string) string {
+	fold := func(s string) string { return strings.ReplaceAll(strings.ToLower(s), "_", "") }
+	for _, p := range params {
+		if fold(p) == fold(key) {
+			return p
+		}
+	}
+	best, bestD := "", 3
+	for _, p := range params {
+		if d := editDistance(key, p); d < bestD {
+			best, bestD = p, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in runes.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
 }

@@ -257,95 +257,6 @@ func TestBackgroundGolden(t *testing.T) {
 			t.Errorf("read of the stopped task = %q", r.Text)
 		}
 	})
-
-	t.Run("lossy", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t, envOpts{local: local.Options{MaxOutputBytes: 20}})
-		id := e.background(e.sess, "for i in $(seq 1 30); do echo xxx-$i; done; for i in $(seq 1 3); do echo err-$i >&2; done")
-		e.settle(e.sess, id)
-		r := e.call(tools.NameTaskOutput, map[string]any{"task_id": id})
-		golden(t, "lossy.txt", scrub(r.Text, nil))
-		v := r.Value.(tools.TaskOutputValue)
-		paths := spillPaths.FindAllString(v.Output, -1)
-		if len(paths) != 1 || !strings.HasSuffix(paths[0], "-stdout") {
-			t.Fatalf("lossy read %q: want the stdout spill named", r.Text)
-		}
-		var full strings.Builder
-		for i := 1; i <= 30; i++ {
-			full.WriteString("xxx-" + itoa(i) + "\n")
-		}
-		checkSpill(t, paths[0], full.String())
-	})
-
-	t.Run("lossy_two_spills", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t, envOpts{local: local.Options{MaxOutputBytes: 20}})
-		id := e.background(e.sess, "for i in $(seq 1 30); do echo xxx-$i; echo err-$i >&2; done")
-		e.settle(e.sess, id)
-		r := e.call(tools.NameTaskOutput, map[string]any{"task_id": id})
-		golden(t, "lossy_two_spills.txt", scrub(r.Text, nil))
-		paths := spillPaths.FindAllString(r.Text, -1)
-		if len(paths) != 2 || !strings.HasSuffix(paths[0], "-stdout") || !strings.HasSuffix(paths[1], "-stderr") ||
-			!strings.Contains(r.Text, "\n[some output was dropped from memory; full output: "+paths[0]+", "+paths[1]+"]\n[status: completed, exit code: 0]") {
-			t.Fatalf("lossy read %q: want both spills named, stdout first", r.Text)
-		}
-		var out, errs strings.Builder
-		for i := 1; i <= 30; i++ {
-			out.WriteString("xxx-" + itoa(i) + "\n")
-			errs.WriteString("err-" + itoa(i) + "\n")
-		}
-		checkSpill(t, paths[0], out.String())
-		checkSpill(t, paths[1], errs.String())
-		// The next read has nothing new and is not lossy.
-		if r := e.call(tools.NameTaskOutput, map[string]any{"task_id": id}); r.Text != "(no new output)\n[status: completed, exit code: 0]" {
-			t.Errorf("next read = %q", r.Text)
-		}
-	})
-
-	t.Run("lossy_unavailable", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t, envOpts{local: local.Options{MaxOutputBytes: 20, MaxSpillBytes: 50}})
-		id := e.background(e.sess, "for i in $(seq 1 30); do echo xxx-$i; done")
-		e.settle(e.sess, id)
-		r := e.call(tools.NameTaskOutput, map[string]any{"task_id": id})
-		golden(t, "lossy_unavailable.txt", r.Text)
-		if !strings.HasSuffix(r.Text, "\n[some output was dropped from memory; full output: (unavailable)]\n[status: completed, exit code: 0]") {
-			t.Errorf("read = %q", r.Text)
-		}
-	})
-}
-
-// TestRenderRead pins the lossy notice of CONTRACT 4 with one, two and no
-// spill paths.
-func TestRenderRead(t *testing.T) {
-	cases := []struct {
-		name string
-		in   shell.ReadResult
-		want string
-	}{
-		{"empty", shell.ReadResult{}, ""},
-		{"plain", shell.ReadResult{Stdout: "a\n"}, "a\n"},
-		{"streams", shell.ReadResult{Stdout: "a", Stderr: "b\n"}, "a\n[stderr]\nb\n"},
-		{"lossy_two_spills", shell.ReadResult{Stdout: "tail\n", Stderr: "etail\n", Lossy: true, StdoutSpill: "/s/x-stdout", StderrSpill: "/s/y-stderr"},
-			"tail\n[stderr]\netail\n[some output was dropped from memory; full output: /s/x-stdout, /s/y-stderr]"},
-		{"lossy_stdout_spill", shell.ReadResult{Stdout: "tail", Lossy: true, StdoutSpill: "/s/x-stdout"},
-			"tail\n[some output was dropped from memory; full output: /s/x-stdout]"},
-		{"lossy_stderr_spill", shell.ReadResult{Stderr: "e", Lossy: true, StderrSpill: "/s/y-stderr"},
-			"[stderr]\ne\n[some output was dropped from memory; full output: /s/y-stderr]"},
-		{"lossy_no_spill", shell.ReadResult{Stdout: "tail\n", Lossy: true},
-			"tail\n[some output was dropped from memory; full output: (unavailable)]"},
-		{"lossy_empty_delta", shell.ReadResult{Lossy: true, StdoutSpill: "/s/x-stdout"},
-			"[some output was dropped from memory; full output: /s/x-stdout]"},
-	}
-	var all strings.Builder
-	for _, c := range cases {
-		got := tools.RenderRead(c.in)
-		if got != c.want {
-			t.Errorf("%s: RenderRead = %q, want %q", c.name, got, c.want)
-		}
-		all.WriteString("-- " + c.name + " --\n" + got + "\n")
-	}
-	golden(t, "render_read.txt", all.String())
 }
 
 // TestTaskToolErrors pins the task tools' error results.
@@ -377,9 +288,10 @@ func TestTaskToolErrors(t *testing.T) {
 
 	// No runtime: the task tools are not listed, and refuse if called.
 	n := newEnv(t, envOpts{noTasks: true})
-	for _, tool := range []string{tools.NameTaskOutput, tools.NameTaskKill, tools.NameTaskList} {
+	for _, tool := range []string{tools.NameTaskOutput, tools.NameTaskKill} {
 		wantError(t, n.call(tool, map[string]any{"task_id": "bash-1"}), "background tasks unavailable: no task runtime is configured")
 	}
+	wantError(t, n.call(tools.NameTaskList, "{}"), "background tasks unavailable: no task runtime is configured")
 	var names []string
 	for _, tl := range n.ts.Tools() {
 		names = append(names, tl.Name)
@@ -614,7 +526,7 @@ func TestSpawnFailure(t *testing.T) {
 	wantError(t, r, msg)
 
 	info, err := e.ts.Tasks().Start(e.sess.ID, tools.KindBash, "remote true", func() (tasks.Handle, error) {
-		return tools.NewProcessHandle(shell.FailedProcess(errors.New("host unreachable"))), nil
+		return tools.NewProcessHandle(shell.FailedProcess(errors.New("host unreachable")), tools.DefaultMaxResultBytes), nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -650,7 +562,7 @@ func TestKillOfAnEndedProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		info, err := e.rt.Start(e.sess.ID, tools.KindBash, command, func() (tasks.Handle, error) { return tools.NewProcessHandle(p), nil })
+		info, err := e.rt.Start(e.sess.ID, tools.KindBash, command, func() (tasks.Handle, error) { return tools.NewProcessHandle(p, tools.DefaultMaxResultBytes), nil })
 		if err != nil {
 			t.Fatal(err)
 		}

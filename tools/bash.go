@@ -3,8 +3,10 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/conch-dev/conch/shell"
@@ -33,11 +35,21 @@ type BashArgs struct {
 	Background  bool
 }
 
-// ParseBashArgs validates a model's arguments in the contract's order.
-// backgroundAllowed is false when the deployment disabled background runs.
+// ParseBashArgs validates a model's arguments in the contract's order,
+// after refusing any key the schema does not offer (run_in_background
+// included when the deployment disabled it: a model that sends it anyway
+// is told that, not that the key is unknown). backgroundAllowed is false
+// when the deployment disabled background runs.
 func ParseBashArgs(raw json.RawMessage, backgroundAllowed bool) (BashArgs, error) {
-	a := parseArgs(raw)
 	var b BashArgs
+	if backgroundAllowed {
+		if err := checkKeys(NameBash, raw, bashParams); err != nil {
+			return b, err
+		}
+	} else if err := checkKeys(NameBash, raw, bashParamsNoBackground, paramBackground); err != nil {
+		return b, err
+	}
+	a := parseArgs(raw)
 	var ok bool
 	if b.Command, ok = a.nonEmptyString("command"); !ok {
 		return b, argErr(msgCommand)
@@ -54,13 +66,13 @@ func ParseBashArgs(raw json.RawMessage, backgroundAllowed bool) (BashArgs, error
 		return b, argErr(msgWorkdir)
 	}
 	if backgroundAllowed {
-		if b.Background, ok = a.optBool("run_in_background"); !ok {
+		if b.Background, ok = a.optBool(paramBackground); !ok {
 			return b, argErr(msgBackgroundType)
 		}
-	} else if a.present("run_in_background") {
+	} else if a.present(paramBackground) {
 		// The schema does not offer it; a model that sends it anyway is
 		// told so rather than silently run in the foreground.
-		bg, ok := a.optBool("run_in_background")
+		bg, ok := a.optBool(paramBackground)
 		if !ok {
 			return b, argErr(msgBackgroundType)
 		}
@@ -81,11 +93,11 @@ func (t *Toolset) managedEnv(sess Session) map[string]string {
 	}
 }
 
-// Request builds the executor request of a validated call: the workdir is
-// resolved against the session's cwd; nothing but the named arguments and
-// the managed overlay reaches it.
+// Request builds the executor request of a validated call: the workdir,
+// "~" expanded, is resolved against the session's cwd; nothing but the
+// named arguments and the managed overlay reaches it.
 func (t *Toolset) Request(sess Session, b BashArgs) shell.Request {
-	wd := b.Workdir
+	wd := expandHome(b.Workdir)
 	if sess.Cwd != "" {
 		switch {
 		case wd == "":
@@ -102,23 +114,49 @@ func (t *Toolset) Request(sess Session, b BashArgs) shell.Request {
 	}
 }
 
-func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, co CallOptions) Result {
+// readReserve is the room a task_output result keeps after a read for
+// the timed-out marker and the status line.
+const readReserve = 200
+
+// handle makes p a task whose reads fit a task_output result.
+func (t *Toolset) handle(p shell.Process) *ProcessHandle {
+	return NewProcessHandle(p, t.opts.MaxResultBytes-readReserve)
+}
+
+// expandHome expands "~" and "~/…" to the home directory, as a shell
+// would. It is the server's home: right for the local executor; a remote
+// provider will have to answer this for its own host. A home that cannot
+// be found leaves the path as given (and the workdir error names it).
+func expandHome(wd string) string {
+	if wd != "~" && !strings.HasPrefix(wd, "~/") {
+		return wd
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return wd
+	}
+	return filepath.Join(home, wd[1:])
+}
+
+// bash runs the bash tool. A result that holds a command's output comes
+// as render, to be rendered within the budget the caller leaves it.
+func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, co CallOptions) (Result, func(budget int) Result) {
 	b, err := ParseBashArgs(raw, t.background())
 	if err != nil {
-		return errorResult(err.Error())
+		return errorResult(err.Error()), nil
 	}
 	if b.Background && t.opts.Tasks == nil {
-		return errorResult(msgNoRuntime)
+		return errorResult(msgNoRuntime), nil
 	}
 	if ctx.Err() != nil {
-		return errorResult(msgAborted)
+		return errorResult(msgAborted), nil
 	}
 	spec, err := t.ex.Resolve(t.Request(sess, b))
 	if err != nil {
-		return errorResult(err.Error())
+		return errorResult(err.Error()), nil
 	}
 	if b.Background {
-		return t.startBackground(sess, b, spec)
+		return t.startBackground(sess, b, spec), nil
 	}
 	return t.foreground(ctx, sess, b, spec, co)
 }
@@ -129,7 +167,7 @@ func (t *Toolset) startBackground(sess Session, b BashArgs, spec shell.Spec) Res
 		if err != nil {
 			return nil, err
 		}
-		return NewProcessHandle(p), nil
+		return t.handle(p), nil
 	})
 	if err != nil {
 		return errorResult(taskError(err))
@@ -140,14 +178,14 @@ func (t *Toolset) startBackground(sess Session, b BashArgs, spec shell.Spec) Res
 	}
 }
 
-func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, spec shell.Spec, co CallOptions) Result {
+func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, spec shell.Spec, co CallOptions) (Result, func(int) Result) {
 	p, err := t.ex.Launch(spec)
 	if err != nil {
-		return errorResult(err.Error())
+		return errorResult(err.Error()), nil
 	}
 	start := time.Now()
 	var yield <-chan time.Time
-	if t.opts.YieldAfter > 0 && t.opts.Tasks != nil && t.background() {
+	if t.yields() {
 		tm := time.NewTimer(t.opts.YieldAfter)
 		defer tm.Stop()
 		yield = tm.C
@@ -174,7 +212,7 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, spec
 			if co.KeepAborted {
 				return finished(p)
 			}
-			return errorResult(msgAborted)
+			return errorResult(msgAborted), nil
 		case <-tick:
 			o, e := p.Written()
 			co.Progress(Progress{Elapsed: time.Since(start), Bytes: o + e})
@@ -185,8 +223,8 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, spec
 			if ended(p) {
 				return finished(p)
 			}
-			if r, ok := t.yieldToTask(sess, b, p); ok {
-				return r
+			if render, ok := t.yieldToTask(sess, b, spec, p); ok {
+				return Result{}, render
 			}
 			yield = nil // the session is at its task limit: stay in the foreground
 		}
@@ -204,25 +242,36 @@ func ended(p shell.Process) bool {
 }
 
 // finished is the result of a foreground command that has ended.
-func finished(p shell.Process) Result {
+func finished(p shell.Process) (Result, func(int) Result) {
 	res := p.Result()
-	return Result{Text: RenderForeground(res), Value: foregroundValue(res)}
+	return Result{}, func(budget int) Result {
+		text, v := renderForeground(res, budget)
+		return Result{Text: text, Value: v}
+	}
 }
 
 // yieldToTask moves a running foreground command into a background task.
 // What it printed so far goes in this result; the task's reads carry on
-// from there, so no byte is lost or repeated. Its timeout still applies.
-func (t *Toolset) yieldToTask(sess Session, b BashArgs, p shell.Process) (Result, bool) {
-	h := NewProcessHandle(p)
+// from there, so no byte is lost or repeated. Its timeout still applies,
+// and the marker says so.
+func (t *Toolset) yieldToTask(sess Session, b BashArgs, spec shell.Spec, p shell.Process) (func(int) Result, bool) {
+	h := t.handle(p)
 	info, err := t.opts.Tasks.Start(sess.ID, KindBash, b.Command, func() (tasks.Handle, error) { return h, nil })
 	if err != nil {
-		return Result{}, false
+		return nil, false
 	}
+	read := p.Read()
 	ms := t.opts.YieldAfter.Milliseconds()
 	marker := "[still running after " + strconv.FormatInt(ms, 10) + "ms; moved to background task " + info.ID +
+		" (its " + strconv.FormatInt(spec.Timeout.Milliseconds(), 10) + "ms timeout still applies)" +
 		": read it with task_output, stop it with task_kill]"
-	return Result{
-		Text:  withMarkers(h.Read(), marker),
-		Value: YieldedValue{Kind: "yielded", TaskID: info.ID, YieldedAfterMs: ms},
+	return func(budget int) Result {
+		shown := readShown(read, budget, marker)
+		return Result{
+			Text: withMarkers(shown.body(), marker),
+			Value: YieldedValue{Kind: "yielded", TaskID: info.ID, YieldedAfterMs: ms, TimeoutMs: spec.Timeout.Milliseconds(),
+				Stdout: StreamValue{Text: shown.out, Truncated: shown.outCut, SpillPath: read.StdoutSpill},
+				Stderr: StreamValue{Text: shown.err, Truncated: shown.errCut, SpillPath: read.StderrSpill}},
+		}
 	}, true
 }

@@ -3,6 +3,7 @@ package tools_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,83 +76,15 @@ func TestForegroundGolden(t *testing.T) {
 	}
 }
 
-// TestForegroundTruncated pins the truncation marker with a real spill
-// file (and checks that the file holds the whole stream) and with
-// "(unavailable)" when the stream outgrew the spill cap.
-func TestForegroundTruncated(t *testing.T) {
+// TestForegroundAtTheCap: output of exactly the executor's tail is whole.
+func TestForegroundAtTheCap(t *testing.T) {
 	t.Parallel()
-	full := func(n int) string {
-		var b strings.Builder
-		for i := 1; i <= n; i++ {
-			b.WriteString(strings.Repeat("x", 3) + "-" + itoa(i) + "\n")
-		}
-		return b.String()
+	e := newEnv(t, envOpts{local: local.Options{MaxOutputBytes: 20}})
+	r := e.bash("printf '%019d\\n' 0")
+	wantOK(t, r)
+	if want := strings.Repeat("0", 19) + "\n"; r.Text != want {
+		t.Errorf("text = %q, want %q (exactly the cap is not truncated)", r.Text, want)
 	}
-	seqCmd := func(n int, redirect string) string {
-		return "for i in $(seq 1 " + itoa(n) + "); do echo xxx-$i; done" + redirect
-	}
-
-	t.Run("spill", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t, envOpts{local: local.Options{MaxOutputBytes: 20}})
-		r := e.bash(seqCmd(30, "") + "; " + seqCmd(3, " >&2"))
-		wantOK(t, r)
-		v := r.Value.(tools.ForegroundValue)
-		if !v.Stdout.Truncated || v.Stdout.SpillPath == "" || v.Stderr.Truncated {
-			t.Fatalf("value %#v: want a truncated stdout with a spill path", v)
-		}
-		wantText := v.Stdout.Text + "\n[output truncated; full output: " + v.Stdout.SpillPath + "]\n[stderr]\n" + full(3)
-		if r.Text != wantText {
-			t.Errorf("text = %q, want %q", r.Text, wantText)
-		}
-		if !strings.HasSuffix(full(30), v.Stdout.Text) || len(v.Stdout.Text) != 20 {
-			t.Errorf("tail %q is not the last 20 bytes of the output", v.Stdout.Text)
-		}
-		checkSpill(t, v.Stdout.SpillPath, full(30))
-		golden(t, "spill.txt", scrub(r.Text, nil))
-		v.Stdout.SpillPath = "<SPILL:stdout>"
-		goldenJSON(t, "spill.json", v)
-	})
-
-	t.Run("both_streams", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t, envOpts{local: local.Options{MaxOutputBytes: 20}})
-		r := e.bash(seqCmd(30, "") + "; " + seqCmd(40, " >&2") + "; exit 1")
-		wantOK(t, r)
-		v := r.Value.(tools.ForegroundValue)
-		if v.Stdout.SpillPath == "" || v.Stderr.SpillPath == "" {
-			t.Fatalf("value %#v: want both streams spilled", v)
-		}
-		checkSpill(t, v.Stdout.SpillPath, full(30))
-		checkSpill(t, v.Stderr.SpillPath, full(40))
-		golden(t, "both_streams.txt", scrub(r.Text, nil))
-	})
-
-	t.Run("unavailable", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t, envOpts{local: local.Options{MaxOutputBytes: 20, MaxSpillBytes: 50}})
-		r := e.bash(seqCmd(30, ""))
-		wantOK(t, r)
-		v := r.Value.(tools.ForegroundValue)
-		if !v.Stdout.Truncated || v.Stdout.SpillPath != "" {
-			t.Fatalf("value %#v: want a truncated stdout without a spill path", v)
-		}
-		want := v.Stdout.Text + "\n[output truncated; full output: (unavailable)]"
-		if r.Text != want {
-			t.Errorf("text = %q, want %q", r.Text, want)
-		}
-		golden(t, "unavailable.txt", r.Text)
-	})
-
-	t.Run("exactly_the_cap", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t, envOpts{local: local.Options{MaxOutputBytes: 20}})
-		r := e.bash("printf '%019d\\n' 0")
-		wantOK(t, r)
-		if want := strings.Repeat("0", 19) + "\n"; r.Text != want {
-			t.Errorf("text = %q, want %q (exactly the cap is not truncated)", r.Text, want)
-		}
-	})
 }
 
 // checkSpill checks that path is a private regular file holding want.
@@ -176,8 +109,8 @@ func checkSpill(t *testing.T, path, want string) {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 // TestForegroundEnvironment checks the managed CONCH_* overlay: set on
-// every call, fresh for each session, never from the server's environment
-// nor from a model's arguments.
+// every call, fresh for each session, never from the server's environment.
+// (A model's arguments cannot carry variables: see TestUnknownKeys.)
 func TestForegroundEnvironment(t *testing.T) {
 	t.Parallel()
 	stale := append(os.Environ(), "CONCH_SESSION_ID=stale", "CONCH_SHELL=0", "CONCH_HOME=/stale", "FOO=server")
@@ -186,10 +119,7 @@ func TestForegroundEnvironment(t *testing.T) {
 	a := tools.Session{ID: "session-a", Cwd: e.dir}
 	b := tools.Session{ID: "session-b", Cwd: e.dir}
 	for i, sess := range []tools.Session{a, b, a} {
-		r := e.callAs(sess, tools.NameBash, map[string]any{
-			"command": show, "description": "Show the managed environment",
-			"env": map[string]string{"CONCH_SESSION_ID": "evil", "CONCH_HOME": "/evil", "CONCH_SHELL": "evil", "FOO": "model"},
-		})
+		r := e.callAs(sess, tools.NameBash, map[string]any{"command": show, "description": "Show the managed environment"})
 		if want := sess.ID + "|1|" + testHome + "|server\n"; r.Text != want {
 			t.Errorf("call %d: %q, want %q", i, r.Text, want)
 		}
@@ -202,55 +132,26 @@ func TestForegroundEnvironment(t *testing.T) {
 	}
 }
 
-// TestModelExtrasNeverReachTheRequest checks that env, stdin,
-// stdoutMaxBytes and unknown keys are dropped: in the request the tools
-// build, and in a real run.
+// TestModelExtrasNeverReachTheRequest checks that the request the tools
+// build holds the named arguments and the managed overlay, nothing else;
+// a model's env, stdin or stdoutMaxBytes are refused (TestUnknownKeys).
 func TestModelExtrasNeverReachTheRequest(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
-	raw := args(t, map[string]any{
-		"command": "echo ${FOO:-unset}", "description": "Echo a variable", "timeoutMs": 5000, "workdir": "sub",
-		"env": map[string]string{"FOO": "x"}, "stdin": "hello\n", "stdoutMaxBytes": 3, "managedEnv": map[string]string{"CONCH_SHELL": "0"},
-		"Stdin": "x", "extra": []int{1},
-	})
+	raw := args(t, map[string]any{"command": "echo ${FOO:-unset}", "description": "Echo a variable", "timeoutMs": 5000, "workdir": "sub"})
 	b, err := tools.ParseBashArgs(raw, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	req := e.ts.Request(e.sess, b)
 	if req.Env != nil || req.Stdin != nil || req.StdoutMaxBytes != 0 {
-		t.Errorf("request carries a model's extras: %+v", req)
+		t.Errorf("request carries more than the arguments: %+v", req)
 	}
 	if req.Command != "echo ${FOO:-unset}" || req.Workdir != e.dir+"/sub" || req.Timeout != 5*time.Second {
 		t.Errorf("request = %+v", req)
 	}
 	if want := map[string]string{"CONCH_SHELL": "1", "CONCH_SESSION_ID": "session-a", "CONCH_HOME": testHome}; !mapsEqual(req.ManagedEnv, want) {
 		t.Errorf("ManagedEnv = %v, want %v", req.ManagedEnv, want)
-	}
-
-	run := func(command string, extra map[string]any) tools.Result {
-		a := map[string]any{"command": command, "description": "Run a test command"}
-		for k, v := range extra {
-			a[k] = v
-		}
-		return e.call(tools.NameBash, a)
-	}
-	if r := run("echo ${FOO:-unset}", map[string]any{"env": map[string]string{"FOO": "x"}}); r.Text != "unset\n" {
-		t.Errorf("env reached the command: %q", r.Text)
-	}
-	// stdin is /dev/null: cat ends at once and reads nothing.
-	start := time.Now()
-	if r := run("cat; readlink /proc/self/fd/0", map[string]any{"stdin": "hello\n"}); r.Text != "/dev/null\n" {
-		t.Errorf("stdin reached the command: %q", r.Text)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("cat took %v: stdin is not /dev/null", d)
-	}
-	if r := run("seq 1 1000 | wc -c", map[string]any{"stdoutMaxBytes": 3}); r.Text != "3893\n" {
-		t.Errorf("stdoutMaxBytes reached the command: %q", r.Text)
-	}
-	if r := run("seq 1 1000", map[string]any{"stdoutMaxBytes": 3}); strings.Contains(r.Text, "truncated") {
-		t.Errorf("stdoutMaxBytes cut the output: %q", r.Text[len(r.Text)-80:])
 	}
 }
 
@@ -479,5 +380,52 @@ func endingCommand(t *testing.T, e *env) (command string, waitEnded func()) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestBudgetWithNotices: the completion notices that ride with a bash
+// result share its budget with the text.
+func TestBudgetWithNotices(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{tools: tools.Options{MaxResultBytes: 2000}})
+	id := e.background(e.sess, "echo done")
+	e.settle(e.sess, id)
+	r := e.bash("seq 1 3000")
+	if len(r.Notices) != 1 || !strings.HasPrefix(r.Notices[0].Text, "background task "+id) {
+		t.Fatalf("notices = %q", r.Notices)
+	}
+	if n := len(r.Text) + len(r.Notices[0].Text); n > 2000 {
+		t.Errorf("text %d + notice %d = %d bytes, over the budget of 2000", len(r.Text), len(r.Notices[0].Text), n)
+	}
+	if !strings.Contains(r.Text, " omitted; full output: ") || !strings.HasSuffix(r.Text, "2999\n3000\n") {
+		t.Errorf("text = %q", r.Text)
+	}
+	// Without notices the text takes the whole budget.
+	if alone := e.bash("seq 1 3000"); len(alone.Text) < 1900 || len(alone.Text) > 2000 || alone.Notices != nil {
+		t.Errorf("text alone: %d bytes, notices %q", len(alone.Text), alone.Notices)
+	}
+}
+
+// TestWorkdirHome: "~" and "~/…" in workdir are the home directory.
+func TestWorkdirHome(t *testing.T) {
+	t.Parallel()
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatalf("no home directory: %v", err)
+	}
+	real, err := filepath.EvalSymlinks(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOpts{})
+	for wd, want := range map[string]string{"~": real, "~/": real, "~/.": real, "~nobody": e.dir + "/~nobody"} {
+		r := e.call(tools.NameBash, map[string]any{"command": "pwd -P", "description": "Print the working directory", "workdir": wd})
+		if wd == "~nobody" { // not a home reference: a relative path, missing here
+			wantError(t, r, "workdir "+want+": no such file or directory")
+			continue
+		}
+		if r.Text != want+"\n" {
+			t.Errorf("workdir %q: pwd = %q, want %q", wd, r.Text, want+"\n")
+		}
 	}
 }

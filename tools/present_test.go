@@ -77,7 +77,7 @@ func TestPresentResult(t *testing.T) {
 	fg := `{"command":"make","description":"Build"}`
 	bg := `{"command":"make","description":"Build","run_in_background":true}`
 	fence := func(s string) []string { return []string{"```console\n" + s + "\n```"} }
-	yielded := "line 1\n[still running after 45000ms; moved to background task bash-2: read it with task_output, stop it with task_kill]"
+	yielded := "line 1\n[still running after 45000ms; moved to background task bash-2 (its 120000ms timeout still applies): read it with task_output, stop it with task_kill]"
 	cases := []struct {
 		name    string
 		tool    string
@@ -124,8 +124,8 @@ func TestPresentResult(t *testing.T) {
 		// A yielded result: generic, no pill.
 		{"yielded", "bash", fg, []string{yielded}, false,
 			tools.View{Card: "generic", Content: fence(yielded)}, true},
-		{"yielded_no_output", "bash", fg, []string{"(no output)\n[still running after 300ms; moved to background task bash-1: read it with task_output, stop it with task_kill]"}, false,
-			tools.View{Card: "generic", Content: fence("(no output)\n[still running after 300ms; moved to background task bash-1: read it with task_output, stop it with task_kill]")}, true},
+		{"yielded_no_output", "bash", fg, []string{"(no output)\n[still running after 300ms; moved to background task bash-1 (its 800ms timeout still applies): read it with task_output, stop it with task_kill]"}, false,
+			tools.View{Card: "generic", Content: fence("(no output)\n[still running after 300ms; moved to background task bash-1 (its 800ms timeout still applies): read it with task_output, stop it with task_kill]")}, true},
 		// Task tools: generic.
 		{"task_output", "task_output", `{"task_id":"bash-1"}`, []string{"one\n[status: completed, exit code: 0]"}, false,
 			tools.View{Card: "generic", Content: fence("one\n[status: completed, exit code: 0]")}, true},
@@ -270,7 +270,7 @@ func TestParseExitStatusRoundTrip(t *testing.T) {
 			r.Signal = wantSig
 		case 2: // neither: killed without a signal (reads as exit 0)
 		}
-		text := tools.RenderForeground(r)
+		text := tools.RenderForeground(r, tools.DefaultMaxResultBytes)
 		markers := r.TimedOut || wantSig != "" || wantCode != 0
 		if !markers && markerLine.MatchString(text) {
 			t.Skip("the documented residual: a clean exit whose last line is exactly a marker")
@@ -336,7 +336,7 @@ func TestRenderForegroundRules(t *testing.T) {
 			}
 			want += strings.Join(markers, "\n")
 		}
-		if got := tools.RenderForeground(r); got != want {
+		if got := tools.RenderForeground(r, tools.DefaultMaxResultBytes); got != want {
 			t.Fatalf("RenderForeground = %q, want %q", got, want)
 		}
 	})

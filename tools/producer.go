@@ -2,6 +2,7 @@ package tools
 
 import (
 	"strings"
+	"sync/atomic"
 
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/tasks"
@@ -11,38 +12,63 @@ import (
 const KindBash = "bash"
 
 // ProcessHandle adapts a background shell.Process into a task.
-type ProcessHandle struct{ p shell.Process }
+type ProcessHandle struct {
+	p      shell.Process
+	budget int
+	// timedOutShown is set once a read has shown the timed-out marker of
+	// a yielded command, so that it is shown once, after its last output.
+	timedOutShown atomic.Bool
+}
 
-var _ tasks.Handle = ProcessHandle{}
+var _ tasks.Handle = (*ProcessHandle)(nil)
 
-// NewProcessHandle makes p a task the runtime can own.
-func NewProcessHandle(p shell.Process) ProcessHandle { return ProcessHandle{p: p} }
+// NewProcessHandle makes p a task the runtime can own; each read's text
+// is held to budget bytes (see RenderRead), the timed-out marker aside.
+func NewProcessHandle(p shell.Process, budget int) *ProcessHandle {
+	return &ProcessHandle{p: p, budget: budget}
+}
 
-// Read returns the output since the previous read, with a notice when
-// some of it was dropped from memory.
-func (h ProcessHandle) Read() string { return RenderRead(h.p.Read()) }
+// Read returns the output since the previous read, within the handle's
+// budget. Once a command that kept its timeout (a yielded foreground
+// call) was ended by it, the read that follows its last output ends with
+// "[timed out after <ms>ms]", as a foreground result would.
+func (h *ProcessHandle) Read() string {
+	ended := ended(h.p) // before the read: once ended, it gets all the rest
+	text := RenderRead(h.p.Read(), h.budget)
+	if !ended {
+		return text
+	}
+	res := h.p.Result()
+	if !res.TimedOut || h.timedOutShown.Swap(true) {
+		return text
+	}
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	return text + timedOutMarker(res.Timeout)
+}
 
 // Peek renders the end of the unread output like Read, without consuming
 // it: shell.Process.Peek of each stream, joined as a read joins them.
-func (h ProcessHandle) Peek(maxBytes int) string {
+func (h *ProcessHandle) Peek(maxBytes int) string {
 	r := h.p.Peek(maxBytes)
-	return RenderRead(shell.ReadResult{Stdout: r.Stdout, Stderr: r.Stderr})
+	return RenderRead(shell.ReadResult{Stdout: r.Stdout, Stderr: r.Stderr}, h.budget)
 }
 
 // Written is the bytes both streams have produced so far.
-func (h ProcessHandle) Written() int64 {
+func (h *ProcessHandle) Written() int64 {
 	o, e := h.p.Written()
 	return o + e
 }
 
 // Cancel kills the process group (SIGTERM, SIGKILL after the grace).
-func (h ProcessHandle) Cancel(string) { h.p.Kill() }
+func (h *ProcessHandle) Cancel(string) { h.p.Kill() }
 
 // Done is closed once the process settled and its output is complete.
-func (h ProcessHandle) Done() <-chan struct{} { return h.p.Done() }
+func (h *ProcessHandle) Done() <-chan struct{} { return h.p.Done() }
 
 // Outcome maps the process's end to a task outcome.
-func (h ProcessHandle) Outcome() tasks.Outcome { return ProcessOutcome(h.p) }
+func (h *ProcessHandle) Outcome() tasks.Outcome { return ProcessOutcome(h.p) }
 
 // ProcessOutcome is a settled process as a task outcome, fact for fact:
 // its status, its exit code (0 for a completed process that reports none),
@@ -75,25 +101,19 @@ func ProcessOutcome(p shell.Process) tasks.Outcome {
 	return out
 }
 
-// RenderRead is one incremental read as a model sees it: the delta, then,
-// if unread bytes were dropped from memory, where the whole output is.
-func RenderRead(r shell.ReadResult) string {
-	text := r.Text()
-	if !r.Lossy {
-		return text
-	}
-	var spills []string
-	for _, p := range []string{r.StdoutSpill, r.StderrSpill} {
-		if p != "" {
-			spills = append(spills, p)
-		}
-	}
-	where := unavailable
-	if len(spills) > 0 {
-		where = strings.Join(spills, ", ")
-	}
-	if text != "" && !strings.HasSuffix(text, "\n") {
-		text += "\n"
-	}
-	return text + "[some output was dropped from memory; full output: " + where + "]"
+// RenderRead is one incremental read as a model sees it, within budget
+// bytes: stdout, then stderr under a "[stderr]" header, each cut like a
+// foreground result's streams when they do not fit. A stream some of
+// whose unread bytes were dropped from memory starts with the cut line
+// that counts them and names its spill file; its tail follows.
+func RenderRead(r shell.ReadResult, budget int) string {
+	return readShown(r, budget).body()
+}
+
+// readShown is RenderRead's streams, to be followed by markers.
+func readShown(r shell.ReadResult, budget int, markers ...string) shownStreams {
+	return fitStreams(
+		readStream(r.Stdout, r.StdoutSkipped, r.StdoutSpill, r.StdoutSpillErr),
+		readStream(r.Stderr, r.StderrSkipped, r.StderrSpill, r.StderrSpillErr),
+		budget, markers...)
 }

@@ -8,39 +8,33 @@ import (
 	"github.com/conch-dev/conch/shell"
 )
 
-// Markers of a foreground result (CONTRACT 3.4).
+// Markers of a foreground result.
 const (
-	noOutput          = "(no output)"
-	unavailable       = "(unavailable)"
-	exitMarkerPrefix  = "[exit code: "
-	sigMarkerPrefix   = "[killed by signal: "
-	truncMarkerPrefix = "[output truncated; full output: "
+	noOutput         = "(no output)"
+	exitMarkerPrefix = "[exit code: "
+	sigMarkerPrefix  = "[killed by signal: "
+	// leftRunningMarker tells a model that the rest of a command's output
+	// is lost, and how to keep it next time.
+	leftRunningMarker = "[a process started by this command is still running and holding its output; " +
+		"its further output is discarded (use run_in_background to keep it)]"
 )
 
-// streamText is a stream's tail plus, when it was cut, where to find the
-// whole of it.
-func streamText(o shell.Output) string {
-	if !o.Truncated {
-		return o.Text
-	}
-	path := o.SpillPath
-	if path == "" {
-		path = unavailable
-	}
-	return o.Text + "\n" + truncMarkerPrefix + path + "]"
+// RenderForeground is the model-facing text of a foreground result within
+// budget bytes: the body (or "(no output)"), then the markers, each on
+// its own line, the exit or signal marker last. Streams that do not fit
+// are cut (see fitStreams).
+func RenderForeground(r shell.Result, budget int) string {
+	text, _ := renderForeground(r, budget)
+	return text
 }
 
-// Body is what a foreground command printed, as a model reads it: stdout,
-// then its stderr under a "[stderr]" header, each cut to its tail.
-func Body(r shell.Result) string {
-	return shell.JoinStreams(streamText(r.Stdout), streamText(r.Stderr))
-}
-
-// RenderForeground is the model-facing text of a foreground result: the
-// body (or "(no output)"), then the markers, each on its own line, the
-// exit or signal marker last.
-func RenderForeground(r shell.Result) string {
+// renderForeground is RenderForeground and the structured value that
+// carries the same stream texts.
+func renderForeground(r shell.Result, budget int) (string, ForegroundValue) {
 	var markers []string
+	if r.LeftRunning {
+		markers = append(markers, leftRunningMarker)
+	}
 	if r.TimedOut {
 		markers = append(markers, timedOutMarker(r.Timeout))
 	}
@@ -50,11 +44,22 @@ func RenderForeground(r shell.Result) string {
 	case r.ExitCode != nil && *r.ExitCode != 0:
 		markers = append(markers, exitMarkerPrefix+strconv.Itoa(*r.ExitCode)+"]")
 	}
-	return withMarkers(Body(r), markers...)
+	o, e := outputStream(r.Stdout), outputStream(r.Stderr)
+	shown := fitStreams(o, e, budget, markers...)
+	v := foregroundValue(r, shown)
+	return withMarkers(shown.body(), markers...), v
 }
 
 func timedOutMarker(d time.Duration) string {
 	return "[timed out after " + strconv.FormatInt(d.Milliseconds(), 10) + "ms]"
+}
+
+// markersLen is what markers add to a body at most: each on its own line.
+func markersLen(markers []string) int {
+	if len(markers) == 0 {
+		return 0
+	}
+	return len("\n") + len(strings.Join(markers, "\n"))
 }
 
 // withMarkers puts markers after body, each on its own line; an empty body

@@ -3,8 +3,12 @@ package tools
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 )
+
+// paramBackground is the bash parameter a deployment may disable.
+const paramBackground = "run_in_background"
 
 // Tool names.
 const (
@@ -27,14 +31,39 @@ type Tool struct {
 	ReadOnly, Destructive bool
 }
 
-const bashDescriptionCore = "Run a bash command and return its output. " +
-	"Each call is a fresh `bash -c` process: no state (working directory, variables, functions) is kept between calls, so pass `workdir` instead of running `cd`. " +
-	"A non-zero exit is reported as `[exit code: N]` at the end of the result, a timeout as `[timed out after Nms]`, a signal as `[killed by signal: SIG]`. " +
-	"Long output is cut to its tail, and the full output is saved to a file whose path the result reports. "
+// bashLimits are the numbers the bash description states, as configured.
+type bashLimits struct {
+	// DefaultTimeout and MaxTimeout are the executor's; 0 when it did not
+	// say (the sentence is then left out).
+	DefaultTimeout, MaxTimeout time.Duration
+	Yield                      time.Duration // 0: off
+	Budget                     int           // bytes of a result
+	Background                 bool
+}
 
-const bashDescriptionBackground = "Set `run_in_background: true` for long-running commands (servers, watchers, long builds): the call returns a task id at once; read the task's output with `task_output` and stop it with `task_kill`."
-
-const bashDescriptionNoBackground = "Background execution is not available; long-running commands must finish within the timeout."
+// bashDescription is the bash tool's description: what a model must know
+// to use it well, with the numbers of this deployment.
+func bashDescription(l bashLimits) string {
+	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + " ms" }
+	var b strings.Builder
+	b.WriteString("Run a bash command and return its output. " +
+		"Each call is a fresh `bash -c` process: no state (working directory, variables, functions) is kept between calls, so pass `workdir` instead of running `cd`. " +
+		"A non-zero exit is reported as `[exit code: N]` at the end of the result, a timeout as `[timed out after Nms]`, a signal as `[killed by signal: SIG]`. ")
+	if l.DefaultTimeout > 0 && l.MaxTimeout > 0 {
+		b.WriteString("The timeout is " + ms(l.DefaultTimeout) + " unless `timeoutMs` sets another, at most " + ms(l.MaxTimeout) + ". ")
+	}
+	b.WriteString("A result holds at most " + strconv.Itoa(l.Budget) + " bytes: longer output keeps its start and its end, " +
+		"joined by a line that says how much was left out and names the file holding the full output. ")
+	if !l.Background {
+		b.WriteString("Background execution is not available; long-running commands must finish within the timeout.")
+		return b.String()
+	}
+	b.WriteString("Set `run_in_background: true` for long-running commands (servers, watchers, long builds): the call returns a task id at once; read the task's output with `task_output` and stop it with `task_kill`.")
+	if l.Yield > 0 {
+		b.WriteString(" A call still running after " + ms(l.Yield) + " moves to a background task by itself and returns its output so far; its timeout still applies.")
+	}
+	return b.String()
+}
 
 // BashPrompt is the bash section for hosts that build system prompts.
 const BashPrompt = "Check the [exit code: N] marker on every bash result; investigate failures before moving on."
@@ -48,14 +77,14 @@ const TasksPrompt = "Track every background task id you start. When a task finis
 const bashInputProperties = `"command":{"type":"string","description":"The bash command to execute."},` +
 	`"description":{"type":"string","description":"A 5-10 word active-voice summary of what the command does, shown in the UI (e.g. \"Run the unit tests\"). It never changes execution."},` +
 	`"timeoutMs":{"type":"number","description":"Timeout in milliseconds. The deployment's default applies when omitted, and its maximum caps it."},` +
-	`"workdir":{"type":"string","description":"Working directory for this call. Relative paths resolve against the session's working directory."}`
+	`"workdir":{"type":"string","description":"Working directory for this call. Relative paths resolve against the session's working directory; ~ is the home directory."}`
 
 var (
 	bashInputSchema = json.RawMessage(`{"type":"object","properties":{` + bashInputProperties +
 		`,"run_in_background":{"type":"boolean","description":"Start the command as a background task and return its id at once."}` +
-		`},"required":["command","description"]}`)
+		`},"required":["command","description"],"additionalProperties":false}`)
 	bashInputSchemaNoBackground = json.RawMessage(`{"type":"object","properties":{` + bashInputProperties +
-		`},"required":["command","description"]}`)
+		`},"required":["command","description"],"additionalProperties":false}`)
 
 	streamSchema = `{"type":"object","properties":{"text":{"type":"string"},"truncated":{"type":"boolean"},"spillPath":{"type":"string"}},"required":["text","truncated"]}`
 
@@ -80,7 +109,7 @@ var (
 		`"taskId":{"type":"string"},` + taskStateProperties + `,"output":{"type":"string"}` +
 		`},"required":["taskId","status","elapsedMs","output"]}`)
 
-	taskListInputSchema  = json.RawMessage(`{"type":"object","properties":{}}`)
+	taskListInputSchema  = json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)
 	taskListOutputSchema = json.RawMessage(`{"type":"object","properties":{"tasks":{"type":"array","items":{"type":"object","properties":{` +
 		`"id":{"type":"string"},"kind":{"type":"string"},` + taskStateProperties + `,"label":{"type":"string"}` +
 		`},"required":["id","kind","status","elapsedMs","label"]}}},"required":["tasks"]}`)
@@ -88,7 +117,13 @@ var (
 	taskKillInputSchema = json.RawMessage(`{"type":"object","properties":{` +
 		`"task_id":{"type":"string","description":"The id of the background task to stop."},` +
 		`"reason":{"type":"string","description":"Why the task is being stopped (for logs)."}` +
-		`},"required":["task_id"]}`)
+		`},"required":["task_id"],"additionalProperties":false}`)
+	bashParams             = schemaParams(bashInputSchema)
+	bashParamsNoBackground = schemaParams(bashInputSchemaNoBackground)
+	taskOutputParams       = schemaParams(taskOutputInputSchema(0, 0))
+	taskListParams         = schemaParams(taskListInputSchema)
+	taskKillParams         = schemaParams(taskKillInputSchema)
+
 	taskKillOutputSchema = json.RawMessage(`{"type":"object","properties":{` +
 		`"taskId":{"type":"string"},` + taskStateProperties + `,"alreadyFinished":{"type":"boolean"}` +
 		`},"required":["taskId","status","elapsedMs","alreadyFinished"]}`)
@@ -101,7 +136,7 @@ func taskOutputInputSchema(defaultWait, maxWait time.Duration) json.RawMessage {
 		`"task_id":{"type":"string","description":"The id of the background task, e.g. bash-1."},` +
 		`"wait":{"type":"boolean","description":"Block until the task finishes or timeout_ms passes."},` +
 		`"timeout_ms":{"type":"number","description":"How long a wait may block, in milliseconds (default ` + millis(defaultWait) + `, max ` + millis(maxWait) + `)."}` +
-		`},"required":["task_id"]}`)
+		`},"required":["task_id"],"additionalProperties":false}`)
 }
 
 // taskOutputDescription is task_output's description; it states the

@@ -133,7 +133,7 @@ func TestTaskKillWaits(t *testing.T) {
 	}
 	t.Cleanup(func() { p.Kill(); <-p.Done() }) // before the runtime's Close waits for it
 	info, err := e.rt.Start(e.sess.ID, tools.KindBash, "sleep 60", func() (tasks.Handle, error) {
-		return deafHandle{tools.NewProcessHandle(p)}, nil
+		return deafHandle{tools.NewProcessHandle(p, tools.DefaultMaxResultBytes)}, nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +150,7 @@ func TestTaskKillWaits(t *testing.T) {
 }
 
 // deafHandle is a task whose work ignores cancellation.
-type deafHandle struct{ tools.ProcessHandle }
+type deafHandle struct{ *tools.ProcessHandle }
 
 func (deafHandle) Cancel(string) {}
 

@@ -7,6 +7,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -42,13 +43,28 @@ type Options struct {
 	// limit: the MCP server sets 50 s, as MCP clients cut calls near
 	// 60 s. The task_output description states both.
 	DefaultWait, MaxWait time.Duration
+	// MaxResultBytes bounds the text of a bash result, its markers and the
+	// completion notices that ride with it (default DefaultMaxResultBytes;
+	// a value below MinResultBytes is raised to it). Streams that do not
+	// fit keep their start and their end, joined by a line saying what was
+	// left out. task_output reads are held to it too.
+	MaxResultBytes int
 }
+
+// DefaultMaxResultBytes is the default result budget: what Claude Code's
+// own Bash tool allows a result.
+const DefaultMaxResultBytes = 30000
+
+// MinResultBytes is the smallest result budget: room for both streams'
+// cut lines and the markers.
+const MinResultBytes = 1000
 
 // Toolset is the four tools over one executor. It is safe for concurrent
 // use by many sessions.
 type Toolset struct {
-	ex   shell.Executor
-	opts Options
+	ex     shell.Executor
+	opts   Options
+	limits bashLimits
 }
 
 // New returns the tools over ex. A nil opts means the defaults.
@@ -71,6 +87,21 @@ func New(ex shell.Executor, opts *Options) *Toolset {
 	}
 	if t.opts.MaxWait <= 0 {
 		t.opts.MaxWait = 600 * time.Second
+	}
+	if t.opts.MaxResultBytes == 0 {
+		t.opts.MaxResultBytes = DefaultMaxResultBytes
+	}
+	t.opts.MaxResultBytes = max(t.opts.MaxResultBytes, MinResultBytes)
+	t.limits = bashLimits{Budget: t.opts.MaxResultBytes, Background: t.background()}
+	if t.yields() {
+		t.limits.Yield = t.opts.YieldAfter
+	}
+	// The executor knows its timeouts: its default fills an empty
+	// request, its maximum clamps a huge one.
+	def, errDef := ex.Resolve(shell.Request{Command: "true"})
+	capped, errMax := ex.Resolve(shell.Request{Command: "true", Timeout: math.MaxInt64})
+	if errDef == nil && errMax == nil {
+		t.limits.DefaultTimeout, t.limits.MaxTimeout = def.Timeout, capped.Timeout
 	}
 	return t
 }
@@ -146,13 +177,12 @@ func (t *Toolset) Tools() []Tool {
 	bash := Tool{
 		Name:         NameBash,
 		Title:        "Run a bash command",
-		Description:  bashDescriptionCore + bashDescriptionBackground,
+		Description:  bashDescription(t.limits),
 		InputSchema:  bashInputSchema,
 		OutputSchema: bashOutputSchema,
 		Destructive:  true,
 	}
 	if !t.background() {
-		bash.Description = bashDescriptionCore + bashDescriptionNoBackground
 		bash.InputSchema = bashInputSchemaNoBackground
 	}
 	list := []Tool{bash}
@@ -174,6 +204,12 @@ func (t *Toolset) Tools() []Tool {
 // does not depend on its wiring; a call then gets a clear error.
 func (t *Toolset) background() bool { return !t.opts.DisableBackground }
 
+// yields reports whether a long foreground call moves to a task: it needs
+// a window, a runtime, and background execution.
+func (t *Toolset) yields() bool {
+	return t.opts.YieldAfter > 0 && t.opts.Tasks != nil && t.background()
+}
+
 // Prompt is the system-prompt section for hosts that build one.
 func (t *Toolset) Prompt() string {
 	if t.opts.Tasks == nil {
@@ -190,10 +226,16 @@ func (t *Toolset) Call(ctx context.Context, sess Session, name string, args json
 	if o != nil {
 		co = *o
 	}
+	if err := checkTaskKeys(name, args); err != nil {
+		r := errorResult(err.Error())
+		r.Notices = t.Notices(sess.ID)
+		return r
+	}
 	var r Result
+	var render func(budget int) Result
 	switch name {
 	case NameBash:
-		r = t.bash(ctx, sess, args, co)
+		r, render = t.bash(ctx, sess, args, co)
 	case NameTaskOutput:
 		r = t.taskOutput(ctx, sess, args, co)
 	case NameTaskList:
@@ -203,8 +245,42 @@ func (t *Toolset) Call(ctx context.Context, sess Session, name string, args json
 	default:
 		r = errorResult("unknown tool " + name)
 	}
-	r.Notices = t.Notices(sess.ID)
+	// The notices are drained before a bash result is rendered, so that
+	// they and the text share the budget.
+	notices := t.Notices(sess.ID)
+	if render != nil {
+		r = render(t.textBudget(notices))
+	}
+	r.Notices = notices
 	return r
+}
+
+// checkTaskKeys refuses a task tool's call with a key the tool does not
+// take, before anything else about it is checked. (bash checks its own in
+// ParseBashArgs: its parameters depend on the deployment.)
+func checkTaskKeys(name string, args json.RawMessage) error {
+	switch name {
+	case NameTaskOutput:
+		return checkKeys(name, args, taskOutputParams)
+	case NameTaskList:
+		return checkKeys(name, args, taskListParams)
+	case NameTaskKill:
+		return checkKeys(name, args, taskKillParams)
+	}
+	return nil
+}
+
+// textBudget is what a bash result's text may take: the result budget
+// less the notices that ride with it, but never less than half of it, so
+// a burst of notices cannot crowd out the command's own output (the
+// whole may then exceed the budget by what the notices take beyond the
+// other half).
+func (t *Toolset) textBudget(notices []Notice) int {
+	n := 0
+	for _, s := range notices {
+		n += len(s.Text)
+	}
+	return max(t.opts.MaxResultBytes-n, t.opts.MaxResultBytes/2)
 }
 
 // Notices drains and words the completion notices pending for a session.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-dev/conch/shell/local"
 	"github.com/conch-dev/conch/tools"
 )
 
@@ -164,11 +165,15 @@ func TestSchemas(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	noBg := newEnv(t, envOpts{tools: tools.Options{DisableBackground: true}})
 	noRuntime := newEnv(t, envOpts{noTasks: true})
+	yield := newEnv(t, envOpts{tools: tools.Options{YieldAfter: 45 * time.Second, MaxResultBytes: 20000},
+		local: local.Options{Timeout: 90 * time.Second, MaxTimeout: 300 * time.Second}})
+	yieldNoBg := newEnv(t, envOpts{tools: tools.Options{YieldAfter: 45 * time.Second, DisableBackground: true}})
 
 	for _, c := range []struct {
 		name string
 		env  *env
-	}{{"tools", e}, {"tools_background_disabled", noBg}, {"tools_no_runtime", noRuntime}} {
+	}{{"tools", e}, {"tools_background_disabled", noBg}, {"tools_no_runtime", noRuntime},
+		{"tools_yield", yield}, {"tools_yield_background_disabled", yieldNoBg}} {
 		var b strings.Builder
 		for _, tl := range c.env.ts.Tools() {
 			for _, s := range []json.RawMessage{tl.InputSchema, tl.OutputSchema} {
@@ -246,9 +251,30 @@ func TestSchemas(t *testing.T) {
 	if strings.Join(schema.Required, ",") != "command,description" || schema.Properties["command"].Description != "The bash command to execute." {
 		t.Errorf("bash schema: %+v", schema)
 	}
-	for _, want := range []string{"bash -c", "workdir", "cd", "[exit code: N]", "tail", "file", "run_in_background: true", "task_output", "task_kill"} {
+	for _, want := range []string{"bash -c", "workdir", "cd", "[exit code: N]", "file", "run_in_background: true", "task_output", "task_kill",
+		"The timeout is 120000 ms unless `timeoutMs` sets another, at most 600000 ms.", "A result holds at most 30000 bytes"} {
 		if !strings.Contains(bash.Description, want) {
 			t.Errorf("bash description lacks %q", want)
+		}
+	}
+	// The numbers are the deployment's.
+	yd := yield.ts.Tools()[0].Description
+	for _, want := range []string{"The timeout is 90000 ms unless `timeoutMs` sets another, at most 300000 ms.", "A result holds at most 20000 bytes",
+		"A call still running after 45000 ms moves to a background task by itself"} {
+		if !strings.Contains(yd, want) {
+			t.Errorf("bash description with a yield window lacks %q: %s", want, yd)
+		}
+	}
+	if strings.Contains(bash.Description, "by itself") || strings.Contains(yieldNoBg.ts.Tools()[0].Description, "by itself") {
+		t.Error("a deployment without a yield describes one")
+	}
+	// Every input schema refuses unknown keys.
+	for _, tl := range e.ts.Tools() {
+		var s struct {
+			AdditionalProperties *bool `json:"additionalProperties"`
+		}
+		if err := json.Unmarshal(tl.InputSchema, &s); err != nil || s.AdditionalProperties == nil || *s.AdditionalProperties {
+			t.Errorf("%s: input schema does not set additionalProperties: false", tl.Name)
 		}
 	}
 	if !strings.HasSuffix(bashNoBg.Description, "Background execution is not available; long-running commands must finish within the timeout.") ||
@@ -271,5 +297,66 @@ func TestStateDir(t *testing.T) {
 		if got := tools.StateDir(); got != tc.want {
 			t.Errorf("XDG_STATE_HOME=%q: StateDir() = %q, want %q", tc.xdg, got, tc.want)
 		}
+	}
+}
+
+// TestUnknownKeys: a key a tool does not take is refused before anything
+// else is checked, with the parameter it most likely meant or the list of
+// parameters the schema shows; the first unknown key in the object's order
+// is the one named. Nothing is spawned.
+func TestUnknownKeys(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	noBg := newEnv(t, envOpts{tools: tools.Options{DisableBackground: true}})
+	noRuntime := newEnv(t, envOpts{noTasks: true})
+	spawned := e.dir + "/spawned"
+	cmd := `"command":"touch ` + spawned + `","description":"Touch a file"`
+	const bashTakes = "; bash takes command, description, timeoutMs, workdir, run_in_background"
+	cases := []struct {
+		name, tool string
+		env        *env
+		args, msg  string
+	}{
+		{"timeout_ms", tools.NameBash, e, `{` + cmd + `,"timeout_ms":5000}`, `unknown parameter "timeout_ms" (did you mean "timeoutMs"?)`},
+		{"case", tools.NameBash, e, `{"Command":"true","description":"d"}`, `unknown parameter "Command" (did you mean "command"?)`},
+		{"underscore", tools.NameBash, e, `{` + cmd + `,"work_dir":"/"}`, `unknown parameter "work_dir" (did you mean "workdir"?)`},
+		{"typo", tools.NameBash, e, `{` + cmd + `,"run_in_backgrond":true}`, `unknown parameter "run_in_backgrond" (did you mean "run_in_background"?)`},
+		{"distance_2", tools.NameBash, e, `{` + cmd + `,"timeout":5000}`, `unknown parameter "timeout" (did you mean "timeoutMs"?)`},
+		{"env", tools.NameBash, e, `{` + cmd + `,"env":{"FOO":"x"}}`, `unknown parameter "env"` + bashTakes},
+		{"stdin", tools.NameBash, e, `{` + cmd + `,"stdin":"x"}`, `unknown parameter "stdin"` + bashTakes},
+		{"stdoutMaxBytes", tools.NameBash, e, `{` + cmd + `,"stdoutMaxBytes":3}`, `unknown parameter "stdoutMaxBytes"` + bashTakes},
+		{"before_the_command_check", tools.NameBash, e, `{"cmd":"true"}`, `unknown parameter "cmd"` + bashTakes},
+		{"first_in_order", tools.NameBash, e, `{"zzz":1,` + cmd + `,"env":{}}`, `unknown parameter "zzz"` + bashTakes},
+		{"first_in_order_swapped", tools.NameBash, e, `{"env":{},` + cmd + `,"zzz":1}`, `unknown parameter "env"` + bashTakes},
+		{"null_value", tools.NameBash, e, `{` + cmd + `,"env":null}`, `unknown parameter "env"` + bashTakes},
+		{"background_disabled_listing", tools.NameBash, noBg, `{` + cmd + `,"background":true}`,
+			`unknown parameter "background"; bash takes command, description, timeoutMs, workdir`},
+		{"background_disabled_still_named", tools.NameBash, noBg, `{` + cmd + `,"run_in_background":true}`,
+			"run_in_background is disabled for this deployment (enableRunInBackground: false)"},
+		{"task_output", tools.NameTaskOutput, e, `{"task_id":"bash-1","timeoutMs":5}`, `unknown parameter "timeoutMs" (did you mean "timeout_ms"?)`},
+		{"task_output_list", tools.NameTaskOutput, e, `{"id":"bash-1"}`, `unknown parameter "id"; task_output takes task_id, wait, timeout_ms`},
+		{"task_list", tools.NameTaskList, e, `{"all":true}`, `unknown parameter "all"; task_list takes no parameters`},
+		{"task_kill", tools.NameTaskKill, e, `{"task_id":"bash-1","signal":"KILL"}`, `unknown parameter "signal"; task_kill takes task_id, reason`},
+		{"before_the_runtime_check", tools.NameTaskKill, noRuntime, `{"task_id":"bash-1","force":true}`, `unknown parameter "force"; task_kill takes task_id, reason`},
+	}
+	var all strings.Builder
+	for _, c := range cases {
+		r := c.env.ts.Call(t.Context(), c.env.sess, c.tool, json.RawMessage(c.args), nil)
+		want := c.msg
+		if strings.HasPrefix(want, "unknown parameter") {
+			want = "invalid arguments: " + want
+		}
+		if !r.IsError || r.Text != "Error: "+want || r.Value != nil {
+			t.Errorf("%s: %s\n got %q\nwant %q", c.name, c.args, r.Text, "Error: "+want)
+		}
+		all.WriteString(c.name + ": " + r.Text + "\n")
+	}
+	golden(t, "messages.txt", all.String())
+	time.Sleep(200 * time.Millisecond)
+	if _, err := os.Stat(spawned); err == nil {
+		t.Fatal("a refused call spawned its command")
+	}
+	if id := e.background(e.sess, "true"); id != "bash-1" {
+		t.Errorf("first real start got %s, want bash-1", id)
 	}
 }

@@ -5,9 +5,12 @@ import (
 	"github.com/conch-dev/conch/tasks"
 )
 
-// StreamValue is one stream in a structured value.
+// StreamValue is one stream in a structured value: the same text as the
+// result's text shows of it.
 type StreamValue struct {
-	Text      string `json:"text"`
+	Text string `json:"text"`
+	// Truncated reports that Text is not the whole stream: it was cut to
+	// fit the result, or the executor kept only part of it.
 	Truncated bool   `json:"truncated"`
 	SpillPath string `json:"spillPath,omitempty"`
 }
@@ -36,6 +39,11 @@ type YieldedValue struct {
 	Kind           string `json:"kind"` // "yielded"
 	TaskID         string `json:"taskId"`
 	YieldedAfterMs int64  `json:"yieldedAfterMs"`
+	// TimeoutMs is the command's timeout, which still applies to the task.
+	TimeoutMs int64 `json:"timeoutMs"`
+	// Stdout and Stderr are the output so far, as the text shows it.
+	Stdout StreamValue `json:"stdout"`
+	Stderr StreamValue `json:"stderr"`
 }
 
 // TaskState is a task's status and its facts, as the task tools' values
@@ -97,19 +105,17 @@ type TaskKillValue struct {
 	AlreadyFinished bool `json:"alreadyFinished"`
 }
 
-func streamValue(o shell.Output) StreamValue {
-	return StreamValue{Text: o.Text, Truncated: o.Truncated, SpillPath: o.SpillPath}
-}
-
-func foregroundValue(r shell.Result) ForegroundValue {
+// foregroundValue is r's structured value; its streams are the texts
+// shown (shown), not the executor's longer tails.
+func foregroundValue(r shell.Result, shown shownStreams) ForegroundValue {
 	v := ForegroundValue{
 		Kind:      "foreground",
 		ExitCode:  r.ExitCode,
 		TimedOut:  r.TimedOut,
 		Aborted:   r.Aborted,
 		TimeoutMs: r.Timeout.Milliseconds(),
-		Stdout:    streamValue(r.Stdout),
-		Stderr:    streamValue(r.Stderr),
+		Stdout:    StreamValue{Text: shown.out, Truncated: shown.outCut, SpillPath: r.Stdout.SpillPath},
+		Stderr:    StreamValue{Text: shown.err, Truncated: shown.errCut, SpillPath: r.Stderr.SpillPath},
 	}
 	if r.Signal != "" {
 		sig := r.Signal

@@ -26,14 +26,20 @@ func TestYield(t *testing.T) {
 		t.Errorf("the call returned after %v, want about 300ms", d)
 	}
 	wantOK(t, r)
-	const marker = "[still running after 300ms; moved to background task bash-1: read it with task_output, stop it with task_kill]"
+	const marker = "[still running after 300ms; moved to background task bash-1 (its 120000ms timeout still applies): read it with task_output, stop it with task_kill]"
 	if !strings.HasSuffix(r.Text, "\n"+marker) {
 		t.Fatalf("yielded text = %q", r.Text)
 	}
-	if v, ok := r.Value.(tools.YieldedValue); !ok || v != (tools.YieldedValue{Kind: "yielded", TaskID: "bash-1", YieldedAfterMs: 300}) {
+	v, ok := r.Value.(tools.YieldedValue)
+	if !ok || v.Kind != "yielded" || v.TaskID != "bash-1" || v.YieldedAfterMs != 300 || v.TimeoutMs != 120000 {
 		t.Errorf("value = %#v", r.Value)
 	}
-	goldenJSON(t, "yielded.json", r.Value)
+	// The value carries the output so far, as the text shows it.
+	if so := v.Stdout.Text; so == "" || r.Text != so+marker || v.Stderr.Text != "" || v.Stdout.Truncated {
+		t.Errorf("value streams %+v, text %q", v, r.Text)
+	}
+	v.Stdout.Text = "<lines so far>"
+	goldenJSON(t, "yielded.json", v)
 	// The lines so far vary with timing; the shape does not.
 	golden(t, "yielded_marker.txt", marker)
 	if v, ok := tools.PresentResult(tools.NameBash, args(t, map[string]any{"command": "x", "description": "d"}), []string{r.Text}, false); !ok || v.Terminal() {
@@ -73,7 +79,7 @@ func TestYieldKeepsTheTimeout(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{tools: tools.Options{YieldAfter: 100 * time.Millisecond}})
 	r := e.call(tools.NameBash, map[string]any{"command": "sleep 60", "description": "Sleep", "timeoutMs": 800})
-	want := "(no output)\n[still running after 100ms; moved to background task bash-1: read it with task_output, stop it with task_kill]"
+	want := "(no output)\n[still running after 100ms; moved to background task bash-1 (its 800ms timeout still applies): read it with task_output, stop it with task_kill]"
 	if r.Text != want {
 		t.Fatalf("text = %q, want %q", r.Text, want)
 	}
@@ -94,13 +100,19 @@ func TestYieldKeepsTheTimeout(t *testing.T) {
 	if diff := cmp.Diff(wantNotices, noticeTexts(r.Notices)); diff != "" {
 		t.Errorf("notices (-want +got):\n%s", diff)
 	}
+	// Its output ends as a foreground result's would, once, and so does
+	// its status line.
 	r = e.call(tools.NameTaskOutput, map[string]any{"task_id": "bash-1"})
-	if !strings.HasSuffix(r.Text, "\n[status: killed, timed out after 800ms, signal: SIGTERM]") {
-		t.Errorf("task_output = %q", r.Text)
+	if want := "[timed out after 800ms]\n[status: killed, timed out after 800ms, signal: SIGTERM]"; r.Text != want {
+		t.Errorf("task_output = %q, want %q", r.Text, want)
 	}
 	v := r.Value.(tools.TaskOutputValue)
 	if !v.TimedOut || v.TimeoutMs != 800 || v.Signal != "SIGTERM" || v.ExitCode != nil {
 		t.Errorf("value = %+v", v)
+	}
+	r = e.call(tools.NameTaskOutput, map[string]any{"task_id": "bash-1"})
+	if !strings.HasPrefix(r.Text, "(no new output)\n[status: killed") {
+		t.Errorf("next read = %q", r.Text)
 	}
 }
 
@@ -165,5 +177,24 @@ func TestNoYieldWithoutBackground(t *testing.T) {
 	}
 	if r := e.call(tools.NameTaskList, "{}"); r.Text != "(no background tasks)" {
 		t.Errorf("list = %q", r.Text)
+	}
+}
+
+// TestYieldBudget: a yielded result is held to the budget like any other,
+// and its value carries the same texts.
+func TestYieldBudget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{tools: tools.Options{YieldAfter: 500 * time.Millisecond, MaxResultBytes: 5000}})
+	r := e.call(tools.NameBash, map[string]any{"command": "seq 1 8000; sleep 60", "description": "Print and sleep"})
+	v, ok := r.Value.(tools.YieldedValue)
+	if !ok || len(r.Text) > 5000 {
+		t.Fatalf("yielded %d bytes over a budget of 5000, value %#v", len(r.Text), r.Value)
+	}
+	if !strings.HasPrefix(r.Text, "1\n2\n3\n") || !strings.Contains(r.Text, " omitted; full output: (unavailable: not saved to a file)]\n") ||
+		!strings.HasSuffix(r.Text, "7999\n8000\n[still running after 500ms; moved to background task bash-1 (its 120000ms timeout still applies): read it with task_output, stop it with task_kill]") {
+		t.Errorf("yielded text = %q", r.Text)
+	}
+	if !v.Stdout.Truncated || !strings.HasPrefix(r.Text, v.Stdout.Text) {
+		t.Errorf("value %+v does not carry the text's stdout", v.Stdout)
 	}
 }

@@ -28,6 +28,7 @@ type config struct {
 	yieldMs        number // 0 turns the yield off
 	maxTasks       number
 	passEnv        names
+	maxResultBytes number
 
 	// maxWait, if set before build, caps task_output's wait
 	// (tools.Options.MaxWait).
@@ -46,7 +47,8 @@ type config struct {
 type number struct {
 	v      float64
 	zeroOK bool
-	count  bool // a whole number of things, not milliseconds
+	count  bool    // a whole number of things, not milliseconds
+	least  float64 // when set, the smallest value conch honours
 }
 
 // maxCount is the largest count a float64 holds exactly (and an int on
@@ -70,6 +72,8 @@ func (n *number) Set(s string) error {
 		return errors.New("must be a positive finite number")
 	case n.count && f != math.Trunc(f):
 		return errors.New("must be a whole number")
+	case f < n.least:
+		return fmt.Errorf("must be at least %v", n.least)
 	case n.count && f > maxCount:
 		return fmt.Errorf("must be at most %d", int64(maxCount))
 	case !n.count && f*float64(time.Millisecond) >= math.MaxInt64:
@@ -112,6 +116,7 @@ func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64) {
 	c.graceMs = number{v: float64(local.DefaultGrace.Milliseconds())}
 	c.yieldMs = number{v: yieldDefault, zeroOK: true}
 	c.maxTasks = number{v: tasks.DefaultMaxPerSession, count: true}
+	c.maxResultBytes = number{v: tools.DefaultMaxResultBytes, count: true, least: tools.MinResultBytes}
 	fs.StringVar(&c.cwd, "cwd", "", "default working directory of commands (default: the current directory)")
 	fs.Var(&c.timeoutMs, "timeout-ms", "default foreground timeout in ms")
 	fs.Var(&c.maxTimeoutMs, "max-timeout-ms", "cap on any foreground timeout in ms")
@@ -122,6 +127,7 @@ func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64) {
 	fs.Var(&c.yieldMs, "yield-ms", "move a foreground call still running after this many ms to a background task (0: off; off with --no-background)")
 	fs.Var(&c.maxTasks, "max-tasks", "running background tasks per session")
 	fs.Var(&c.passEnv, "pass-env", "let commands inherit the variable `NAME` although it looks like a secret (repeatable)")
+	fs.Var(&c.maxResultBytes, "max-result-bytes", "bound on the text of a bash result (longer output keeps its start and end), in bytes")
 }
 
 // stateDir is conch's state directory (tools.StateDir).
@@ -169,6 +175,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		Home:              home,
 		YieldAfter:        c.yieldMs.millis(),
 		MaxWait:           c.maxWait,
+		MaxResultBytes:    int(c.maxResultBytes.v),
 	})
 	return &stack{ex: ex, tasks: rt, tools: ts, home: home}, nil
 }

@@ -69,7 +69,8 @@ func referenceTools(t *testing.T) []tools.Tool {
 		t.Fatal(err)
 	}
 	defer ex.Close()
-	return tools.New(ex, &tools.Options{Tasks: tasks.New(nil), MaxWait: mcpserver.MaxWait}).Tools()
+	// conch serve's own yield window and wait cap: the descriptions state them.
+	return tools.New(ex, &tools.Options{Tasks: tasks.New(nil), YieldAfter: 45 * time.Second, MaxWait: mcpserver.MaxWait}).Tools()
 }
 
 func testListTools(t *testing.T, tr transport) {
@@ -271,12 +272,13 @@ func testYield(t *testing.T, tr transport) {
 	cs, _ := tr.start(t, serverOptions{marker: testutil.Marker(t), yieldMs: 500})
 	r := callTool(t, cs, "bash", bash("for i in $(seq 1 20); do echo line$i; sleep 0.1; done"))
 	got := text(t, r)
-	const marker = "[still running after 500ms; moved to background task bash-1: read it with task_output, stop it with task_kill]"
+	const marker = "[still running after 500ms; moved to background task bash-1 (its 120000ms timeout still applies): read it with task_output, stop it with task_kill]"
 	body, ok := strings.CutSuffix(got, marker)
 	if !ok || r.IsError {
 		t.Fatalf("yielded result: %q (isError %v)", got, r.IsError)
 	}
-	if diff := cmp.Diff(map[string]any{"kind": "yielded", "taskId": "bash-1", "yieldedAfterMs": 500.0}, r.StructuredContent); diff != "" {
+	if diff := cmp.Diff(map[string]any{"kind": "yielded", "taskId": "bash-1", "yieldedAfterMs": 500.0, "timeoutMs": 120000.0,
+		"stdout": map[string]any{"text": body, "truncated": false}, "stderr": map[string]any{"text": "", "truncated": false}}, r.StructuredContent); diff != "" {
 		t.Errorf("structuredContent (-want +got):\n%s", diff)
 	}
 	if body == "(no output)\n" {

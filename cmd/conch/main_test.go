@@ -151,10 +151,14 @@ func newHTTPStack(t *testing.T, o serverOptions) (*httptest.Server, *mcpserver.S
 		t.Fatal(err)
 	}
 	rt := tasks.New(nil)
+	yield := time.Duration(o.yieldMs) * time.Millisecond
+	if yield == 0 {
+		yield = 45 * time.Second // conch serve's default, which the bash description states
+	}
 	ts := tools.New(ex, &tools.Options{
 		Tasks:      rt,
 		Home:       t.TempDir(),
-		YieldAfter: time.Duration(o.yieldMs) * time.Millisecond,
+		YieldAfter: yield,
 		MaxWait:    mcpserver.MaxWait,
 	})
 	logs := newLogBuffer(t, "mcpserver")

@@ -68,6 +68,7 @@ func TestRunGolden(t *testing.T) {
 		{"background_signal", []string{"--background", "--", "kill -KILL $$"}},
 		{"background_json", []string{"--background", "--json", "--", "echo a; exit 6"}},
 		{"yield", []string{"--yield-ms", "300", "--", "echo a; sleep 1; echo b"}},
+		{"max_result_bytes", []string{"--max-result-bytes", "1000", "--", "seq 1 1000"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -73,8 +73,8 @@ func TestServeShutdown(t *testing.T) {
 			}
 			spilled := text(t, callTool(t, cs, "bash", bash(`head -c 100000 /dev/zero | tr '\0' a`)))
 			spill, _ := filepath.Glob(filepath.Join(tmp, "conch-spill-*"))
-			if len(spill) != 1 || !strings.Contains(spilled, "[output truncated; full output: "+spill[0]+"/") {
-				t.Fatalf("spill dirs %q; result ends %q", spill, spilled[len(spilled)-200:])
+			if len(spill) != 1 || !strings.Contains(spilled, " omitted; full output: "+spill[0]+"/") {
+				t.Fatalf("spill dirs %q; result ends %q", spill, spilled[max(0, len(spilled)-200):])
 			}
 			inflight := make(chan error, 1)
 			go func() {
@@ -218,6 +218,7 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"--yield-ms", "-1"}, 2, "", `invalid value "-1" for flag -yield-ms: must be zero or a positive finite number`},
 		{[]string{"--timeout-ms", "0"}, 2, "", `invalid value "0" for flag -timeout-ms: must be a positive finite number`},
 		{[]string{"--max-tasks", "NaN"}, 2, "", `invalid value "NaN" for flag -max-tasks`},
+		{[]string{"--max-result-bytes", "999"}, 2, "", `invalid value "999" for flag -max-result-bytes: must be at least 1000`},
 		{[]string{"--cwd", "/nonexistent/dir"}, 2, "", "--cwd /nonexistent/dir: not a directory"},
 		{[]string{"--http", "nonsense"}, 2, "", `invalid value "nonsense" for flag -http`},
 		{[]string{"extra"}, 2, "", `unexpected argument "extra"`},

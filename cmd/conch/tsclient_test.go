@@ -186,8 +186,18 @@ func checkTSClient(t *testing.T, tr string, got map[string]any, root string) {
 		"output": list{"(no new output)\n[status: killed, signal: SIGTERM]"},
 	})
 
-	const yieldMarker = "[still running after 3000ms; moved to background task bash-4: read it with task_output, stop it with task_kill]"
-	expect("yield.value", obj{"kind": "yielded", "taskId": "bash-4", "yieldedAfterMs": 3000.0})
+	const yieldMarker = "[still running after 3000ms; moved to background task bash-4 (its 120000ms timeout still applies): read it with task_output, stop it with task_kill]"
+	expect("yield.value", func() any {
+		// The value carries the output so far as the text shows it.
+		v, _ := got["yield"].(map[string]any)["value"].(map[string]any)
+		texts, _ := got["yield"].(map[string]any)["texts"].([]any)
+		stdout, _ := v["stdout"].(map[string]any)
+		if v["kind"] == "yielded" && v["taskId"] == "bash-4" && v["yieldedAfterMs"] == 3000.0 && v["timeoutMs"] == 120000.0 &&
+			len(texts) == 1 && fmt.Sprint(stdout["text"])+yieldMarker == fmt.Sprint(texts[0]) {
+			return v
+		}
+		return "a yielded value of bash-4 whose stdout text is the text before the marker"
+	}())
 	expect("yield.final", func() any {
 		final, _ := got["yield"].(map[string]any)["final"].([]any)
 		if len(final) == 1 {
