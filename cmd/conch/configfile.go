@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/conch-dev/conch/internal/config"
+	cfgfile "github.com/conch-dev/conch/internal/config"
 )
 
 // The configuration file holds one key per setting flag (docs/configuration.md):
@@ -74,7 +74,7 @@ func configPath(args []string) (path string, explicit bool) {
 			return args[i+1], true
 		}
 	}
-	return config.DefaultPath(), false
+	return cfgfile.DefaultPath(), false
 }
 
 // loadSettings applies the configuration file to fs, then parses args
@@ -86,7 +86,7 @@ func loadSettings(fs *flag.FlagSet, args []string, known func(key string) bool) 
 	path, explicit := configPath(args)
 	s := &settings{fs: fs, sources: map[string]source{}}
 	if path != "" {
-		entries, err := config.Load(path, !explicit)
+		entries, err := cfgfile.Load(path, !explicit)
 		if err != nil {
 			return nil, err
 		}
@@ -108,7 +108,7 @@ func loadSettings(fs *flag.FlagSet, args []string, known func(key string) bool) 
 	return s, nil
 }
 
-func (s *settings) apply(entries []config.Entry, known func(string) bool) error {
+func (s *settings) apply(entries []cfgfile.Entry, known func(string) bool) error {
 	byKey := map[string]*flag.Flag{}
 	s.fs.VisitAll(func(f *flag.Flag) {
 		if k := configKey(f.Name); k != "" {
@@ -121,18 +121,18 @@ func (s *settings) apply(entries []config.Entry, known func(string) bool) error 
 			if known(e.Key) {
 				continue
 			}
-			return &config.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("unknown key")}
+			return &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("unknown key")}
 		}
 		list := isList(f)
 		if e.Array && !list {
-			return &config.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("takes one value, not a list")}
+			return &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("takes one value, not a list")}
 		}
 		if !e.Array && list {
-			return &config.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("takes a list of strings")}
+			return &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("takes a list of strings")}
 		}
 		for _, v := range e.Values {
 			if err := s.fs.Set(f.Name, v); err != nil {
-				return &config.Error{File: e.File, Line: e.Line, Key: e.Key, Err: err}
+				return &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: err}
 			}
 		}
 		s.sources[f.Name] = source{what: "file", at: e.Where()}
