@@ -54,6 +54,17 @@ type Executor interface {
 	Close() error
 }
 
+// OwnerEnder is implemented by executors that can end an owner: EndOwner
+// kills every command still running for owner (Request.Owner) and
+// everything those commands and the owner's earlier ones left running
+// (group members that outlived a normal exit, and, where the provider can
+// attribute them, processes that left their group), and returns once they
+// are gone. Commands of other owners are left alone. The tool layer calls
+// it when a session ends, after disposing of the session's tasks.
+type OwnerEnder interface {
+	EndOwner(owner string)
+}
+
 // Request is what a caller asks for. Only Command is required; every other
 // field is optional and a field left at its zero value is "not given".
 type Request struct {
@@ -82,6 +93,11 @@ type Request struct {
 	// CONCH_SESSION_ID, CONCH_HOME). It is applied last and wins over
 	// everything else.
 	ManagedEnv map[string]string
+	// Owner names the caller's session that runs the command (the tool
+	// layer sets its session id). What the command leaves running lives at
+	// most until its owner ends (see OwnerEnder). "" is an owner like any
+	// other.
+	Owner string
 }
 
 // Spec is a resolved Request: Workdir and Timeout hold the effective
@@ -95,6 +111,7 @@ type Spec struct {
 	Stdin          []byte        // nil: /dev/null
 	Env            map[string]string
 	ManagedEnv     map[string]string
+	Owner          string // copied from the Request
 }
 
 // Output is the captured tail of one stream.

@@ -196,6 +196,19 @@ func (t *Toolset) Call(ctx context.Context, sess Session, name string, args json
 	return r
 }
 
+// EndSession ends the session id: its background tasks are disposed of
+// (cancelled, awaited and forgotten), and then, when the executor is a
+// shell.OwnerEnder, everything the session's commands left running is
+// killed. It returns once all of it is gone.
+func (t *Toolset) EndSession(id string) {
+	if t.opts.Tasks != nil {
+		t.opts.Tasks.Dispose(id)
+	}
+	if oe, ok := t.ex.(shell.OwnerEnder); ok {
+		oe.EndOwner(id)
+	}
+}
+
 // Notices drains the completion notices pending for a session.
 func (t *Toolset) Notices(session string) []string {
 	if t.opts.Tasks == nil {

@@ -27,6 +27,11 @@ var (
 	// no scan ever sees a child that was forked but not yet claimed.
 	spawnMu sync.RWMutex
 
+	// pinned counts, per zombie child, the kills that keep it unreaped
+	// for now: while it is unreaped its process group id cannot be
+	// reused, so the kill may signal the group. Guarded by spawnMu.
+	pinned = map[int]int{}
+
 	claimMu sync.Mutex
 	claimed = map[int]int{} // pid → number of claims
 
@@ -81,7 +86,10 @@ func reapOrphans() int {
 	if err != nil {
 		return 0
 	}
-	return reapLocked(infos, os.Getpid(), unix.Getpgrp())
+	self, selfPgid := os.Getpid(), unix.Getpgrp()
+	selfSid, _ := unix.Getsid(0)
+	attributeLocked(infos, self, selfPgid, selfSid)
+	return reapLocked(infos, self, selfPgid)
 }
 
 // reapLocked reaps the zombies in infos that are reapable; spawnMu must be
@@ -89,7 +97,7 @@ func reapOrphans() int {
 func reapLocked(infos []Info, self, selfPgid int) int {
 	n := 0
 	for _, p := range infos {
-		if p.PPid != self || p.State != 'Z' || p.Pgid == selfPgid || isClaimed(p.Pid) {
+		if p.PPid != self || p.State != 'Z' || p.Pgid == selfPgid || isClaimed(p.Pid) || pinned[p.Pid] > 0 {
 			continue
 		}
 		// The pid cannot have been reused since the scan: it is our

@@ -26,7 +26,7 @@ func TestTrackerKillAll(t *testing.T) {
 	}
 	other := proc.NewTracker()
 	otherCmd := startSession(t, otherMarker, "sleep 1000 &")
-	other.Add(otherCmd.Process.Pid)
+	other.Add(otherCmd.Process.Pid, "")
 	if err := proc.WaitCmd(otherCmd); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestTrackerKillAll(t *testing.T) {
 	}
 	for _, script := range exited {
 		cmd := startSession(t, marker, script)
-		tr.Add(cmd.Process.Pid)
+		tr.Add(cmd.Process.Pid, "")
 		if err := proc.WaitCmd(cmd); err != nil {
 			t.Fatalf("%q: %v", script, err)
 		}
@@ -54,7 +54,7 @@ func TestTrackerKillAll(t *testing.T) {
 	var dones []<-chan error
 	for _, script := range running {
 		cmd := startSession(t, marker, script)
-		tr.Add(cmd.Process.Pid)
+		tr.Add(cmd.Process.Pid, "")
 		dones = append(dones, waitAsync(cmd))
 	}
 	const sleeps = 8
@@ -122,8 +122,8 @@ func TestTrackerSessionMovesOnReAdd(t *testing.T) {
 	done := waitAsync(cmd)
 	waitFor(t, "sleep", func() bool { return len(withCmdline(marker, "sleep 1000")) == 1 })
 	old, cur := proc.NewTracker(), proc.NewTracker()
-	old.Add(cmd.Process.Pid) // as if an earlier session had had this id
-	cur.Add(cmd.Process.Pid) // the pid is handed to a new command
+	old.Add(cmd.Process.Pid, "") // as if an earlier session had had this id
+	cur.Add(cmd.Process.Pid, "") // the pid is handed to a new command
 	old.KillAll(time.Second)
 	if n := len(testutil.Processes(marker)); n != 2 {
 		t.Errorf("the old tracker's KillAll left %d of 2 processes", n)
@@ -138,12 +138,12 @@ func TestTrackerPrunesDeadSessions(t *testing.T) {
 	marker := clean(t)
 	tr := proc.NewTracker()
 	live := startSession(t, marker, "sleep 1000 & wait")
-	tr.Add(live.Process.Pid)
+	tr.Add(live.Process.Pid, "")
 	done := waitAsync(live)
 	// Ids above PID_MAX_LIMIT (2^22) never name a process: dead sessions.
 	const dead = 3000
 	for i := range dead {
-		tr.Add(1<<22 + 1 + i)
+		tr.Add(1<<22+1+i, "")
 	}
 	if n := proc.TrackedSessions(); n >= dead {
 		t.Errorf("%d sessions tracked after %d dead ones were added, want them pruned", n, dead)

@@ -45,7 +45,10 @@ type Executor struct {
 	closeErr  error
 }
 
-var _ shell.Executor = (*Executor)(nil)
+var (
+	_ shell.Executor   = (*Executor)(nil)
+	_ shell.OwnerEnder = (*Executor)(nil)
+)
 
 // New checks opts (nil means all defaults) and returns an Executor. It
 // makes this process a child subreaper, so that nothing a command leaves
@@ -108,6 +111,7 @@ func (e *Executor) Resolve(r shell.Request) (shell.Spec, error) {
 		Stdin:          r.Stdin,
 		Env:            r.Env,
 		ManagedEnv:     r.ManagedEnv,
+		Owner:          r.Owner,
 	}, nil
 }
 
@@ -182,6 +186,30 @@ func (e *Executor) close() error {
 	return e.spill.Close()
 }
 
+// EndOwner implements shell.OwnerEnder: it kills the commands still
+// running for owner (they report Aborted, and StatusKilled) and everything
+// the owner's commands left running, and returns once all is gone (at
+// most about the grace plus proc.KillWait). Escapees (setsid) are taken
+// when they could be attributed to one of the owner's commands: seen
+// while their parent lived, or started while only this owner's commands
+// ran; the others wait for Close.
+func (e *Executor) EndOwner(owner string) {
+	e.mu.Lock()
+	var cmds []*command
+	for c := range e.live {
+		if c.owner == owner {
+			cmds = append(cmds, c)
+		}
+	}
+	e.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range cmds {
+		wg.Go(func() { c.stop(causeKill, false) })
+	}
+	e.tracker.KillOwner(owner, e.opts.Grace)
+	wg.Wait()
+}
+
 // Kill causes; the first one recorded wins.
 const (
 	causeNone int32 = iota
@@ -195,6 +223,7 @@ const (
 // shell.Process of Start and Launch.
 type command struct {
 	e              *Executor
+	owner          string
 	cmd            *exec.Cmd
 	pgid           int
 	timeout        time.Duration // 0 for Start
@@ -237,6 +266,7 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	}
 	c := &command{
 		e:      e,
+		owner:  s.Owner,
 		stdout: capture.NewStream(e.spill, "stdout", maxOut, e.opts.MaxSpillBytes),
 		stderr: capture.NewStream(e.spill, "stderr", e.opts.MaxOutputBytes, e.opts.MaxSpillBytes),
 		done:   make(chan struct{}),
@@ -295,7 +325,7 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 		return nil, &shell.SpawnError{Err: err}
 	}
 	c.pgid = cmd.Process.Pid
-	e.tracker.Add(c.pgid)
+	e.tracker.Add(c.pgid, s.Owner)
 	e.mu.Lock()
 	e.live[c] = struct{}{}
 	e.wg.Add(1)
@@ -398,6 +428,7 @@ func (e *Executor) forget(c *command) {
 // that no kill ever signals the group after its leader's pid was freed.
 func (c *command) wait() {
 	exitErr := proc.WaitExited(c.pgid)
+	c.e.tracker.Exited(c.pgid)
 	c.mu.Lock()
 	c.shellExited = true
 	c.mu.Unlock()
@@ -442,10 +473,11 @@ func (c *command) wait() {
 	c.e.forget(c)
 }
 
-// stop kills the command's group for cause, unless another cause came
-// first or the shell is being reaped; a timeout no longer counts once the
-// shell has exited (the exit came first). With async it returns at once,
-// else once the group is gone. It reports whether it started a kill.
+// stop kills the command's group for cause, and what the command left
+// outside it (escapees), unless another cause came first or the shell is
+// being reaped; a timeout no longer counts once the shell has exited (the
+// exit came first). With async it returns at once, else once all is gone.
+// It reports whether it started a kill.
 func (c *command) stop(cause int32, async bool) bool {
 	c.mu.Lock()
 	if c.cause != causeNone || c.reaping || cause == causeTimeout && c.shellExited {
@@ -458,7 +490,21 @@ func (c *command) stop(cause int32, async bool) bool {
 	c.mu.Unlock()
 	kill := func() {
 		defer close(done)
+		// What the command left outside its group is killed alongside
+		// the group, and looked for again once the group is gone (it may
+		// have made more while it died). Most commands leave nothing,
+		// and looking costs no scan of /proc then.
+		tr := c.e.tracker
+		var wg sync.WaitGroup
+		looked := tr.MayHaveLeftovers(c.pgid)
+		if looked {
+			wg.Go(func() { tr.KillCommand(c.pgid, c.e.opts.Grace) })
+		}
 		proc.Terminate(c.pgid, c.e.opts.Grace)
+		wg.Wait()
+		if !looked && tr.MayHaveLeftovers(c.pgid) {
+			tr.KillCommand(c.pgid, c.e.opts.Grace)
+		}
 	}
 	if async {
 		go kill() // wait() awaits it before the command settles

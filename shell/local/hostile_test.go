@@ -1,0 +1,205 @@
+package local_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/conch-dev/conch/internal/proc"
+	"github.com/conch-dev/conch/internal/testutil"
+	"github.com/conch-dev/conch/shell"
+	"github.com/conch-dev/conch/shell/local"
+)
+
+// forkLoop returns a command that ignores SIGTERM and forks and exits in
+// a loop, so that at any moment one short-lived process is alive and a
+// /proc scan (a directory listing, then one read per entry) sees none. It
+// touches beat every 64 generations, which is how a test sees it run. It
+// ends on its own after a few seconds: a test that fails must not leave a
+// fork loop eating the machine's pids.
+func forkLoop(t *testing.T) (cmd, beat string) {
+	t.Helper()
+	beat = filepath.Join(t.TempDir(), "beat")
+	if err := os.WriteFile(beat, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd = `perl -e 'use Time::HiRes qw(time); $SIG{TERM}="IGNORE"; my $end = time + 6; my $i = 0;
+while (time < $end) { exit 0 if fork; utime(undef, undef, "` + beat + `") if ++$i % 64 == 0 }'`
+	return cmd, beat
+}
+
+// beating reports whether the loop behind beat touched it during 300 ms.
+func beating(t *testing.T, beat string) bool {
+	t.Helper()
+	before, err := os.Stat(beat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	after, err := os.Stat(beat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return !after.ModTime().Equal(before.ModTime())
+}
+
+// waitBeating waits until the loop runs.
+func waitBeating(t *testing.T, beat string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !beating(t, beat) {
+		if time.Now().After(deadline) {
+			t.Fatal("the fork loop did not start")
+		}
+	}
+}
+
+// A fork loop outlives its shell's timeout kill unless the group gets its
+// SIGKILL without proof of life.
+func TestForkLoopDiesWithTimeout(t *testing.T) {
+	ex, _ := newExec(t, &local.Options{Grace: 200 * time.Millisecond})
+	loop, beat := forkLoop(t)
+	r := run(t, ex, shell.Request{Command: loop + " & sleep 600", Timeout: 500 * time.Millisecond})
+	if !r.TimedOut {
+		t.Errorf("result %+v, want a timeout", r)
+	}
+	if beating(t, beat) {
+		t.Error("the fork loop survived the timeout")
+	}
+}
+
+func TestForkLoopDiesWithKill(t *testing.T) {
+	ex, _ := newExec(t, &local.Options{Grace: 200 * time.Millisecond})
+	loop, beat := forkLoop(t)
+	p := start(t, ex, shell.Request{Command: loop + " & sleep 600"})
+	waitBeating(t, beat)
+	p.Kill()
+	waitDone(t, p, 5*time.Second)
+	if beating(t, beat) {
+		t.Error("the fork loop survived Kill")
+	}
+}
+
+// A fork loop left running by a normal exit dies when the executor closes.
+func TestForkLoopDiesWithClose(t *testing.T) {
+	ex, _ := newExec(t, &local.Options{Grace: 200 * time.Millisecond})
+	loop, beat := forkLoop(t)
+	spec, err := ex.Resolve(shell.Request{Command: loop + " &"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ex.Run(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	waitBeating(t, beat)
+	if err := ex.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if beating(t, beat) {
+		t.Error("the fork loop survived Close")
+	}
+}
+
+// sleeps returns the live processes carrying marker whose command line is
+// "sleep <arg>".
+func sleeps(marker, arg string) []proc.Info {
+	var out []proc.Info
+	for _, p := range testutil.Processes(marker) {
+		if testutil.Cmdline(p.Pid) == "sleep "+arg {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func waitSleeps(t *testing.T, marker string, args ...string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, a := range args {
+		for len(sleeps(marker, a)) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("sleep %s did not start", a)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// Kill of a background task takes what it started outside its group too:
+// a setsid escapee whose parent still runs, and one whose parent exited
+// (a double fork) and that was re-parented to the server.
+func TestEscapeesOfTaskDieWithKill(t *testing.T) {
+	ex, marker := newExec(t, nil)
+	p := start(t, ex, shell.Request{Command: "setsid sleep 1000 & ( ( setsid sleep 1001 & ) & ); sleep 1002"})
+	waitSleeps(t, marker, "1000", "1001", "1002")
+	if !p.Kill() {
+		t.Fatal("Kill = false")
+	}
+	waitDone(t, p, 5*time.Second)
+	assertGone(t, marker)
+}
+
+// EndOwner takes what its owner's foreground commands left running,
+// escapees included, and nothing of another owner's.
+func TestEndOwnerTakesOnlyItsOwn(t *testing.T) {
+	ex, marker := newExec(t, nil)
+	quiet := " >/dev/null 2>&1"
+	run(t, ex, shell.Request{Owner: "a", Command: "setsid sleep 1010" + quiet + " & ( ( setsid sleep 1011" + quiet + " & ) & ); sleep 1012" + quiet + " &"})
+	// Commands of two owners that overlap make an escapee's owner
+	// unknowable from its start time; these do not.
+	time.Sleep(50 * time.Millisecond)
+	run(t, ex, shell.Request{Owner: "b", Command: "setsid sleep 1020" + quiet + " & sleep 1021" + quiet + " &"})
+	bg := start(t, ex, shell.Request{Owner: "b", Command: "sleep 1022"})
+	waitSleeps(t, marker, "1010", "1011", "1012", "1020", "1021", "1022")
+
+	ex.EndOwner("b")
+	waitDone(t, bg, time.Second)
+	if bg.Status() != shell.StatusKilled {
+		t.Errorf("b's running task: status %s, want killed", bg.Status())
+	}
+	for _, a := range []string{"1020", "1021", "1022"} {
+		if n := len(sleeps(marker, a)); n != 0 {
+			t.Errorf("sleep %s of b survived EndOwner(b)", a)
+		}
+	}
+	for _, a := range []string{"1010", "1011", "1012"} {
+		if n := len(sleeps(marker, a)); n != 1 {
+			t.Errorf("sleep %s of a: %d alive after EndOwner(b), want 1", a, n)
+		}
+	}
+	ex.EndOwner("a")
+	assertGone(t, marker)
+}
+
+// A fork loop left running by a foreground command dies with its owner,
+// not with another owner.
+func TestForkLoopDiesWithEndOwner(t *testing.T) {
+	ex, _ := newExec(t, &local.Options{Grace: 200 * time.Millisecond})
+	loop, beat := forkLoop(t)
+	run(t, ex, shell.Request{Owner: "a", Command: loop + " >/dev/null 2>&1 &"})
+	waitBeating(t, beat)
+	ex.EndOwner("b")
+	if !beating(t, beat) {
+		t.Error("EndOwner(b) stopped a's fork loop")
+	}
+	ex.EndOwner("a")
+	if beating(t, beat) {
+		t.Error("the fork loop survived EndOwner(a)")
+	}
+}
+
+// A fork loop that left its session once (setsid) is seen only through
+// the zombies it leaves; Kill of its task takes it all the same.
+func TestSetsidForkLoopDiesWithKill(t *testing.T) {
+	ex, _ := newExec(t, &local.Options{Grace: 200 * time.Millisecond})
+	loop, beat := forkLoop(t)
+	p := start(t, ex, shell.Request{Command: "setsid " + loop + " & sleep 600"})
+	waitBeating(t, beat)
+	p.Kill()
+	waitDone(t, p, 5*time.Second)
+	if beating(t, beat) {
+		t.Error("the setsid fork loop survived Kill")
+	}
+}
