@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/conch-dev/conch/internal/capture"
 	"github.com/conch-dev/conch/internal/envpolicy"
 	"github.com/conch-dev/conch/internal/proc"
@@ -234,6 +236,7 @@ type command struct {
 	stdoutR, stderrR, stdinW *os.File
 	copying                  sync.WaitGroup // the goroutines that move the pipes
 	drained                  chan struct{}  // closed when stdout and stderr reached EOF
+	leftRunning              atomic.Bool    // the drain was cut with a pipe still held open
 
 	// done is closed once the shell was collected, its pipes are drained
 	// (or their drain was cut at the grace), and any kill has finished.
@@ -338,6 +341,59 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	return c, nil
 }
 
+// heldOpenWait is how long drainReady waits for the end of a pipe that
+// has no bytes left before it calls the pipe held open.
+const heldOpenWait = 50 * time.Millisecond
+
+// drainReady moves into s what pipe r holds right now, without waiting
+// for more, after a read deadline cut r's drain; r's deadline is cleared.
+// It reports whether a writer still holds the pipe open: the pipe did
+// not reach its end, or kept filling up as fast as it was read.
+func drainReady(r *os.File, s *capture.Stream) (heldOpen bool) {
+	r.SetReadDeadline(time.Time{})
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return true
+	}
+	heldOpen = true
+	rc.Read(func(fd uintptr) bool {
+		// What is there now, and at most one pipe buffer more: a writer
+		// that keeps writing must not keep us here.
+		budget, err := unix.IoctlGetInt(int(fd), unix.TIOCINQ) // FIONREAD
+		if err != nil {
+			budget = 0
+		}
+		budget += 64 << 10
+		var buf [32 << 10]byte
+		waited := false
+		for budget > 0 {
+			n, err := unix.Read(int(fd), buf[:])
+			switch {
+			case err == unix.EINTR:
+				continue
+			case n > 0:
+				s.Write(buf[:n])
+				budget -= n
+				continue
+			case n == 0 && err == nil:
+				heldOpen = false // the end: no writer is left
+			case err == unix.EAGAIN && !waited:
+				// A child another goroutine is starting holds a copy
+				// of the write end from its fork until its exec: give
+				// it a moment before calling the pipe held.
+				waited = true
+				pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+				if k, _ := unix.Poll(pfd, int(heldOpenWait/time.Millisecond)); k > 0 {
+					continue
+				}
+			}
+			break
+		}
+		return true // never wait for readiness
+	})
+	return heldOpen
+}
+
 // openPipes makes the pipes of stdout, stderr and (with stdin) stdin.
 func (c *command) openPipes(stdin bool) error {
 	var err error
@@ -390,7 +446,10 @@ func (c *command) startCopying(stdin []byte) {
 		s *capture.Stream
 	}{{c.stdoutR, c.stdout}, {c.stderrR, c.stderr}} {
 		c.copying.Go(func() {
-			p.s.ReadFrom(p.r)
+			_, err := p.s.ReadFrom(p.r)
+			if errors.Is(err, os.ErrDeadlineExceeded) && drainReady(p.r, p.s) {
+				c.leftRunning.Store(true)
+			}
 			if open.Add(-1) == 0 {
 				close(c.drained)
 			}
@@ -435,16 +494,29 @@ func (c *command) wait() {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
+	drained := false
 	if exitErr == nil {
 		drain := time.NewTimer(c.e.opts.Grace)
 		select {
 		case <-c.drained:
+			drained = true
 		case <-drain.C:
 		}
 		drain.Stop()
 	}
-	c.closePipes(true) // ends a drain cut at the grace, and a stdin nobody reads
+	if !drained {
+		// The drain is cut: the readers stop waiting, take what the pipes
+		// already hold (every byte written before the shell exited is
+		// there) and end.
+		now := time.Now()
+		c.stdoutR.SetReadDeadline(now)
+		c.stderrR.SetReadDeadline(now)
+	}
+	if c.stdinW != nil {
+		c.stdinW.Close() // a stdin nobody reads
+	}
 	c.copying.Wait()
+	c.closePipes(true)
 
 	c.mu.Lock()
 	c.reaping = true
@@ -581,11 +653,12 @@ func (c *command) Written() (stdout, stderr int64) { return c.stdout.Len(), c.st
 func (c *command) Result() shell.Result {
 	<-c.done
 	res := shell.Result{
-		ExitCode: c.exitCode,
-		Signal:   c.signal,
-		Timeout:  c.timeout,
-		Stdout:   c.stdout.Output(),
-		Stderr:   c.stderr.Output(),
+		ExitCode:    c.exitCode,
+		Signal:      c.signal,
+		Timeout:     c.timeout,
+		Stdout:      c.stdout.Output(),
+		Stderr:      c.stderr.Output(),
+		LeftRunning: c.leftRunning.Load(),
 	}
 	switch c.causeOf() {
 	case causeTimeout:
