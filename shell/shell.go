@@ -21,7 +21,7 @@ type Executor interface {
 
 	// Run runs s in the foreground and waits for it, its timeout, or ctx.
 	// It returns an error only for infrastructure failures: the workdir is
-	// missing or not a directory (*WorkdirError), bash cannot be started,
+	// missing, not a directory or not enterable (*WorkdirError), bash cannot be started,
 	// ctx was done before the spawn (ErrAbortedBeforeSpawn), or the
 	// executor is closed (ErrClosed). A non-zero exit, a timeout kill, a
 	// cancellation kill and a command that signals itself all return a
@@ -282,7 +282,8 @@ type RequestError struct {
 
 func (e *RequestError) Error() string { return "shell: invalid request: " + e.Field + " " + e.Reason }
 
-// WorkdirError reports a workdir that does not exist or is not a directory.
+// WorkdirError reports a workdir that does not exist, is not a directory,
+// or may not be entered (EACCES).
 type WorkdirError struct {
 	Path string
 	Err  error

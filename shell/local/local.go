@@ -255,13 +255,19 @@ type command struct {
 
 var _ shell.Process = (*command)(nil)
 
-// spawn checks the workdir and starts bash in a new session and group.
+// spawn checks the workdir (it exists, is a directory, and we may enter
+// it) and starts bash in a new session and group.
 // timed arms s.Timeout.
 func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	if fi, err := os.Stat(s.Workdir); err != nil {
 		return nil, &shell.WorkdirError{Path: s.Workdir, Err: unwrapPathError(err)}
 	} else if !fi.IsDir() {
 		return nil, &shell.WorkdirError{Path: s.Workdir, Err: syscall.ENOTDIR}
+	}
+	// The child's chdir would fail the same way, but it would come back
+	// as a spawn failure that does not name the directory.
+	if err := unix.Faccessat(unix.AT_FDCWD, s.Workdir, unix.X_OK, unix.AT_EACCESS); err != nil {
+		return nil, &shell.WorkdirError{Path: s.Workdir, Err: err}
 	}
 	maxOut := e.opts.MaxOutputBytes
 	if s.StdoutMaxBytes > 0 {
