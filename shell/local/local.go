@@ -643,13 +643,16 @@ func (c *command) Kill() bool { return c.stop(causeKill, true) }
 // unread bytes were dropped from memory, where the whole streams are.
 func (c *command) Read() shell.ReadResult {
 	var r shell.ReadResult
-	var lossyOut, lossyErr bool
-	r.Stdout, lossyOut = c.stdout.Next()
-	r.Stderr, lossyErr = c.stderr.Next()
-	if lossyOut || lossyErr {
+	r.Stdout, r.StdoutSkipped = c.stdout.Next()
+	r.Stderr, r.StderrSkipped = c.stderr.Next()
+	if r.StdoutSkipped.Bytes > 0 || r.StderrSkipped.Bytes > 0 {
 		r.Lossy = true
-		r.StdoutSpill = c.stdout.SpillPath()
-		r.StderrSpill = c.stderr.SpillPath()
+		if r.StdoutSpill = c.stdout.SpillPath(); r.StdoutSpill == "" {
+			r.StdoutSpillErr = c.stdout.SpillErr()
+		}
+		if r.StderrSpill = c.stderr.SpillPath(); r.StderrSpill == "" {
+			r.StderrSpillErr = c.stderr.SpillErr()
+		}
 	}
 	return r
 }
