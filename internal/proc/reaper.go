@@ -86,10 +86,7 @@ func reapOrphans() int {
 	if err != nil {
 		return 0
 	}
-	self, selfPgid := os.Getpid(), unix.Getpgrp()
-	selfSid, _ := unix.Getsid(0)
-	attributeLocked(infos, self, selfPgid, selfSid)
-	return reapLocked(infos, self, selfPgid)
+	return reapLocked(infos, os.Getpid(), unix.Getpgrp())
 }
 
 // reapLocked reaps the zombies in infos that are reapable; spawnMu must be

@@ -24,10 +24,9 @@ import (
 // long-running server does not accumulate them.
 //
 // A process that leaves its command's session (setsid) is attributed to
-// the command when a scan of /proc sees it (each kill and each wake-up of
-// the orphan reaper scans): while its parent lives, by descent; once it
-// was re-parented to this process, by its start time, when it started
-// while the commands of exactly one owner ran. Its new session is then
+// the command when a kill's scan of /proc sees it: while its parent lives,
+// by descent; once it was re-parented to this process, by its start time,
+// when it started while the commands of exactly one owner ran. Its new session is then
 // tracked for that command and owner, so its own descendants are too.
 // What a hostile command can still escape this way is said at Add.
 type Tracker struct {
