@@ -70,14 +70,15 @@ type Stream struct {
 	closed bool
 	// released: closed and read to its end, so buf and head are gone.
 	released bool
-	// Newline counts: in the whole stream, before the retained tail,
-	// and before the cursor. Each byte is counted when it is accepted
-	// and again when it leaves the tail, never more.
-	lines, linesBefore, cursorLines int64
-	state                           spillState
-	spill                           *spillFile
-	err                             error // why the spill failed
-	trash                           []byte
+	// Newline counts: in the whole stream, and before the cursor. Each
+	// byte is counted once as it is accepted; the tail's newlines are
+	// counted again only by a lossy Next, which needs what lies before
+	// the tail (lines minus the tail's).
+	lines, cursorLines int64
+	state              spillState
+	spill              *spillFile
+	err                error // why the spill failed
+	trash              []byte
 }
 
 // NewStream returns a stream that keeps its last maxBytes bytes in memory
@@ -131,7 +132,7 @@ func (s *Stream) Write(p []byte) (int, error) {
 		// bytes the ring still holds.
 		s.spillLocked(newTotal, p)
 	}
-	s.countLocked(p) // before the ring is overwritten
+	s.countLocked(p)
 	keep := p
 	if len(keep) > s.maxBytes {
 		keep = keep[len(keep)-s.maxBytes:]
@@ -209,22 +210,12 @@ func (s *Stream) commit(region []byte) {
 }
 
 // countLocked accounts for p, the bytes that take the stream from s.total
-// on: the head keeps its share, and the newlines of p and of the bytes p
-// pushes out of the tail are counted. The tail's bytes must still be in
-// the ring (ReadFrom reads only past them; Write calls this first).
+// on: the head keeps its share, and p's newlines are counted.
 func (s *Stream) countLocked(p []byte) {
 	if len(s.head) < s.headMax {
 		s.head = append(s.head, p[:min(len(p), s.headMax-len(s.head))]...)
 	}
 	s.lines += int64(bytes.Count(p, newline))
-	newTotal := s.total + int64(len(p))
-	lo, newLo := s.total-s.retainedLocked(), newTotal-min(newTotal, int64(s.maxBytes))
-	if e := min(newLo, s.total); e > lo {
-		s.linesBefore += s.newlinesLocked(lo, e)
-	}
-	if newLo > s.total {
-		s.linesBefore += int64(bytes.Count(p[:newLo-s.total], newline))
-	}
 }
 
 var newline = []byte{'\n'}
@@ -408,8 +399,9 @@ func (s *Stream) Next() (text string, skipped shell.Omission) {
 	if lo := s.total - s.retainedLocked(); from < lo {
 		// The lead bytes cut are continuation bytes, never newlines.
 		cut := lo + s.cutLeadLocked(lo)
-		skipped = shell.Omission{Bytes: cut - from, Lines: s.linesBefore - s.cursorLines}
-		from, s.cursorLines = cut, s.linesBefore
+		linesBefore := s.lines - s.newlinesLocked(lo, s.total)
+		skipped = shell.Omission{Bytes: cut - from, Lines: linesBefore - s.cursorLines}
+		from, s.cursorLines = cut, linesBefore
 	}
 	to := s.total
 	if !s.closed {
