@@ -159,3 +159,24 @@ func TestTrackerPrunesDeadSessions(t *testing.T) {
 		t.Errorf("%d sessions still tracked after KillAll", n)
 	}
 }
+
+// A fork loop that a command left running is never seen by a scan; the
+// zombies it leaves are, and KillAll signals its group through one.
+func TestTrackerKillAllForkLoop(t *testing.T) {
+	marker := clean(t)
+	loop, beat := testutil.ForkLoop(t)
+	cmd := startSession(t, marker, loop+" &")
+	tr := proc.NewTracker()
+	tr.Add(cmd.Process.Pid, "")
+	if err := proc.WaitCmd(cmd); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitBeating(t, beat)
+	tr.KillAll(100 * time.Millisecond)
+	if testutil.Beating(t, beat) {
+		t.Error("the fork loop survived KillAll")
+	}
+	if z := testutil.ZombieChildren(); len(z) > 0 {
+		t.Errorf("zombie children after KillAll: %v", z)
+	}
+}

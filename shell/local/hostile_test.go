@@ -2,8 +2,6 @@ package local_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -17,71 +15,28 @@ import (
 	"github.com/conch-dev/conch/shell/local"
 )
 
-// forkLoop returns a command that ignores SIGTERM and forks and exits in
-// a loop, so that at any moment one short-lived process is alive and a
-// /proc scan (a directory listing, then one read per entry) sees none. It
-// touches beat every 64 generations, which is how a test sees it run. It
-// ends on its own after a few seconds: a test that fails must not leave a
-// fork loop eating the machine's pids.
-func forkLoop(t *testing.T) (cmd, beat string) {
-	t.Helper()
-	beat = filepath.Join(t.TempDir(), "beat")
-	if err := os.WriteFile(beat, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd = `perl -e 'use Time::HiRes qw(time); $SIG{TERM}="IGNORE"; my $end = time + 6; my $i = 0;
-while (time < $end) { exit 0 if fork; utime(undef, undef, "` + beat + `") if ++$i % 64 == 0 }'`
-	return cmd, beat
-}
-
-// beating reports whether the loop behind beat touched it during 300 ms.
-func beating(t *testing.T, beat string) bool {
-	t.Helper()
-	before, err := os.Stat(beat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
-	after, err := os.Stat(beat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return !after.ModTime().Equal(before.ModTime())
-}
-
-// waitBeating waits until the loop runs.
-func waitBeating(t *testing.T, beat string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !beating(t, beat) {
-		if time.Now().After(deadline) {
-			t.Fatal("the fork loop did not start")
-		}
-	}
-}
-
 // A fork loop outlives its shell's timeout kill unless the group gets its
 // SIGKILL without proof of life.
 func TestForkLoopDiesWithTimeout(t *testing.T) {
 	ex, _ := newExec(t, &local.Options{Grace: 200 * time.Millisecond})
-	loop, beat := forkLoop(t)
+	loop, beat := testutil.ForkLoop(t)
 	r := run(t, ex, shell.Request{Command: loop + " & sleep 600", Timeout: 500 * time.Millisecond})
 	if !r.TimedOut {
 		t.Errorf("result %+v, want a timeout", r)
 	}
-	if beating(t, beat) {
+	if testutil.Beating(t, beat) {
 		t.Error("the fork loop survived the timeout")
 	}
 }
 
 func TestForkLoopDiesWithKill(t *testing.T) {
 	ex, _ := newExec(t, &local.Options{Grace: 200 * time.Millisecond})
-	loop, beat := forkLoop(t)
+	loop, beat := testutil.ForkLoop(t)
 	p := start(t, ex, shell.Request{Command: loop + " & sleep 600"})
-	waitBeating(t, beat)
+	testutil.WaitBeating(t, beat)
 	p.Kill()
 	waitDone(t, p, 5*time.Second)
-	if beating(t, beat) {
+	if testutil.Beating(t, beat) {
 		t.Error("the fork loop survived Kill")
 	}
 }
@@ -89,7 +44,7 @@ func TestForkLoopDiesWithKill(t *testing.T) {
 // A fork loop left running by a normal exit dies when the executor closes.
 func TestForkLoopDiesWithClose(t *testing.T) {
 	ex, _ := newExec(t, &local.Options{Grace: 200 * time.Millisecond})
-	loop, beat := forkLoop(t)
+	loop, beat := testutil.ForkLoop(t)
 	spec, err := ex.Resolve(shell.Request{Command: loop + " &"})
 	if err != nil {
 		t.Fatal(err)
@@ -97,11 +52,11 @@ func TestForkLoopDiesWithClose(t *testing.T) {
 	if _, err := ex.Run(context.Background(), spec); err != nil {
 		t.Fatal(err)
 	}
-	waitBeating(t, beat)
+	testutil.WaitBeating(t, beat)
 	if err := ex.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if beating(t, beat) {
+	if testutil.Beating(t, beat) {
 		t.Error("the fork loop survived Close")
 	}
 }
@@ -181,15 +136,15 @@ func TestEndOwnerTakesOnlyItsOwn(t *testing.T) {
 // not with another owner.
 func TestForkLoopDiesWithEndOwner(t *testing.T) {
 	ex, _ := newExec(t, &local.Options{Grace: 200 * time.Millisecond})
-	loop, beat := forkLoop(t)
+	loop, beat := testutil.ForkLoop(t)
 	run(t, ex, shell.Request{Owner: "a", Command: loop + " >/dev/null 2>&1 &"})
-	waitBeating(t, beat)
+	testutil.WaitBeating(t, beat)
 	ex.EndOwner("b")
-	if !beating(t, beat) {
+	if !testutil.Beating(t, beat) {
 		t.Error("EndOwner(b) stopped a's fork loop")
 	}
 	ex.EndOwner("a")
-	if beating(t, beat) {
+	if testutil.Beating(t, beat) {
 		t.Error("the fork loop survived EndOwner(a)")
 	}
 }
@@ -198,12 +153,12 @@ func TestForkLoopDiesWithEndOwner(t *testing.T) {
 // the zombies it leaves; Kill of its task takes it all the same.
 func TestSetsidForkLoopDiesWithKill(t *testing.T) {
 	ex, _ := newExec(t, &local.Options{Grace: 200 * time.Millisecond})
-	loop, beat := forkLoop(t)
+	loop, beat := testutil.ForkLoop(t)
 	p := start(t, ex, shell.Request{Command: "setsid " + loop + " & sleep 600"})
-	waitBeating(t, beat)
+	testutil.WaitBeating(t, beat)
 	p.Kill()
 	waitDone(t, p, 5*time.Second)
-	if beating(t, beat) {
+	if testutil.Beating(t, beat) {
 		t.Error("the setsid fork loop survived Kill")
 	}
 }
