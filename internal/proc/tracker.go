@@ -128,8 +128,9 @@ func ticksNow() uint64 {
 }
 
 // pruneSessions forgets sessions that have no live member in two prunes in
-// a row (one Scan can miss a member forked during it). A session cannot
-// gain members once it has none, so forgetting it loses nothing.
+// a row (one Scan can miss a member forked during it), after attributing
+// the escapees the scan sees. A session cannot gain members once it has
+// none, so forgetting it loses nothing.
 func pruneSessions() {
 	registry.mu.Lock()
 	seen := make(map[int]uint64, len(registry.sessions))
@@ -138,7 +139,16 @@ func pruneSessions() {
 	}
 	registry.mu.Unlock()
 
+	// The scan also attributes escapees: a command whose session is
+	// forgotten takes with it the window by which an escapee re-parented
+	// to us is attributed.
+	spawnMu.Lock()
 	infos, err := Scan()
+	if err == nil {
+		selfSid, _ := unix.Getsid(0)
+		attributeLocked(infos, os.Getpid(), unix.Getpgrp(), selfSid)
+	}
+	spawnMu.Unlock()
 	live := make(map[int]bool)
 	for _, p := range infos {
 		if p.Alive() {

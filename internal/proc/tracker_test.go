@@ -180,3 +180,34 @@ func TestTrackerKillAllForkLoop(t *testing.T) {
 		t.Errorf("zombie children after KillAll: %v", z)
 	}
 }
+
+// An escapee re-parented to us is attributed by its command's window;
+// when the command's empty session is pruned, the escapee keeps its
+// owner, and KillOwner takes it, and only it.
+func TestTrackerKillOwnerAfterPrune(t *testing.T) {
+	marker := clean(t)
+	tr := proc.NewTracker()
+	for owner, script := range map[string]string{"a": "setsid sleep 1001 &", "b": "setsid sleep 1002 &"} {
+		cmd := startSession(t, marker, script)
+		tr.Add(cmd.Process.Pid, owner)
+		if err := proc.WaitCmd(cmd); err != nil {
+			t.Fatal(err)
+		}
+		tr.Exited(cmd.Process.Pid)
+		time.Sleep(50 * time.Millisecond) // the windows of a and b must not overlap
+	}
+	waitFor(t, "both sleeps", func() bool {
+		return len(withCmdline(marker, "sleep 1001")) == 1 && len(withCmdline(marker, "sleep 1002")) == 1
+	})
+	for i := range 3000 { // dead sessions: the prunes forget the commands' empty ones
+		tr.Add(1<<22+1+i, "c")
+	}
+	tr.KillOwner("a", time.Second)
+	if n := len(withCmdline(marker, "sleep 1001")); n != 0 {
+		t.Error("KillOwner(a) left a's escapee")
+	}
+	if n := len(withCmdline(marker, "sleep 1002")); n != 1 {
+		t.Error("KillOwner(a) took b's escapee")
+	}
+	tr.KillAll(time.Second)
+}
