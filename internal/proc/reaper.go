@@ -127,6 +127,17 @@ func LockSpawn() (unlock func()) {
 	return sync.OnceFunc(spawnMu.RUnlock)
 }
 
+// WaitSpawns returns once every spawn that holds LockSpawn at the call has
+// released it. A child forked by such a spawn holds copies of the
+// parent's descriptors until it execs, and StartCmd returns only after
+// the exec: so a pipe whose write end is still open after WaitSpawns is
+// not held by a child between fork and exec (of spawns that use
+// LockSpawn). It must not be called while holding LockSpawn.
+func WaitSpawns() {
+	spawnMu.Lock()
+	spawnMu.Unlock()
+}
+
 // Claim records that pid, a child of this process, is waited for by other
 // code (os/exec), so the orphan reaper and Tracker.KillAll never reap it.
 // Call it under LockSpawn, right after the fork.

@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"strconv"
 	"sync"
@@ -186,6 +187,9 @@ func TestNoByteLostWhenTheDrainIsCut(t *testing.T) {
 	runs, parallel := 200, 16
 	if testing.Short() {
 		runs = 64
+	}
+	if n, err := strconv.Atoi(os.Getenv("CONCHTEST_SOAK_RUNS")); err == nil && n > 0 {
+		runs = n // a longer soak, e.g. 5000
 	}
 	ex, _ := newExec(t, &local.Options{Grace: time.Millisecond})
 	burnCPU(t, 2*runtime.NumCPU())

@@ -349,7 +349,7 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 
 // heldOpenWait is how long drainReady waits for the end of a pipe that
 // has no bytes left before it calls the pipe held open.
-const heldOpenWait = 50 * time.Millisecond
+const heldOpenWait = 20 * time.Millisecond
 
 // drainReady moves into s what pipe r holds right now, without waiting
 // for more, after a read deadline cut r's drain; r's deadline is cleared.
@@ -385,9 +385,11 @@ func drainReady(r *os.File, s *capture.Stream) (heldOpen bool) {
 				heldOpen = false // the end: no writer is left
 			case err == unix.EAGAIN && !waited:
 				// A child another goroutine is starting holds a copy
-				// of the write end from its fork until its exec: give
-				// it a moment before calling the pipe held.
+				// of the write end from its fork until its exec: let
+				// the spawns in flight finish, and give other forks a
+				// moment, before calling the pipe held.
 				waited = true
+				proc.WaitSpawns()
 				pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 				if k, _ := unix.Poll(pfd, int(heldOpenWait/time.Millisecond)); k > 0 {
 					continue
