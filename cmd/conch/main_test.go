@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -251,13 +250,14 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// waitProcesses waits until a process with marker whose command line
-// contains cmd runs.
+// waitProcess waits until a process with marker whose command line is
+// exactly cmd runs. (Not one that merely contains it: the bash -c that
+// will start it contains it too, and would be seen before it ran a line.)
 func waitProcess(t *testing.T, marker string, server int, cmd string) {
 	t.Helper()
 	waitFor(t, 5*time.Second, "a process running "+cmd, func() bool {
-		for _, p := range liveProcesses(marker, server) {
-			if strings.Contains(p, cmd) {
+		for _, p := range testutil.Processes(marker) {
+			if p.Pid != server && testutil.Cmdline(p.Pid) == cmd {
 				return true
 			}
 		}
