@@ -48,7 +48,7 @@ func ParseUnmatched(s string) (Verdict, error) {
 	case "ask":
 		return Ask, nil
 	}
-	return Allow, fmt.Errorf("unmatched: expected \"allow\" or \"ask\", got %q", s)
+	return Allow, fmt.Errorf("expected \"allow\" or \"ask\", got %q", s)
 }
 
 type ruleKind int
@@ -250,7 +250,7 @@ func Parse(deny, ask, allow []string, unmatched string) (*Rules, error) {
 	if unmatched != "" {
 		v, err := ParseUnmatched(unmatched)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("unmatched: %w", err)
 		}
 		r.Unmatched = v
 	}
