@@ -15,18 +15,8 @@ ask = ["Bash(git push:*)"]
 allow = ["Bash(ls:*)", "Bash(git status)", "Bash(echo:*)"]
 `
 
-func writeConfig(t *testing.T, dir, text string) string {
-	t.Helper()
-	p := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func TestCheck(t *testing.T) {
-	dir := t.TempDir()
-	cfg := writeConfig(t, dir, checkConfig)
+	cfg := writeConfig(t, checkConfig)
 	for _, tc := range []struct {
 		args []string
 		out  string
@@ -56,7 +46,7 @@ func TestCheckRunsNothing(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "ran")
 	for _, line := range []string{"touch " + marker, "ls $(touch " + marker + ")", "bash -c 'touch " + marker + "'"} {
-		out, _, code := runConch(t, "", "check", "--config", writeConfig(t, dir, checkConfig), "--", line)
+		out, _, code := runConch(t, "", "check", "--config", writeConfig(t, checkConfig), "--", line)
 		if code != 0 || !strings.HasPrefix(out, "allow\n") {
 			t.Errorf("conch check %q: %q exit %d", line, out, code)
 		}
@@ -71,7 +61,9 @@ func TestCheckDefaultConfig(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(xdg, "conch"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	writeConfig(t, filepath.Join(xdg, "conch"), "[rules]\nask = [\"Bash(npm publish:*)\"]\nunmatched = \"ask\"\n")
+	if err := os.WriteFile(filepath.Join(xdg, "conch", "config.toml"), []byte("[rules]\nask = [\"Bash(npm publish:*)\"]\nunmatched = \"ask\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("XDG_CONFIG_HOME", xdg)
 	if out, _, code := runConch(t, "", "check", "npm publish --tag next"); code != 3 || out != "ask\nnpm publish --tag next\nrule Bash(npm publish:*): npm publish --tag next\n" {
 		t.Errorf("with the default file: %q exit %d", out, code)
@@ -109,7 +101,9 @@ func TestCheckErrors(t *testing.T) {
 		p := filepath.Join(dir, "config.toml")
 		os.Remove(p)
 		if tc.config != "" {
-			writeConfig(t, dir, tc.config)
+			if err := os.WriteFile(p, []byte(tc.config), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
 		out, stderr, code := runConch(t, "", append([]string{"check", "--config", p}, tc.args...)...)
 		if code != 2 || out != "" || !strings.HasPrefix(stderr, tc.stderr) {
