@@ -2,6 +2,8 @@ package rules
 
 import (
 	"path"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -98,23 +100,82 @@ func (r *Rules) Check(line string) Decision {
 		r = &Rules{}
 	}
 	c := checker{rules: r}
-	parsed := c.script(line, 0)
+	return decide(c.found, c.script(line, 0))
+}
+
+// decide picks the deciding command among found; parsed is false when the
+// line did not parse to its end.
+func decide(found []Command, parsed bool) Decision {
 	best := -1
-	for i, cmd := range c.found {
-		if best < 0 || rank(cmd) > rank(c.found[best]) {
+	for i, cmd := range found {
+		if best < 0 || rank(cmd) > rank(found[best]) {
 			best = i
 		}
 	}
 	// bash runs a multi-line script's first lines before it meets a
 	// syntax error further on, so what parsed is decided too.
-	if !parsed && (best < 0 || c.found[best].Verdict < Deny) {
-		return Decision{Verdict: Ask, Commands: c.found, Reason: ReasonUnparsable}
+	if !parsed && (best < 0 || found[best].Verdict < Deny) {
+		return Decision{Verdict: Ask, Commands: found, Reason: ReasonUnparsable}
 	}
 	if best < 0 {
 		return Decision{Verdict: Allow, Reason: ReasonNoCommands}
 	}
-	d := c.found[best]
-	return Decision{Verdict: d.Verdict, Commands: c.found, Command: d.Text, Rule: d.Rule, Reason: d.Reason}
+	d := found[best]
+	return Decision{Verdict: d.Verdict, Commands: found, Command: d.Text, Rule: d.Rule, Reason: d.Reason}
+}
+
+// Allowing returns d with every command that asks because of an ask rule
+// or because no rule matched it, and that one of allowed matches, allowed
+// by that rule: the rules a user allowed for the rest of a session. A
+// deny, a dynamic command, a dangerous assignment and an unparsable line
+// are not changed.
+func (d Decision) Allowing(allowed []Rule) Decision {
+	if len(allowed) == 0 || d.Verdict != Ask || d.Command == "" {
+		return d
+	}
+	cmds := slices.Clone(d.Commands)
+	for i, c := range cmds {
+		if c.Verdict != Ask || c.Rule == "" && c.Reason != ReasonUnmatched {
+			continue
+		}
+		for _, r := range allowed {
+			if r.Match(c.Text) {
+				cmds[i].Verdict, cmds[i].Rule, cmds[i].Reason = Allow, r.raw, ""
+				break
+			}
+		}
+	}
+	return decide(cmds, true)
+}
+
+// subcommand is a second word that names a subcommand (`git push`, `npm
+// publish`), not an option, a file or a value.
+var subcommand = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+
+// SessionRule is what a user may allow for the rest of a session instead
+// of once, for an ask decision: the ask rule that decided; for a command
+// no rule matched, `Bash(<name>:*)`, or `Bash(<name> <subcommand>:*)`
+// when its second word looks like a subcommand (`npm install lodash`
+// gives `Bash(npm install:*)`). ok is false for any other decision (a
+// dynamic command, a dangerous assignment, an unparsable line).
+func (d Decision) SessionRule() (r Rule, ok bool) {
+	if d.Verdict != Ask || d.Command == "" {
+		return Rule{}, false
+	}
+	text := d.Rule
+	if text == "" {
+		if d.Reason != ReasonUnmatched {
+			return Rule{}, false
+		}
+		words := strings.SplitN(d.Command, " ", 3)
+		prefix := words[0]
+		if len(words) > 1 && subcommand.MatchString(words[1]) {
+			prefix += " " + words[1]
+		}
+		text = "Bash(" + prefix + ":*)"
+	}
+	r, err := ParseRule(text)
+	return r, err == nil
 }
 
 // rank orders commands for the deciding one: the verdict first, then a

@@ -281,3 +281,46 @@ func TestCheckConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestSessionRuleAndAllowing(t *testing.T) {
+	r, err := Parse([]string{"Bash(rm -rf:*)"}, []string{"Bash(git push:*)", "Bash(npm * --force)"}, []string{"Bash(ls:*)"}, "ask")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		line    string
+		session string // "" when none may be remembered
+		after   Verdict
+	}{
+		{"git push origin main", "Bash(git push:*)", Allow},
+		{"npm ci --force", "Bash(npm * --force)", Allow},
+		{"npm install lodash", "Bash(npm install:*)", Allow},
+		{"make", "Bash(make:*)", Allow},
+		{"python3 x.py", "Bash(python3:*)", Allow},
+		{"git push && make", "Bash(git push:*)", Ask}, // make still asks
+		{"$CMD", "", Ask},
+		{"PATH=/x ls", "", Ask},
+		{"echo 'x", "", Ask},
+	} {
+		d := r.Check(tc.line)
+		sr, ok := d.SessionRule()
+		if got := map[bool]string{true: sr.String()}[ok]; got != tc.session {
+			t.Errorf("Check(%q).SessionRule() = %q; want %q", tc.line, got, tc.session)
+			continue
+		}
+		if !ok {
+			if a := d.Allowing([]Rule{{raw: "Bash(*)", kind: glob, pattern: "*"}}); a.Verdict != Ask {
+				t.Errorf("Check(%q).Allowing(everything) = %v; a dynamic command, a dangerous assignment or an unparsable line must still ask", tc.line, a.Verdict)
+			}
+			continue
+		}
+		if a := d.Allowing([]Rule{sr}); a.Verdict != tc.after {
+			t.Errorf("Check(%q).Allowing(%s) = %v (%s %q); want %v", tc.line, sr, a.Verdict, a.Why(), a.Command, tc.after)
+		}
+	}
+	// A session rule never lifts a deny.
+	sr, _ := ParseRule("Bash(rm:*)")
+	if d := r.Check("rm -rf x").Allowing([]Rule{sr}); d.Verdict != Deny {
+		t.Errorf("a session rule lifted a deny: %v", d.Verdict)
+	}
+}

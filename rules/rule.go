@@ -80,6 +80,10 @@ type Rule struct {
 // String returns the rule as it was written.
 func (r Rule) String() string { return r.raw }
 
+// Pattern is the rule's normalised command: `git push` for
+// `Bash(git push:*)`, `git * main` for `Bash(git * main)`.
+func (r Rule) Pattern() string { return r.pattern }
+
 // ParseRule parses one rule.
 func ParseRule(s string) (Rule, error) {
 	body, ok := strings.CutPrefix(s, "Bash(")
