@@ -113,8 +113,10 @@ func (s *Server) forget(x *session) {
 	}
 }
 
-// dispose kills and forgets the background tasks of x.
+// dispose kills and forgets the background tasks of x, and forgets what
+// its user allowed for the session.
 func (s *Server) dispose(x *session) {
+	s.ts.EndSession(x.id)
 	if rt := s.ts.Tasks(); rt != nil {
 		rt.Dispose(x.id)
 	}

@@ -86,11 +86,12 @@ func checkCommand(args []string, stdout, stderr io.Writer) int {
 // rulesFromConfig builds the permission rules from a configuration file's
 // keys rules.deny, rules.ask and rules.allow (lists of rules) and
 // rules.unmatched ("allow" or "ask"); other keys are left to their
-// owners. No rules keys means no rules: everything is allowed. An error
-// names the file, the line and the key.
+// owners. No rules keys means no rules (nil): everything is allowed. An
+// error names the file, the line and the key.
 func rulesFromConfig(entries []cfgfile.Entry) (*rules.Rules, error) {
-	r := &rules.Rules{}
+	r, found := &rules.Rules{}, false
 	for _, e := range entries {
+		found = found || strings.HasPrefix(e.Key, "rules.")
 		var list *[]rules.Rule
 		switch e.Key {
 		case "rules.deny":
@@ -125,6 +126,9 @@ func rulesFromConfig(entries []cfgfile.Entry) (*rules.Rules, error) {
 			}
 			*list = append(*list, rule)
 		}
+	}
+	if !found {
+		return nil, nil
 	}
 	return r, nil
 }

@@ -123,3 +123,27 @@ func TestRulesFromConfigIgnoresOtherKeys(t *testing.T) {
 		t.Fatalf("rulesFromConfig = %+v, %v", r, err)
 	}
 }
+
+// run, serve and acp read the same rules; a bad rule stops them at start.
+func TestRulesConfigured(t *testing.T) {
+	cfg := writeConfig(t, checkConfig)
+	out, _, code := runConch(t, "", "run", "--config", cfg, "--", "ls && rm -rf x")
+	if code != 125 || out != "Error: denied by rule Bash(rm -rf:*): rm -rf x\n" {
+		t.Errorf("conch run: %q exit %d", out, code)
+	}
+	out, _, code = runConch(t, "", "run", "--config", cfg, "--", "git push")
+	if want := "Error: not run: git push needs approval (rule Bash(git push:*)), but this client cannot ask the user; allow it in the conch configuration or run it yourself\n"; code != 125 || out != want {
+		t.Errorf("conch run: %q exit %d", out, code)
+	}
+	bad := writeConfig(t, "[rules]\nallow = [\"Bash(ls\"]\n")
+	for _, sub := range []string{"run", "serve", "acp"} {
+		args := []string{sub, "--config", bad}
+		if sub == "run" {
+			args = append(args, "--", "ls")
+		}
+		_, stderr, code := runConch(t, "", args...)
+		if want := "conch " + sub + ": config " + bad + ":2: rules.allow: rule \"Bash(ls\": expected Bash(<command>), Bash(<prefix>:*) or Bash(<glob with *>)\n"; code != 2 || stderr != want {
+			t.Errorf("conch %s with a bad rule: %q exit %d; want %q", sub, stderr, code, want)
+		}
+	}
+}
