@@ -9,13 +9,6 @@ import (
 	"github.com/conch-dev/conch/tools"
 )
 
-// Choices of the approval form (the value of its "decision" field).
-const (
-	choiceOnce       = "Allow once"
-	choiceSessionFmt = "Allow %s for this session"
-	choiceDeny       = "Deny"
-)
-
 // canElicit reports whether the client declared form elicitation (an
 // elicitation capability naming neither mode means form, as the
 // specification says for clients older than the modes).
@@ -29,21 +22,19 @@ func canElicit(ss *mcp.ServerSession) bool {
 }
 
 // elicitApprover asks the user of an MCP client with elicitation/create
-// in form mode: a message naming the command, its directory and the
-// reason, and one choice to make.
+// in form mode: the question's message, and one field, "decision", whose
+// values are the choices.
 type elicitApprover struct{ ss *mcp.ServerSession }
 
 func (a elicitApprover) Approve(ctx context.Context, q tools.Question) (tools.Answer, error) {
-	choices := []string{choiceOnce}
-	session := ""
-	if q.SessionPrefix != "" {
-		session = fmt.Sprintf(choiceSessionFmt, q.SessionPrefix)
-		choices = append(choices, session)
+	choices := []string{tools.ChoiceOnce}
+	if c := q.SessionChoice(); c != "" {
+		choices = append(choices, c)
 	}
-	choices = append(choices, choiceDeny)
+	choices = append(choices, tools.ChoiceDeny)
 	res, err := a.ss.Elicit(ctx, &mcp.ElicitParams{
 		Mode:    "form",
-		Message: approvalMessage(q),
+		Message: q.Message(),
 		RequestedSchema: map[string]any{
 			"type": "object",
 			"properties": map[string]any{
@@ -58,23 +49,11 @@ func (a elicitApprover) Approve(ctx context.Context, q tools.Question) (tools.An
 	if res.Action != "accept" { // decline, or cancel: the user dismissed the form
 		return tools.Declined, nil
 	}
-	switch res.Content["decision"] {
-	case choiceOnce:
+	switch d := res.Content["decision"]; {
+	case d == tools.ChoiceOnce:
 		return tools.AllowOnce, nil
-	case session:
-		if session != "" {
-			return tools.AllowSession, nil
-		}
+	case d == q.SessionChoice() && d != "":
+		return tools.AllowSession, nil
 	}
 	return tools.Declined, nil
-}
-
-// approvalMessage is the form's text: the command, its directory and
-// why conch asks.
-func approvalMessage(q tools.Question) string {
-	why := q.Reason
-	if q.Subject != q.Command {
-		why += ": " + q.Subject
-	}
-	return fmt.Sprintf("Allow this command to run?\n\nCommand: %s\nDirectory: %s\nReason: %s", q.Command, q.Cwd, why)
 }

@@ -43,6 +43,32 @@ type Question struct {
 	SessionPrefix string
 }
 
+// Labels of the choices a transport offers the user, in this order:
+// ChoiceOnce, Question.SessionChoice (when not ""), ChoiceDeny.
+const (
+	ChoiceOnce = "Allow once"
+	ChoiceDeny = "Deny"
+)
+
+// SessionChoice is the label of the "for this session" choice, "" when it
+// is not offered.
+func (q Question) SessionChoice() string {
+	if q.SessionPrefix == "" {
+		return ""
+	}
+	return "Allow " + q.SessionPrefix + " for this session"
+}
+
+// Message is the text shown to the user: the command, its directory and
+// why conch asks.
+func (q Question) Message() string {
+	why := q.Reason
+	if q.Subject != q.Command {
+		why += ": " + q.Subject
+	}
+	return "Allow this command to run?\n\nCommand: " + q.Command + "\nDirectory: " + q.Cwd + "\nReason: " + why
+}
+
 // Answer is the user's answer to a Question.
 type Answer int
 
