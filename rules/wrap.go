@@ -139,6 +139,9 @@ func unwrapAssigning(name string, o options, words []*syntax.Word) unwrapped {
 	shellFlag := false
 	for _, w := range words[1:i] {
 		s, _ := literal(w)
+		if !strings.HasPrefix(s, "-") { // an option's argument
+			continue
+		}
 		long := strings.HasPrefix(s, "--")
 		if name == "env" && (strings.HasPrefix(s, "--split-string") || !long && strings.ContainsRune(s, 'S')) {
 			return unwrapped{how: dynamic}
