@@ -124,12 +124,10 @@ func (a *approvals) add(session string, r rules.Rule) bool {
 	return true
 }
 
-// EndSession forgets what the session's user allowed for the session. A
-// transport calls it when a session ends.
-func (t *Toolset) EndSession(session string) {
-	t.approved.mu.Lock()
-	delete(t.approved.rules, session)
-	t.approved.mu.Unlock()
+func (a *approvals) forget(session string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.rules, session)
 }
 
 // permit decides a command line by Options.Rules before anything is
