@@ -493,7 +493,10 @@ func (a *Agent) Prompt(ctx context.Context, p sdk.PromptRequest) (_ sdk.PromptRe
 	a.send(s.id, s.bridge.Call(sdk.ToolCallId(id), c.tool, c.draw))
 
 	// The user who cancels a command still sees what it had printed.
-	r := a.ts.Call(ctx, tools.Session{ID: s.id, Cwd: s.cwd}, c.tool, c.exec, &tools.CallOptions{KeepAborted: true})
+	r := a.ts.Call(ctx, tools.Session{ID: s.id, Cwd: s.cwd}, c.tool, c.exec, &tools.CallOptions{
+		KeepAborted: true,
+		Approver:    permissionAsker{conn: a.conn, session: s.id, call: sdk.ToolCallId(id)},
+	})
 
 	a.record(s, record{Type: recResult, ToolCallID: id, Texts: []string{r.Text}, IsError: r.IsError})
 	a.send(s.id, s.bridge.Result(sdk.ToolCallId(id), c.tool, c.draw, []string{r.Text}, r.IsError))

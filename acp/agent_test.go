@@ -40,6 +40,13 @@ type harness struct {
 // newHarness starts an agent recording sessions under state.
 func newHarness(t *testing.T, state, marker string) *harness {
 	t.Helper()
+	return newHarnessTools(t, state, marker, tools.Options{})
+}
+
+// newHarnessTools is newHarness with tool options (their Tasks and Home
+// are the harness's).
+func newHarnessTools(t *testing.T, state, marker string, to tools.Options) *harness {
+	t.Helper()
 	ex, err := local.New(&local.Options{
 		Grace:   500 * time.Millisecond,
 		Environ: append(os.Environ(), testutil.MarkerEnv+"="+marker),
@@ -48,7 +55,8 @@ func newHarness(t *testing.T, state, marker string) *harness {
 		t.Fatal(err)
 	}
 	rt := tasks.New(nil)
-	ts := tools.New(ex, &tools.Options{Tasks: rt, Home: state})
+	to.Tasks, to.Home = rt, state
+	ts := tools.New(ex, &to)
 	logs := &syncBuffer{}
 	agent := acp.NewAgent(ts, &acp.AgentOptions{
 		SessionDir: filepath.Join(state, "sessions"),

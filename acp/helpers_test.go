@@ -58,7 +58,7 @@ var (
 // schemaDefs are the definitions the tests validate against.
 var schemaDefs = []string{
 	"SessionNotification", "InitializeResponse", "NewSessionResponse", "LoadSessionResponse",
-	"PromptResponse", "Error",
+	"PromptResponse", "Error", "RequestPermissionRequest", "RequestPermissionResponse",
 }
 
 // loadSchema returns the ACP schema, or nil when CONCH_SKIP_ACP_SCHEMA=1.
@@ -148,6 +148,8 @@ func (s *acpSchema) checkMessage(raw []byte, m message, method string) error {
 	switch {
 	case m.Method == "session/update":
 		return s.check("SessionNotification", m.Params)
+	case m.Method == "session/request_permission":
+		return s.check("RequestPermissionRequest", m.Params)
 	case m.Method != "":
 		return fmt.Errorf("the agent sent an unexpected request or notification %s", raw)
 	case m.Error != nil:
@@ -250,6 +252,21 @@ func (c *client) start(method string, params any) string {
 	}
 	c.sendRaw(string(b))
 	return id
+}
+
+// respond answers the agent's request id with result, which must be a
+// valid RequestPermissionResponse (the only request an agent sends here).
+func (c *client) respond(id json.RawMessage, result any) {
+	c.t.Helper()
+	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	r, _ := json.Marshal(result)
+	if err := c.schema.check("RequestPermissionResponse", r); err != nil {
+		c.t.Fatal(err)
+	}
+	c.sendRaw(string(b))
 }
 
 // notify sends a notification.

@@ -42,6 +42,13 @@ const testToken = "test-token"
 // the test ends.
 func newEnv(t *testing.T, opts *mcpserver.Options) *env {
 	t.Helper()
+	return newEnvTools(t, opts, tools.Options{})
+}
+
+// newEnvTools is newEnv with tool options (their Tasks and Home are the
+// env's).
+func newEnvTools(t *testing.T, opts *mcpserver.Options, to tools.Options) *env {
+	t.Helper()
 	e := &env{marker: testutil.Marker(t), logs: &logBuffer{}}
 	t.Cleanup(func() { testutil.AssertNoProcesses(t, e.marker) })
 	ex, err := local.New(&local.Options{Environ: testutil.Env(e.marker), SpillParent: t.TempDir(), Grace: time.Second})
@@ -49,7 +56,8 @@ func newEnv(t *testing.T, opts *mcpserver.Options) *env {
 		t.Fatal(err)
 	}
 	e.rt = tasks.New(nil)
-	e.ts = tools.New(ex, &tools.Options{Tasks: e.rt, Home: t.TempDir()})
+	to.Tasks, to.Home = e.rt, t.TempDir()
+	e.ts = tools.New(ex, &to)
 	o := mcpserver.Options{Token: testToken}
 	if opts != nil {
 		o = *opts
@@ -90,6 +98,15 @@ func (e *env) serveHTTP(t *testing.T) *httptest.Server {
 // the test ends.
 func connect(t *testing.T, hs *httptest.Server, tr *mcp.StreamableClientTransport, roots ...*mcp.Root) *mcp.ClientSession {
 	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, nil)
+	c.AddRoots(roots...)
+	return dial(t, hs, tr, c)
+}
+
+// dial connects c over tr (streamable HTTP to hs); the session is closed
+// when the test ends.
+func dial(t *testing.T, hs *httptest.Server, tr *mcp.StreamableClientTransport, c *mcp.Client) *mcp.ClientSession {
+	t.Helper()
 	if tr == nil {
 		tr = &mcp.StreamableClientTransport{}
 	}
@@ -97,8 +114,6 @@ func connect(t *testing.T, hs *httptest.Server, tr *mcp.StreamableClientTranspor
 	if tr.HTTPClient == nil {
 		tr.HTTPClient = hs.Client()
 	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, nil)
-	c.AddRoots(roots...)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	cs, err := c.Connect(ctx, tr, nil)

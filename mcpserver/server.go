@@ -267,6 +267,9 @@ func (s *Server) handler(name string, resolve resolver) mcp.ToolHandler {
 			sess.Cwd = x.workdir(ctx, req.Session)
 		}
 		var co tools.CallOptions
+		if name == tools.NameBash && canElicit(req.Session) {
+			co.Approver = elicitApprover{req.Session}
+		}
 		if token := req.Params.GetProgressToken(); token != nil {
 			co.Progress = func(p tools.Progress) {
 				err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{

@@ -113,8 +113,9 @@ func (s *Server) forget(x *session) {
 	}
 }
 
-// dispose kills and forgets the background tasks of x, and kills what its
-// commands left running.
+// dispose kills and forgets the background tasks of x, kills what its
+// commands left running, and forgets what its user allowed for the
+// session.
 func (s *Server) dispose(x *session) { s.ts.EndSession(x.id) }
 
 // track registers a call of x: the returned ctx is cancelled when x ends

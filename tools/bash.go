@@ -156,6 +156,12 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 	if err != nil {
 		return errorResult(err.Error()), nil
 	}
+	if fail := t.permit(ctx, sess, b.Command, spec.Workdir, co.Approver); fail != nil {
+		return *fail, nil
+	}
+	if ctx.Err() != nil { // cancelled while the user was answering
+		return errorResult(msgAborted), nil
+	}
 	if b.Background {
 		return t.startBackground(sess, b, spec), nil
 	}

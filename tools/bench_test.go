@@ -8,7 +8,9 @@ package tools_test
 // BenchmarkForegroundOverhead is the one to read for the cost of the tool
 // layer: it alternates a tool call and a bare executor run of `true` in
 // one loop, so both see the same machine, and reports their ratio
-// ("tool/executor", target <= 1.05). BenchmarkTaskTools keeps 1,000 live
+// ("tool/executor", target <= 1.05). BenchmarkRulesOverhead does the same
+// for the bash tool with 200 rules against none ("rules/none", target
+// <= 1.05). BenchmarkTaskTools keeps 1,000 live
 // background tasks across 100 sessions and reports the p99 latency of
 // task_output and task_list (target < 1 ms each).
 
@@ -22,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-dev/conch/rules"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/tools"
 )
@@ -164,4 +167,55 @@ func mean(d []time.Duration) float64 {
 		sum += x
 	}
 	return float64(sum) / float64(len(d))
+}
+
+// BenchmarkRulesOverhead alternates a bash call of `true` through tools
+// without rules and through tools with 200 rules, over one executor, and
+// reports the ratio of their medians ("rules/none", target <= 1.05).
+func BenchmarkRulesOverhead(b *testing.B) {
+	e := newEnv(b, envOpts{})
+	var deny, ask, allow []string
+	for i := range 200 {
+		switch i % 3 {
+		case 0:
+			deny = append(deny, fmt.Sprintf("Bash(tool%d --force:*)", i))
+		case 1:
+			ask = append(ask, fmt.Sprintf("Bash(tool%d publish:*)", i))
+		default:
+			allow = append(allow, fmt.Sprintf("Bash(tool%d * --dry-run)", i))
+		}
+	}
+	allow = append(allow, "Bash(true)")
+	r, err := rules.Parse(deny, ask, allow, "ask")
+	if err != nil {
+		b.Fatal(err)
+	}
+	withRules := tools.New(e.ex, &tools.Options{Tasks: e.rt, Home: e.home, Rules: r})
+	ctx := context.Background()
+	var with, without []time.Duration
+	i := 0
+	for b.Loop() {
+		ts := e.ts
+		if i%2 == 1 {
+			ts = withRules
+		}
+		t0 := time.Now()
+		if res := ts.Call(ctx, e.sess, tools.NameBash, trueArgs, nil); res.Text != "(no output)" {
+			b.Fatal(res.Text)
+		}
+		if i%2 == 1 {
+			with = append(with, time.Since(t0))
+		} else {
+			without = append(without, time.Since(t0))
+		}
+		i++
+	}
+	if len(with) == 0 || len(without) == 0 {
+		return
+	}
+	mw, mn := quantile(with, 0.5), quantile(without, 0.5)
+	b.ReportMetric(mw, "rules-median-ns")
+	b.ReportMetric(mn, "none-median-ns")
+	b.ReportMetric(mw/mn, "rules/none")
+	b.ReportMetric(mean(with)/mean(without), "rules/none-mean")
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/conch-dev/conch/rules"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/tasks"
 )
@@ -49,6 +50,15 @@ type Options struct {
 	// fit keep their start and their end, joined by a line saying what was
 	// left out. task_output reads are held to it too.
 	MaxResultBytes int
+	// Rules, if set, decide every bash command line before anything is
+	// spawned, in the foreground or the background: deny fails the call,
+	// ask asks the user through the call's Approver (CallOptions), allow
+	// runs it. Nil runs everything.
+	Rules *rules.Rules
+	// ApprovalTimeout is how long a question to the user stays open
+	// (default DefaultApprovalTimeout); the call's cancellation ends it
+	// sooner.
+	ApprovalTimeout time.Duration
 }
 
 // DefaultMaxResultBytes is the default result budget: what Claude Code's
@@ -62,9 +72,10 @@ const MinResultBytes = 1000
 // Toolset is the four tools over one executor. It is safe for concurrent
 // use by many sessions.
 type Toolset struct {
-	ex     shell.Executor
-	opts   Options
-	limits bashLimits
+	ex       shell.Executor
+	opts     Options
+	limits   bashLimits
+	approved approvals
 }
 
 // New returns the tools over ex. A nil opts means the defaults.
@@ -87,6 +98,9 @@ func New(ex shell.Executor, opts *Options) *Toolset {
 	}
 	if t.opts.MaxWait <= 0 {
 		t.opts.MaxWait = 600 * time.Second
+	}
+	if t.opts.ApprovalTimeout <= 0 {
+		t.opts.ApprovalTimeout = DefaultApprovalTimeout
 	}
 	if t.opts.MaxResultBytes == 0 {
 		t.opts.MaxResultBytes = DefaultMaxResultBytes
@@ -155,6 +169,10 @@ type CallOptions struct {
 	// cancels, and who should still see the output. A call cancelled
 	// before its command started is still that error.
 	KeepAborted bool
+	// Approver asks the calling session's user about a command the rules
+	// want a yes for; nil means no one can be asked, and such a command
+	// is not run.
+	Approver Approver
 }
 
 // Result is what a tool call gives back.
@@ -283,11 +301,13 @@ func (t *Toolset) textBudget(notices []Notice) int {
 	return max(t.opts.MaxResultBytes-n, t.opts.MaxResultBytes/2)
 }
 
-// EndSession ends the session id: its background tasks are disposed of
-// (cancelled, awaited and forgotten), and then, when the executor is a
-// shell.OwnerEnder, everything the session's commands left running is
-// killed. It returns once all of it is gone.
+// EndSession ends the session id: what its user allowed for the session
+// is forgotten, its background tasks are disposed of (cancelled, awaited
+// and forgotten), and then, when the executor is a shell.OwnerEnder,
+// everything the session's commands left running is killed. It returns
+// once all of it is gone.
 func (t *Toolset) EndSession(id string) {
+	t.approved.forget(id)
 	if t.opts.Tasks != nil {
 		t.opts.Tasks.Dispose(id)
 	}

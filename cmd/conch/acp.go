@@ -32,6 +32,7 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if !ok {
 		return code
 	}
+	c.rules = set.rules
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "conch acp: unexpected argument %q\n", fs.Arg(0))
 		return 2

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conch-dev/conch/rules"
 	"github.com/conch-dev/conch/shell/local"
 	"github.com/conch-dev/conch/tasks"
 	"github.com/conch-dev/conch/tools"
@@ -35,6 +36,10 @@ type config struct {
 	// maxWait, if set before build, caps task_output's wait
 	// (tools.Options.MaxWait).
 	maxWait time.Duration
+
+	// rules, if set before build, decide every bash command
+	// (tools.Options.Rules).
+	rules *rules.Rules
 
 	// onNotice, if set before build, is told when a completion notice
 	// becomes pending for a session (tasks.Options.OnNotice).
@@ -188,6 +193,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		YieldAfter:        c.yieldMs.millis(),
 		MaxWait:           c.maxWait,
 		MaxResultBytes:    int(c.maxResultBytes.v),
+		Rules:             c.rules,
 	})
 	return &stack{ex: ex, tasks: rt, tools: ts, home: home, provider: c.provider.v, enforces: localEnforces}, nil
 }

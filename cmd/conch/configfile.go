@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	cfgfile "github.com/conch-dev/conch/internal/config"
+	"github.com/conch-dev/conch/rules"
 )
 
 // The configuration file holds one key per setting flag (docs/configuration.md):
@@ -52,6 +53,7 @@ type settings struct {
 	fs      *flag.FlagSet
 	file    string            // the file read ("" when none)
 	sources map[string]source // by flag name
+	rules   *rules.Rules      // the file's permission rules (none: nil)
 }
 
 // configPath finds --config in args (before "--"); "" means the default
@@ -103,6 +105,9 @@ func loadSettings(fs *flag.FlagSet, args []string, known func(key string) bool) 
 	}
 	if entries != nil {
 		s.file = path
+	}
+	if s.rules, err = rulesFromConfig(entries); err != nil {
+		return nil, err
 	}
 	return s, s.apply(entries, known)
 }

@@ -22,6 +22,8 @@ Usage:
   conch serve [flags]              serve the tools over MCP (stdio, or --http ADDR)
   conch acp [flags]                an ACP agent on stdio for editors (Zed)
   conch config [run|serve|acp]     print the effective settings and where each came from
+  conch check -- '<command line>'  decide a command line by the permission
+                                   rules, running nothing
   conch version                    print the version
   conch help                       this text
 
@@ -57,6 +59,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return acpCommand(ctx, args[1:], stdin, stdout, stderr)
 	case "config":
 		return configCommand(args[1:], stdout, stderr)
+	case "check":
+		return checkCommand(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "conch", version)
 		return 0

@@ -84,6 +84,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if !ok {
 		return code
 	}
+	c.rules = set.rules
 	if fs.NArg() == 0 {
 		fmt.Fprintf(stderr, "conch run: no command\nRun 'conch run --help' for usage.\n")
 		return exitUsage

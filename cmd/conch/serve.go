@@ -64,6 +64,7 @@ func serveCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if !ok {
 		return code
 	}
+	c.rules = set.rules
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "conch serve: unexpected argument %q\nRun 'conch serve --help' for usage.\n", fs.Arg(0))
 		return 2

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	cfgfile "github.com/conch-dev/conch/internal/config"
+	"github.com/conch-dev/conch/rules"
+)
+
+const checkUsage = `Usage: conch check [--config FILE] [--] <command line>...
+
+Decide a command line with the permission rules of the configuration file,
+as the bash tool would before running it, and run nothing. The words after
+the flags are joined with spaces into one command line; quote it:
+conch check -- 'git status && git push'.
+
+Output (stdout): the decision (allow, ask or deny) alone on the first
+line, then each simple command found, one a line, then the deciding rule
+or reason and, after ": ", the deciding simple command. A newline inside
+a command is shown as \n.
+
+Exit status:
+  0   allow
+  3   ask
+  4   deny
+  2   a usage error or a bad configuration file
+
+Flags:
+`
+
+// checkExit is conch check's exit status for each verdict.
+var checkExit = map[rules.Verdict]int{rules.Allow: 0, rules.Ask: 3, rules.Deny: 4}
+
+func checkCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("conch check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, checkUsage)
+		fs.PrintDefaults()
+	}
+	fs.String("config", "", "the configuration file (default: "+cfgfile.DefaultPath()+")")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	line := strings.Join(fs.Args(), " ")
+	if strings.TrimSpace(line) == "" {
+		fmt.Fprintln(stderr, "conch check: no command line")
+		fs.Usage()
+		return 2
+	}
+	path, explicit := configPath(args)
+	var entries []cfgfile.Entry
+	if path != "" {
+		var err error
+		if entries, err = cfgfile.Load(path, !explicit); err != nil {
+			fmt.Fprintf(stderr, "conch check: %v\n", err)
+			return 2
+		}
+	}
+	r, err := rulesFromConfig(entries)
+	if err != nil {
+		fmt.Fprintf(stderr, "conch check: %v\n", err)
+		return 2
+	}
+	d := r.Check(line)
+	oneLine := strings.NewReplacer("\n", `\n`)
+	fmt.Fprintln(stdout, d.Verdict)
+	for _, c := range d.Commands {
+		fmt.Fprintln(stdout, oneLine.Replace(c.Text))
+	}
+	if d.Command != "" {
+		fmt.Fprintf(stdout, "%s: %s\n", d.Why(), oneLine.Replace(d.Command))
+	} else {
+		fmt.Fprintln(stdout, d.Why())
+	}
+	return checkExit[d.Verdict]
+}
+
+// rulesFromConfig builds the permission rules from a configuration file's
+// keys rules.deny, rules.ask and rules.allow (lists of rules) and
+// rules.unmatched ("allow" or "ask"); other keys are left to their
+// owners. No rules keys means no rules (nil): everything is allowed. An
+// error names the file, the line and the key.
+func rulesFromConfig(entries []cfgfile.Entry) (*rules.Rules, error) {
+	r, found := &rules.Rules{}, false
+	for _, e := range entries {
+		found = found || strings.HasPrefix(e.Key, "rules.")
+		var list *[]rules.Rule
+		switch e.Key {
+		case "rules.deny":
+			list = &r.Deny
+		case "rules.ask":
+			list = &r.Ask
+		case "rules.allow":
+			list = &r.Allow
+		case "rules.unmatched":
+			if e.Array {
+				return nil, &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("takes one value, not a list")}
+			}
+			v, err := rules.ParseUnmatched(e.Values[0])
+			if err != nil {
+				return nil, &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: err}
+			}
+			r.Unmatched = v
+			continue
+		default:
+			if strings.HasPrefix(e.Key, "rules.") {
+				return nil, &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("unknown key")}
+			}
+			continue
+		}
+		if !e.Array {
+			return nil, &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("takes a list of strings")}
+		}
+		for _, s := range e.Values {
+			rule, err := rules.ParseRule(s)
+			if err != nil {
+				return nil, &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: err}
+			}
+			*list = append(*list, rule)
+		}
+	}
+	if !found {
+		return nil, nil
+	}
+	return r, nil
+}

@@ -1,0 +1,183 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/conch-dev/conch/rules"
+)
+
+// Texts of a command the rules stop (tool errors, so "Error: " comes
+// first).
+const (
+	msgDeniedFmt   = "denied by rule %s: %s"
+	msgDeclinedFmt = "not run: the user declined %s"
+	msgCannotAsk   = "not run: %s needs approval (%s), but this client cannot ask the user; allow it in the conch configuration or run it yourself"
+	msgNoAnswer    = "not run: no answer from the user"
+)
+
+// DefaultApprovalTimeout is how long a question to the user stays open.
+const DefaultApprovalTimeout = 10 * time.Minute
+
+// maxSessionRules bounds what one session remembers: a session answering
+// "for this session" forever must not grow the server without limit.
+const maxSessionRules = 100
+
+// Question is what the user is asked about a command the rules want a
+// yes for.
+type Question struct {
+	// Command is the whole command line, as the model sent it.
+	Command string
+	// Cwd is the directory it would run in.
+	Cwd string
+	// Subject is the simple command that needs the yes (`git push`), or
+	// the whole line when it could not be parsed.
+	Subject string
+	// Reason is why: `rule <rule>`, `dynamic command`, `cannot parse` or
+	// `assignment to <NAME>`.
+	Reason string
+	// SessionPrefix, when not "", is what "allow for this session" would
+	// remember (`git push`): offer that choice only then.
+	SessionPrefix string
+}
+
+// Labels of the choices a transport offers the user, in this order:
+// ChoiceOnce, Question.SessionChoice (when not ""), ChoiceDeny.
+const (
+	ChoiceOnce = "Allow once"
+	ChoiceDeny = "Deny"
+)
+
+// SessionChoice is the label of the "for this session" choice, "" when it
+// is not offered.
+func (q Question) SessionChoice() string {
+	if q.SessionPrefix == "" {
+		return ""
+	}
+	return "Allow " + q.SessionPrefix + " for this session"
+}
+
+// Message is the text shown to the user: the command, its directory and
+// why conch asks.
+func (q Question) Message() string {
+	why := q.Reason
+	if q.Subject != q.Command {
+		why += ": " + q.Subject
+	}
+	return "Allow this command to run?\n\nCommand: " + q.Command + "\nDirectory: " + q.Cwd + "\nReason: " + why
+}
+
+// Answer is the user's answer to a Question.
+type Answer int
+
+const (
+	// Declined: the user said no. The call fails with "not run: the user
+	// declined <subject>".
+	Declined Answer = iota
+	// AllowOnce runs this call's command line.
+	AllowOnce
+	// AllowSession runs it and remembers SessionPrefix for the rest of
+	// the session (never for another session).
+	AllowSession
+	// Cancelled aborts the call (ACP's cancelled outcome: the turn was
+	// cancelled), with the error "tool call aborted".
+	Cancelled
+)
+
+// Approver asks the calling session's user about a command. A transport
+// that can ask (MCP elicitation, ACP request_permission) supplies one per
+// call in CallOptions.
+//
+// Approve blocks until the user answers or ctx ends; it returns an error
+// when there is no answer (ctx ended, the client failed to ask). ctx ends
+// when the call is cancelled or after Options.ApprovalTimeout.
+type Approver interface {
+	Approve(ctx context.Context, q Question) (Answer, error)
+}
+
+// approvals are the rules each session's user allowed for the session.
+type approvals struct {
+	mu    sync.Mutex
+	rules map[string][]rules.Rule
+}
+
+func (a *approvals) of(session string) []rules.Rule {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.rules[session]
+}
+
+// add remembers r for session; false when the session remembers too
+// many already.
+func (a *approvals) add(session string, r rules.Rule) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.rules == nil {
+		a.rules = map[string][]rules.Rule{}
+	}
+	if len(a.rules[session]) >= maxSessionRules {
+		return false
+	}
+	a.rules[session] = append(a.rules[session], r)
+	return true
+}
+
+func (a *approvals) forget(session string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.rules, session)
+}
+
+// permit decides a command line by Options.Rules before anything is
+// spawned, asking the user through ap when the rules say ask. It returns
+// nil when the command may run, else the error result.
+func (t *Toolset) permit(ctx context.Context, sess Session, line, cwd string, ap Approver) *Result {
+	if t.opts.Rules == nil {
+		return nil
+	}
+	d := t.opts.Rules.Check(line)
+	// Each "for this session" answer lifts one ask; a line with several
+	// asks goes on to the next.
+	for {
+		d = d.Allowing(t.approved.of(sess.ID))
+		subject := d.Command
+		if subject == "" {
+			subject = line
+		}
+		switch d.Verdict {
+		case rules.Allow:
+			return nil
+		case rules.Deny:
+			return failure(fmt.Sprintf(msgDeniedFmt, d.Rule, subject))
+		}
+		if ap == nil {
+			return failure(fmt.Sprintf(msgCannotAsk, subject, d.Why()))
+		}
+		q := Question{Command: line, Cwd: cwd, Subject: subject, Reason: d.Why()}
+		sessionRule, remember := d.SessionRule()
+		if remember {
+			q.SessionPrefix = sessionRule.Pattern()
+		}
+		actx, cancel := context.WithTimeout(ctx, t.opts.ApprovalTimeout)
+		a, err := ap.Approve(actx, q)
+		cancel()
+		switch {
+		case err != nil:
+			return failure(msgNoAnswer)
+		case a == AllowOnce, a == AllowSession && !(remember && t.approved.add(sess.ID, sessionRule)):
+			return nil
+		case a == AllowSession: // remembered: decide the line again
+		case a == Cancelled:
+			return failure(msgAborted)
+		default:
+			return failure(fmt.Sprintf(msgDeclinedFmt, subject))
+		}
+	}
+}
+
+func failure(msg string) *Result {
+	r := errorResult(msg)
+	return &r
+}
