@@ -21,6 +21,7 @@ Usage:
   conch run [flags] -- <command>   run one command and print what a model sees
   conch serve [flags]              serve the tools over MCP (stdio, or --http ADDR)
   conch acp [flags]                an ACP agent on stdio for editors (Zed)
+  conch agent [flags]              serve a remote conch on stdio (started over SSH)
   conch version                    print the version
   conch help                       this text
 
@@ -54,6 +55,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return serveCommand(ctx, args[1:], stdin, stdout, stderr)
 	case "acp":
 		return acpCommand(ctx, args[1:], stdin, stdout, stderr)
+	case "agent":
+		return agentCommand(ctx, args[1:], stdin, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "conch", version)
 		return 0
