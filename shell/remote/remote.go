@@ -28,7 +28,8 @@ import (
 
 // Dialer opens a byte stream to a fresh `conch agent` (it starts the
 // agent). Closing the stream ends the agent's input, and the agent then
-// kills everything it started.
+// kills everything it started. A Dialer that is also an io.Closer (it
+// holds a connection its streams share) is closed by Executor.Close.
 type Dialer interface {
 	Dial(ctx context.Context) (io.ReadWriteCloser, error)
 }
@@ -272,6 +273,17 @@ func (e *Executor) Close() error {
 		return nil
 	}
 	e.closed = true
+	err := e.closeConn()
+	if c, ok := e.d.(io.Closer); ok {
+		if cerr := c.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("remote: close %s: %w", e.name, cerr)
+		}
+	}
+	return err
+}
+
+// closeConn asks the agent to kill everything and closes the connection.
+func (e *Executor) closeConn() error {
 	if e.conn == nil {
 		return nil
 	}
