@@ -58,7 +58,7 @@ var userOnce sync.Once
 
 // ensureUser creates testUser if it does not exist: a login shell, no
 // password, not locked ('*'), so that only keys log in.
-func ensureUser(t *testing.T) *user.User {
+func ensureUser(t testing.TB) *user.User {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("these tests start sshd and log in as another user: run them as root (CI does)")
@@ -96,7 +96,7 @@ type sshd struct {
 
 // startSSHD starts sshd with its own host key and the test's client key
 // authorised for testUser. extra lines go into its configuration.
-func startSSHD(t *testing.T, extra ...string) *sshd {
+func startSSHD(t testing.TB, extra ...string) *sshd {
 	t.Helper()
 	u := ensureUser(t)
 	os.MkdirAll("/run/sshd", 0o755)
@@ -171,7 +171,7 @@ func startSSHD(t *testing.T, extra ...string) *sshd {
 	return s
 }
 
-func writeKey(t *testing.T, path string, k ed25519.PrivateKey) {
+func writeKey(t testing.TB, path string, k ed25519.PrivateKey) {
 	t.Helper()
 	b, err := ssh.MarshalPrivateKey(k, "")
 	if err != nil {
@@ -211,7 +211,7 @@ type client struct {
 	stderr     *testutil.Buffer
 }
 
-func newClient(t *testing.T) *client {
+func newClient(t testing.TB) *client {
 	dir := t.TempDir()
 	c := &client{dir: dir, sshConfig: filepath.Join(dir, "config"), knownHosts: filepath.Join(dir, "known_hosts"),
 		stderr: new(testutil.Buffer)}
@@ -225,7 +225,7 @@ func newClient(t *testing.T) *client {
 
 // alias adds a Host entry for s reached at port (the server's own when 0)
 // and trusts its key there.
-func (c *client) alias(t *testing.T, name string, s *sshd, port int) {
+func (c *client) alias(t testing.TB, name string, s *sshd, port int) {
 	if port == 0 {
 		port = s.port
 	}
@@ -234,7 +234,7 @@ func (c *client) alias(t *testing.T, name string, s *sshd, port int) {
 	appendFile(t, c.knownHosts, s.knownHostsLine(port)+"\n")
 }
 
-func appendFile(t *testing.T, path, s string) {
+func appendFile(t testing.TB, path, s string) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		t.Fatal(err)
