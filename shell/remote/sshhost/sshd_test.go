@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,7 +129,8 @@ func startSSHD(t testing.TB, extra ...string) *sshd {
 	}
 	s.port = ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	cfg := strings.Join(append([]string{
+	// sshd takes the first value of a keyword: extra lines come first.
+	cfg := strings.Join(append(extra,
 		fmt.Sprintf("ListenAddress 127.0.0.1:%d", s.port),
 		"HostKey " + filepath.Join(dir, "host_ed25519"),
 		"AuthorizedKeysFile " + filepath.Join(dir, "authorized_keys"),
@@ -137,8 +138,8 @@ func startSSHD(t testing.TB, extra ...string) *sshd {
 		"PasswordAuthentication no", "KbdInteractiveAuthentication no",
 		"PermitRootLogin prohibit-password", "AllowTcpForwarding no", "X11Forwarding no",
 		"PrintMotd no", "LogLevel VERBOSE", "MaxSessions 20",
-		"SetEnv XDG_CACHE_HOME=" + s.cache,
-	}, extra...), "\n") + "\n"
+		"SetEnv XDG_CACHE_HOME="+s.cache,
+	), "\n") + "\n"
 	cfgPath := filepath.Join(dir, "sshd_config")
 	os.WriteFile(cfgPath, []byte(cfg), 0o644)
 	if out, err := exec.Command("/usr/sbin/sshd", "-t", "-f", cfgPath).CombinedOutput(); err != nil {
@@ -331,12 +332,31 @@ func code(r shell.Result) int {
 }
 
 // proxy forwards TCP connections to addr until cut: a connection that
-// can be dropped mid-command.
+// can be dropped mid-command, or silenced (frozen: bytes are swallowed,
+// nothing is closed, as when a network path dies without a word).
 type proxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
+	ln     net.Listener
+	mu     sync.Mutex
+	conns  []net.Conn
+	wg     sync.WaitGroup
+	frozen atomic.Bool
+}
+
+// forward copies src to dst, swallowing what it reads while frozen.
+func (p *proxy) forward(dst, src net.Conn) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.frozen.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func newProxy(t *testing.T, addr string) *proxy {
@@ -359,8 +379,8 @@ func newProxy(t *testing.T, addr string) *proxy {
 			p.mu.Lock()
 			p.conns = append(p.conns, c, u)
 			p.mu.Unlock()
-			p.wg.Go(func() { io.Copy(u, c); u.Close() })
-			p.wg.Go(func() { io.Copy(c, u); c.Close() })
+			p.wg.Go(func() { p.forward(u, c) })
+			p.wg.Go(func() { p.forward(c, u) })
 		}
 	})
 	t.Cleanup(func() {

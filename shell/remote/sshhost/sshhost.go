@@ -129,6 +129,8 @@ func (e *PlatformError) Error() string {
 // target is one SSH server to log in to.
 type target struct {
 	user, addr string // addr is host:port
+	identities []string
+	auth       []ssh.AuthMethod
 }
 
 // Dialer starts agents on one host. It keeps one SSH connection, made
@@ -136,7 +138,6 @@ type target struct {
 type Dialer struct {
 	name    string
 	hops    []target // ProxyJump hops, then the host
-	auth    []ssh.AuthMethod
 	opts    Options
 	binHash string // sha256 of AgentBinary, hex
 
@@ -198,19 +199,22 @@ func NewDialer(h Host, o *Options) (*Dialer, error) {
 		return nil, fmt.Errorf("host %s: %w", h.Name, err)
 	}
 	d := &Dialer{name: h.Name, opts: opts, binHash: sum, sessions: make(chan struct{}, opts.MaxSessions)}
-	var identities []string
-	if d.hops, identities, err = resolveHops(cfg, h.SSH, home, 0); err != nil {
+	if d.hops, err = resolveHops(cfg, h.SSH, home, 0); err != nil {
 		return nil, fmt.Errorf("host %s: %w", h.Name, err)
 	}
-	if len(identities) == 0 {
-		identities = opts.IdentityFiles
-		if identities == nil {
-			for _, n := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
-				identities = append(identities, filepath.Join(home, ".ssh", n))
-			}
+	defaults := opts.IdentityFiles
+	if defaults == nil {
+		for _, n := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
+			defaults = append(defaults, filepath.Join(home, ".ssh", n))
 		}
 	}
-	d.auth = authMethods(identities, opts.AgentSocket)
+	for i := range d.hops {
+		ids := d.hops[i].identities
+		if len(ids) == 0 {
+			ids = defaults
+		}
+		d.hops[i].auth = authMethods(ids, opts.AgentSocket)
+	}
 	return d, nil
 }
 
@@ -243,15 +247,15 @@ func readSSHConfig(path string) (*ssh_config.Config, error) {
 }
 
 // resolveHops turns spec ("user@host:port" or an alias) into the hops to
-// reach it, its own ProxyJump first, and the identity files its
+// reach it, its own ProxyJump first, each with the identity files its
 // configuration names.
-func resolveHops(cfg *ssh_config.Config, spec, home string, depth int) ([]target, []string, error) {
+func resolveHops(cfg *ssh_config.Config, spec, home string, depth int) ([]target, error) {
 	if depth > 8 {
-		return nil, nil, fmt.Errorf("ProxyJump of %q nests too deep", spec)
+		return nil, fmt.Errorf("ProxyJump of %q nests too deep", spec)
 	}
 	userName, host, port, err := splitSpec(spec)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	get := func(key string) string {
 		v, _ := cfg.Get(host, key)
@@ -286,14 +290,14 @@ func resolveHops(cfg *ssh_config.Config, spec, home string, depth int) ([]target
 	var hops []target
 	if jump := get("ProxyJump"); jump != "" && !strings.EqualFold(jump, "none") {
 		for _, j := range strings.Split(jump, ",") {
-			jh, _, err := resolveHops(cfg, strings.TrimSpace(j), home, depth+1)
+			jh, err := resolveHops(cfg, strings.TrimSpace(j), home, depth+1)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			hops = append(hops, jh...)
 		}
 	}
-	return append(hops, target{user: userName, addr: net.JoinHostPort(hostName, port)}), ids, nil
+	return append(hops, target{user: userName, addr: net.JoinHostPort(hostName, port), identities: ids}), nil
 }
 
 // splitSpec splits "user@host:port"; user and port may be absent, and an
@@ -487,7 +491,7 @@ func (d *Dialer) connectLocked(ctx context.Context) error {
 		if err != nil {
 			return fail(err)
 		}
-		cfg := &ssh.ClientConfig{User: hop.user, Auth: d.auth, HostKeyCallback: check,
+		cfg := &ssh.ClientConfig{User: hop.user, Auth: hop.auth, HostKeyCallback: check,
 			HostKeyAlgorithms: knownAlgorithms(check, hop.addr)}
 		// The handshake is bounded by ctx: a server that accepts and then
 		// says nothing must not hang the call.

@@ -109,6 +109,54 @@ func TestDroppedConnectionStopsTheCommand(t *testing.T) {
 	}
 }
 
+// A connection that dies without a word (no FIN, no RST) is noticed by
+// the keep-alive: the call ends as lost.
+func TestKeepAliveNoticesASilentDeath(t *testing.T) {
+	s := startSSHD(t)
+	px := newProxy(t, s.addr())
+	c := newClient(t)
+	c.alias(t, "h", s, px.port())
+	o := c.options()
+	o.KeepAlive = 300 * time.Millisecond
+	ex := newExec(t, sshhost.Host{Name: "h", SSH: "h"}, o, s)
+	spec, _ := ex.Resolve(shell.Request{Command: "echo started; sleep 60"})
+	p, err := ex.Launch(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitOutput(t, p, "started")
+	px.frozen.Store(true)
+	t0 := time.Now()
+	select {
+	case <-p.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("call still running 20 s after its connection went silent")
+	}
+	if r := p.Result(); !strings.HasPrefix(r.Stderr.Text, "[connection to host h lost") {
+		t.Errorf("silent death: %+v", r)
+	}
+	t.Logf("noticed after %v", time.Since(t0))
+	px.cut() // sshd now sees the end too, and the agent stops the command
+}
+
+// ProxyJump: the host is reached through another sshd.
+func TestProxyJump(t *testing.T) {
+	jump := startSSHD(t, "AllowTcpForwarding local")
+	target := startSSHD(t)
+	c := newClient(t)
+	c.alias(t, "jump", jump, 0)
+	appendFile(t, c.sshConfig, fmt.Sprintf("Host target\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  ProxyJump jump\n",
+		target.port, testUser, target.clientID))
+	appendFile(t, c.knownHosts, target.knownHostsLine(target.port)+"\n")
+	ex := newExec(t, sshhost.Host{Name: "t", SSH: "target"}, c.options(), target)
+	if r := run(t, ex, shell.Request{Command: "echo $XDG_CACHE_HOME"}); r.Stdout.Text != target.cache+"\n" {
+		t.Errorf("through the jump host: %+v", r)
+	}
+	if !strings.Contains(jump.log.String(), "Accepted publickey for "+testUser) {
+		t.Errorf("the jump host saw no login:\n%s", jump.log.String())
+	}
+}
+
 func TestHostKeyMismatchAndUnknown(t *testing.T) {
 	s, other := startSSHD(t), startSSHD(t)
 	c := newClient(t)
