@@ -132,8 +132,8 @@ func startSSHD(t testing.TB, extra ...string) *sshd {
 	// sshd takes the first value of a keyword: extra lines come first.
 	cfg := strings.Join(append(extra,
 		fmt.Sprintf("ListenAddress 127.0.0.1:%d", s.port),
-		"HostKey " + filepath.Join(dir, "host_ed25519"),
-		"AuthorizedKeysFile " + filepath.Join(dir, "authorized_keys"),
+		"HostKey "+filepath.Join(dir, "host_ed25519"),
+		"AuthorizedKeysFile "+filepath.Join(dir, "authorized_keys"),
 		"PidFile none", "StrictModes no", "UsePAM no", "PubkeyAuthentication yes",
 		"PasswordAuthentication no", "KbdInteractiveAuthentication no",
 		"PermitRootLogin prohibit-password", "AllowTcpForwarding no", "X11Forwarding no",
