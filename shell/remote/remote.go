@@ -182,6 +182,11 @@ func (e *Executor) Run(ctx context.Context, s shell.Spec) (shell.Result, error) 
 	}
 	p, err := e.start(ctx, s, false)
 	if err != nil {
+		var ue *UnreachableError
+		if errors.As(err, &ue) && ctx.Err() != nil {
+			// ctx ended the dial: nothing was spawned.
+			return shell.Result{}, shell.AbortedBeforeSpawn(context.Cause(ctx))
+		}
 		return shell.Result{}, err
 	}
 	stop := context.AfterFunc(ctx, func() { p.Kill() })

@@ -252,6 +252,21 @@ func TestSilentAgentTimesOut(t *testing.T) {
 	}
 }
 
+// A ctx that ends while the host is being dialled aborts before the spawn.
+func TestCancelDuringDial(t *testing.T) {
+	d := remote.DialFunc(func(ctx context.Context) (io.ReadWriteCloser, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	ex, _ := remote.New("h", d, nil)
+	defer ex.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := ex.Run(ctx, shell.Spec{Command: "true"}); !errors.Is(err, shell.ErrAbortedBeforeSpawn) {
+		t.Errorf("Run: %v, want aborted before spawn", err)
+	}
+}
+
 func TestResolve(t *testing.T) {
 	ex, _ := remote.New("h", nil, &remote.Options{Cwd: "/srv/app", MaxTimeout: time.Second})
 	s, err := ex.Resolve(shell.Request{Command: "x", Workdir: "sub/../b", Timeout: time.Hour})
