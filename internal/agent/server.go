@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/conch-dev/conch/shell"
@@ -124,7 +127,7 @@ func (s *server) start(req Request) {
 		s.c.Write(resp)
 		return
 	}
-	r := shell.Request{Command: a.Command, Workdir: a.Workdir, Timeout: a.Timeout,
+	r := shell.Request{Command: a.Command, Workdir: expandHome(a.Workdir), Timeout: a.Timeout,
 		StdoutMaxBytes: a.StdoutMaxBytes, Env: a.Env, ManagedEnv: a.ManagedEnv}
 	if a.HasStdin {
 		r.Stdin = a.Stdin
@@ -154,4 +157,24 @@ func (s *server) start(req Request) {
 	}
 	<-p.Done()
 	s.c.Write(Response{Op: OpDone, Proc: req.Proc, Done: EncodeDone(p)})
+}
+
+// HomeRelative reports whether workdir is "~" or "~/…": a path in the
+// home directory of the host's user, which only the agent knows.
+func HomeRelative(workdir string) bool {
+	return workdir == "~" || strings.HasPrefix(workdir, "~/")
+}
+
+// expandHome expands a HomeRelative workdir to the agent user's home; one
+// that cannot be found leaves the path as given (the workdir error then
+// names it).
+func expandHome(workdir string) string {
+	if !HomeRelative(workdir) {
+		return workdir
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return workdir
+	}
+	return filepath.Join(home, workdir[1:])
 }

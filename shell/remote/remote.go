@@ -136,7 +136,8 @@ func (e *Executor) Name() string { return e.name }
 // Resolve implements shell.Executor. It does not connect: the host's own
 // checks (the workdir, the stdout cap) come with Run and Start. With no
 // Cwd configured, Spec.Workdir stays "" or relative and is resolved on the
-// host, against the agent's directory.
+// host, against the agent's directory; "~" and "~/…" are the remote
+// user's home, expanded on the host.
 func (e *Executor) Resolve(r shell.Request) (shell.Spec, error) {
 	if strings.TrimSpace(r.Command) == "" {
 		return shell.Spec{}, &shell.RequestError{Field: "Command", Reason: "must be a non-empty string"}
@@ -156,7 +157,7 @@ func (e *Executor) Resolve(r shell.Request) (shell.Spec, error) {
 		switch {
 		case wd == "":
 			wd = e.opts.Cwd
-		case !path.IsAbs(wd):
+		case !path.IsAbs(wd) && !agent.HomeRelative(wd):
 			wd = path.Join(e.opts.Cwd, wd)
 		}
 	}

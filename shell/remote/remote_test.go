@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -51,6 +52,11 @@ func TestWorkdirs(t *testing.T) {
 		}
 		if _, err := ex.Start(spec); !errors.As(err, &we) {
 			t.Errorf("Start in a missing workdir: %v", err)
+		}
+		// ~ is the home of the host's user, whatever the configured cwd.
+		home, _ := os.UserHomeDir()
+		if r := run(t, ex, shell.Request{Command: "pwd", Workdir: "~"}); r.Stdout.Text != home+"\n" {
+			t.Errorf("pwd in ~: %q, want %q", r.Stdout.Text, home)
 		}
 	})
 }
