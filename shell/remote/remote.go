@@ -408,6 +408,13 @@ func (c *conn) call(req agent.Request) (agent.Response, error) {
 	c.pending[req.ID] = ch
 	c.mu.Unlock()
 	if err := c.fc.Write(req); err != nil {
+		if errors.Is(err, agent.ErrFrameTooLarge) {
+			// Nothing was sent: the connection is fine.
+			c.mu.Lock()
+			delete(c.pending, req.ID)
+			c.mu.Unlock()
+			return agent.Response{}, fmt.Errorf("remote: %s request: %w", req.Op, err)
+		}
 		// The reader notices the broken stream too; close it so that it
 		// does even when only the writing side broke.
 		c.rwc.Close()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-dev/conch/internal/agent"
 	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/remote"
@@ -220,6 +221,18 @@ func TestCloseKillsEverything(t *testing.T) {
 			t.Errorf("Start after Close: %v", err)
 		}
 	})
+}
+
+// A stdin too large for one frame fails that call alone.
+func TestHugeStdinFailsAlone(t *testing.T) {
+	ex, _, _ := newExec(t, transports[0], nil)
+	spec, _ := ex.Resolve(shell.Request{Command: "wc -c", Stdin: make([]byte, agent.MaxFrame)})
+	if _, err := ex.Run(context.Background(), spec); !errors.Is(err, agent.ErrFrameTooLarge) {
+		t.Errorf("Run with a %d-byte stdin: %v", agent.MaxFrame, err)
+	}
+	if r := run(t, ex, shell.Request{Command: "wc -c", Stdin: make([]byte, 1<<20)}); r.Stdout.Text != "1048576\n" {
+		t.Errorf("then a 1 MiB stdin: %+v", r)
+	}
 }
 
 func TestUnreachableHost(t *testing.T) {
