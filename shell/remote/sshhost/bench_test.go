@@ -40,8 +40,8 @@ func benchHost(b *testing.B) (shell.Executor, []string) {
 	if r := runB(b, ex, "true"); r.ExitCode == nil || *r.ExitCode != 0 {
 		b.Fatalf("warm-up: %+v", r)
 	}
-	cm := filepath.Join(c.dir, "cm")
-	ssh := []string{"ssh", "-F", c.sshConfig, "-o", "UserKnownHostsFile=" + c.knownHosts, "-o", "BatchMode=yes",
+	cm := filepath.Join(c.Dir, "cm")
+	ssh := []string{"ssh", "-F", c.SSHConfig, "-o", "UserKnownHostsFile=" + c.KnownHosts, "-o", "BatchMode=yes",
 		"-o", "ControlMaster=auto", "-o", "ControlPath=" + cm, "-o", "ControlPersist=120", "h"}
 	if out, err := exec.Command(ssh[0], append(ssh[1:], "true")...).CombinedOutput(); err != nil {
 		b.Fatalf("ssh warm-up: %v: %s", err, out)

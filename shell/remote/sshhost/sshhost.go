@@ -741,10 +741,11 @@ type stream struct {
 func (st *stream) Read(b []byte) (int, error)  { return st.out.Read(b) }
 func (st *stream) Write(b []byte) (int, error) { return st.in.Write(b) }
 
-// Close ends the agent's input and the session.
+// Close ends the session; sshd then closes the agent's input. (No
+// CloseWrite first: x/crypto's channel does not guard it against a Write
+// in flight, and the session's close ends the input all the same.)
 func (st *stream) Close() error {
 	st.once.Do(func() {
-		st.in.Close()
 		st.s.Close()
 		st.s.Wait()
 		st.release()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-dev/conch/internal/sshdtest"
 	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/remote"
@@ -31,7 +32,7 @@ func TestTwoHosts(t *testing.T) {
 	if code(r) != 7 || r.Stdout.Text != testUser+"\n/home/"+testUser+"\n" || r.Stderr.Text != "oops\n" {
 		t.Errorf("h1: %+v", r)
 	}
-	if r := run(t, e2, shell.Request{Command: "pwd; echo $XDG_CACHE_HOME"}); r.Stdout.Text != "/tmp\n"+s2.cache+"\n" {
+	if r := run(t, e2, shell.Request{Command: "pwd; echo $XDG_CACHE_HOME"}); r.Stdout.Text != "/tmp\n"+s2.Cache+"\n" {
 		t.Errorf("h2 runs on its own host in its cwd: %q", r.Stdout.Text)
 	}
 
@@ -82,7 +83,7 @@ func waitOutput(t *testing.T, p shell.Process, want string) {
 // command on the host; the next call connects again.
 func TestDroppedConnectionStopsTheCommand(t *testing.T) {
 	s := startSSHD(t)
-	px := newProxy(t, s.addr())
+	px := newProxy(t, s.Addr())
 	c := newClient(t)
 	c.alias(t, "h", s, px.port())
 	ex := newExec(t, sshhost.Host{Name: "gpu1", SSH: "h"}, c.options(), s)
@@ -113,7 +114,7 @@ func TestDroppedConnectionStopsTheCommand(t *testing.T) {
 // the keep-alive: the call ends as lost.
 func TestKeepAliveNoticesASilentDeath(t *testing.T) {
 	s := startSSHD(t)
-	px := newProxy(t, s.addr())
+	px := newProxy(t, s.Addr())
 	c := newClient(t)
 	c.alias(t, "h", s, px.port())
 	o := c.options()
@@ -145,15 +146,15 @@ func TestProxyJump(t *testing.T) {
 	target := startSSHD(t)
 	c := newClient(t)
 	c.alias(t, "jump", jump, 0)
-	appendFile(t, c.sshConfig, fmt.Sprintf("Host target\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  ProxyJump jump\n",
-		target.port, testUser, target.clientID))
-	appendFile(t, c.knownHosts, target.knownHostsLine(target.port)+"\n")
+	appendFile(t, c.SSHConfig, fmt.Sprintf("Host target\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  ProxyJump jump\n",
+		target.Port, testUser, target.ClientKey))
+	appendFile(t, c.KnownHosts, target.KnownHostsLine(target.Port)+"\n")
 	ex := newExec(t, sshhost.Host{Name: "t", SSH: "target"}, c.options(), target)
-	if r := run(t, ex, shell.Request{Command: "echo $XDG_CACHE_HOME"}); r.Stdout.Text != target.cache+"\n" {
+	if r := run(t, ex, shell.Request{Command: "echo $XDG_CACHE_HOME"}); r.Stdout.Text != target.Cache+"\n" {
 		t.Errorf("through the jump host: %+v", r)
 	}
-	if !strings.Contains(jump.log.String(), "Accepted publickey for "+testUser) {
-		t.Errorf("the jump host saw no login:\n%s", jump.log.String())
+	if !strings.Contains(jump.Log.String(), "Accepted publickey for "+testUser) {
+		t.Errorf("the jump host saw no login:\n%s", jump.Log.String())
 	}
 }
 
@@ -161,10 +162,10 @@ func TestHostKeyMismatchAndUnknown(t *testing.T) {
 	s, other := startSSHD(t), startSSHD(t)
 	c := newClient(t)
 	// known_hosts holds the other server's key for this server's address.
-	appendFile(t, c.sshConfig, fmt.Sprintf("Host h\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n", s.port, testUser, s.clientID))
-	appendFile(t, c.knownHosts, strings.Replace(other.knownHostsLine(other.port), fmt.Sprint(other.port), fmt.Sprint(s.port), 1)+"\n")
+	appendFile(t, c.SSHConfig, fmt.Sprintf("Host h\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n", s.Port, testUser, s.ClientKey))
+	appendFile(t, c.KnownHosts, strings.Replace(other.KnownHostsLine(other.Port), fmt.Sprint(other.Port), fmt.Sprint(s.Port), 1)+"\n")
 	want := fmt.Sprintf("host web: host key not trusted (%s); add it with ssh-keyscan or connect once with ssh", fingerprint(s))
-	for _, kh := range []string{c.knownHosts, filepath.Join(c.dir, "missing")} {
+	for _, kh := range []string{c.KnownHosts, filepath.Join(c.Dir, "missing")} {
 		o := c.options()
 		o.KnownHosts = []string{kh}
 		ex := newExec(t, sshhost.Host{Name: "web", SSH: "h"}, o, s)
@@ -177,23 +178,23 @@ func TestHostKeyMismatchAndUnknown(t *testing.T) {
 	}
 	// accept-new: an unknown key is recorded and trusted from then on.
 	o := c.options()
-	o.KnownHosts = []string{filepath.Join(c.dir, "new_known_hosts")}
+	o.KnownHosts = []string{filepath.Join(c.Dir, "new_known_hosts")}
 	o.AcceptNew = true
 	ex := newExec(t, sshhost.Host{Name: "web", SSH: "h"}, o, s)
 	if r := run(t, ex, shell.Request{Command: "echo ok"}); r.Stdout.Text != "ok\n" {
 		t.Errorf("accept-new: %+v", r)
 	}
-	if b, _ := os.ReadFile(o.KnownHosts[0]); !strings.Contains(string(b), strings.TrimSpace(strings.SplitN(s.knownHostsLine(s.port), " ", 2)[1])) {
+	if b, _ := os.ReadFile(o.KnownHosts[0]); !strings.Contains(string(b), strings.TrimSpace(strings.SplitN(s.KnownHostsLine(s.Port), " ", 2)[1])) {
 		t.Errorf("accept-new did not record the key: %q", b)
 	}
 }
 
 func fingerprint(s *sshd) string {
-	return sshFingerprint(s.hostKey.PublicKey())
+	return sshFingerprint(s.HostKey.PublicKey())
 }
 
 func TestUnreachableHost(t *testing.T) {
-	ensureUser(t)
+	sshdtest.EnsureUser(t)
 	c := newClient(t)
 	o := c.options()
 	o.Executor.DialTimeout = 5 * time.Second
@@ -215,7 +216,7 @@ func TestDeployWhenMissingOrOutdated(t *testing.T) {
 	if r := run(t, ex, shell.Request{Command: "echo first"}); r.Stdout.Text != "first\n" {
 		t.Fatalf("first call: %+v", r)
 	}
-	deployed, _ := filepath.Glob(filepath.Join(s.cache, "conch", "conch-*"))
+	deployed, _ := filepath.Glob(filepath.Join(s.Cache, "conch", "conch-*"))
 	if len(deployed) != 1 {
 		t.Fatalf("deployed agents: %q, want one", deployed)
 	}
@@ -244,7 +245,7 @@ func TestDeployWhenMissingOrOutdated(t *testing.T) {
 	if info, _ = os.Stat(deployed[0]); info.ModTime().Before(before) {
 		t.Errorf("mod time went back")
 	}
-	left, _ := filepath.Glob(filepath.Join(s.cache, "conch", ".upload-*"))
+	left, _ := filepath.Glob(filepath.Join(s.Cache, "conch", ".upload-*"))
 	if len(left) != 0 {
 		t.Errorf("temporary uploads left: %q", left)
 	}
@@ -271,7 +272,7 @@ func TestOtherPlatformRefused(t *testing.T) {
 	if !errors.As(err, &pe) {
 		t.Fatalf("Start: %v, want a PlatformError", err)
 	}
-	want := fmt.Sprintf("host rv: no conch for linux/riscv64 there; install it at %s/conch/%s", s.cache, filepath.Base(pe.Path))
+	want := fmt.Sprintf("host rv: no conch for linux/riscv64 there; install it at %s/conch/%s", s.Cache, filepath.Base(pe.Path))
 	if pe.Error() != want {
 		t.Errorf("%q\nwant %q", pe.Error(), want)
 	}
@@ -301,11 +302,35 @@ func TestContextCancelKillsRemoteCommand(t *testing.T) {
 	c := newClient(t)
 	c.alias(t, "h", s, 0)
 	ex := newExec(t, sshhost.Host{Name: "h", SSH: "h"}, c.options(), s)
+	run(t, ex, shell.Request{Command: "true"}) // connected and deployed: the ctx below is for the command
 	spec, _ := ex.Resolve(shell.Request{Command: "sleep 30 & sleep 30"})
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	r, err := ex.Run(ctx, spec)
 	if err != nil || !r.Aborted || r.Signal != "SIGTERM" {
 		t.Errorf("cancelled run: %+v %v", r, err)
+	}
+}
+
+// A ctx that ends at any point of the first connection (handshake, probe,
+// upload, agent start) aborts the call before the spawn and leaves no
+// agent behind (a race with the stream's close was found this way).
+func TestCancelDuringFirstDial(t *testing.T) {
+	s := startSSHD(t)
+	c := newClient(t)
+	c.alias(t, "h", s, 0)
+	for _, d := range []time.Duration{20, 50, 100, 200, 400, 800} {
+		ex := newExec(t, sshhost.Host{Name: "h", SSH: "h"}, c.options(), s)
+		ctx, cancel := context.WithTimeout(context.Background(), d*time.Millisecond)
+		r, err := ex.Run(ctx, shell.Spec{Command: "true"})
+		cancel()
+		if err != nil && !errors.Is(err, shell.ErrAbortedBeforeSpawn) {
+			t.Errorf("after %v: %v, want aborted before spawn", d*time.Millisecond, err)
+		}
+		if err == nil && code(r) != 0 && !r.Aborted {
+			t.Errorf("after %v: %+v", d*time.Millisecond, r)
+		}
+		ex.Close()
+		s.AssertNoAgents(t)
 	}
 }
