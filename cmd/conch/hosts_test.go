@@ -1,12 +1,20 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conch-dev/conch/internal/sshdtest"
 	"github.com/conch-dev/conch/internal/testutil"
 )
 
@@ -71,5 +79,62 @@ func TestHostsBuild(t *testing.T) {
 	fs.Parse([]string{"--host-cwd", "gpu2=/srv"})
 	if _, err := bad.build(nil); err == nil || err.Error() != "--host-cwd gpu2: no host gpu2 is configured" {
 		t.Errorf("build with a cwd for no host: %v", err)
+	}
+}
+
+// TestServeRemoteHost: conch serve with a host configured in its file,
+// driven by an MCP client, runs commands on a real sshd's host (deploying
+// itself there), runs tasks there, and leaves nothing on the host.
+func TestServeRemoteHost(t *testing.T) {
+	marker := testutil.Marker(t)
+	srv := sshdtest.Start(t)
+	home := t.TempDir()
+	if err := os.Mkdir(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ssh := sshdtest.NewClient(filepath.Join(home, ".ssh"))
+	ssh.Alias(t, "gpubox", srv, 0)
+	cfg := writeConfig(t, "[hosts.gpu1]\nssh = \"gpubox\"\ncwd = \"/tmp\"\n")
+
+	cmd := exec.Command(conchBin, "serve", "--config", cfg, "--grace-ms", "500")
+	cmd.Env = append(testutil.Env(marker), "HOME="+home, "SSH_AUTH_SOCK=", "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
+	cmd.Stderr = newLogBuffer(t, "conch serve")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	cs, err := newClient(serverOptions{}).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect to conch serve: %v", err)
+	}
+	defer func() {
+		cs.Close()
+		testutil.AssertNoProcesses(t, marker)
+		srv.AssertNoAgents(t)
+	}()
+
+	on := func(command string) map[string]any {
+		a := bash(command)
+		a["host"] = "gpu1"
+		return a
+	}
+	r := callTool(t, cs, "bash", on("id -un; pwd; exit 3"))
+	if got := text(t, r); got != sshdtest.User+"\n/tmp\n[exit code: 3]" || r.IsError {
+		t.Errorf("on gpu1: %q", got)
+	}
+	a := on("echo started; sleep 30")
+	a["run_in_background"] = true
+	started := text(t, callTool(t, cs, "bash", a))
+	id := strings.TrimPrefix(started, "started background task ")
+	if !strings.HasPrefix(id, "bash@gpu1-") {
+		t.Fatalf("background on gpu1: %q", started)
+	}
+	if got := text(t, callTool(t, cs, "task_list", map[string]any{})); !strings.Contains(got, id+" [bash@gpu1] running") {
+		t.Errorf("task_list: %q", got)
+	}
+	if got := text(t, callTool(t, cs, "task_kill", map[string]any{"task_id": id})); !strings.HasPrefix(got, "killed task "+id) {
+		t.Errorf("task_kill: %q", got)
+	}
+	r = callTool(t, cs, "bash", map[string]any{"command": "true", "description": "d", "host": "gpu2"})
+	if got := text(t, r); !r.IsError || got != `Error: unknown host "gpu2"; configured hosts: gpu1` {
+		t.Errorf("unknown host: %q", got)
 	}
 }
