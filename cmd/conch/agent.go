@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -29,9 +30,19 @@ Flags:
 func agentCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("conch agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, agentUsage); fs.PrintDefaults() }
+	fs.Usage = func() {}
 	grace := fs.Duration("grace", local.DefaultGrace, "delay between SIGTERM and SIGKILL when a command is killed")
-	if err := fs.Parse(args); err != nil {
+	switch err := fs.Parse(args); {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, agentUsage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0
+	case err != nil:
+		fmt.Fprintln(stderr, "Run 'conch agent --help' for usage.")
+		return exitUsage
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "conch agent: unexpected argument %q\nRun 'conch agent --help' for usage.\n", fs.Arg(0))
 		return exitUsage
 	}
 	if stdout == os.Stdout {

@@ -4,16 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/conch-dev/conch/internal/agent"
 	"github.com/conch-dev/conch/internal/sshdtest"
 	"github.com/conch-dev/conch/internal/testutil"
 )
@@ -136,5 +139,40 @@ func TestServeRemoteHost(t *testing.T) {
 	r = callTool(t, cs, "bash", map[string]any{"command": "true", "description": "d", "host": "gpu2"})
 	if got := text(t, r); !r.IsError || got != `Error: unknown host "gpu2"; configured hosts: gpu1` {
 		t.Errorf("unknown host: %q", got)
+	}
+}
+
+// TestAgentCommand: conch agent speaks only frames on stdout (the hello
+// comes back as one), and its --help goes to stdout.
+func TestAgentCommand(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	stdout, _, code := runConch(t, marker, "agent", "--help")
+	if code != 0 || !strings.HasPrefix(stdout, "Usage: conch agent") {
+		t.Errorf("conch agent --help: exit %d, %q", code, stdout)
+	}
+	if _, stderr, code := runConch(t, marker, "agent", "--bogus"); code != exitUsage || !strings.Contains(stderr, "-bogus") {
+		t.Errorf("conch agent --bogus: exit %d, %q", code, stderr)
+	}
+	cmd := exec.Command(conchBin, "agent")
+	cmd.Env = testutil.Env(marker)
+	cmd.Stderr = newLogBuffer(t, "conch agent")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := agent.NewConn(out, in)
+	c.Write(agent.Request{ID: 1, Op: agent.OpHello, Version: agent.Version})
+	var resp agent.Response
+	if err := c.Read(&resp); err != nil || resp.Hello == nil || resp.Hello.Conch != version || resp.Hello.OS != runtime.GOOS {
+		t.Errorf("hello: %+v, %v", resp, err)
+	}
+	in.Close()
+	if rest, _ := io.ReadAll(out); len(rest) != 0 {
+		t.Errorf("stdout after the hello: %q", rest)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("conch agent after its stdin closed: %v", err)
 	}
 }
