@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -142,7 +143,10 @@ func expandHome(wd string) string {
 // bash runs the bash tool. A result that holds a command's output comes
 // as render, to be rendered within the budget the caller leaves it.
 func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, co CallOptions) (Result, func(budget int) Result) {
-	host, raw, hostErr := t.takeHost(raw)
+	host, raw, keyErr, hostErr := t.takeHost(raw)
+	if keyErr != nil {
+		return errorResult(keyErr.Error()), nil
+	}
 	b, err := ParseBashArgs(raw, t.background())
 	if err != nil {
 		return errorResult(err.Error()), nil
@@ -187,29 +191,40 @@ func (t *Toolset) on(host string) target {
 
 // takeHost takes the host parameter out of raw, so that the remaining
 // arguments are checked as without hosts. Without configured hosts, raw
-// is left alone (and a host key is refused as unknown). A host that is
-// not a string or not configured is an error, reported after the other
-// arguments' errors.
-func (t *Toolset) takeHost(raw json.RawMessage) (host string, rest json.RawMessage, err error) {
+// is left alone (and a host key is refused as unknown). keyErr is a key
+// the schema with host does not offer, reported first like any unknown
+// key; hostErr is a host that is not a string or not configured,
+// reported after the other arguments' errors. A null host is not given.
+func (t *Toolset) takeHost(raw json.RawMessage) (host string, rest json.RawMessage, keyErr, hostErr error) {
 	if t.hosts == nil {
-		return HostLocal, raw, nil
+		return HostLocal, raw, nil, nil
+	}
+	params, hidden := bashParams, []string(nil)
+	if !t.background() {
+		params, hidden = bashParamsNoBackground, []string{paramBackground}
+	}
+	if err := checkKeys(NameBash, raw, append(slices.Clone(params), "host"), hidden...); err != nil {
+		return HostLocal, raw, err, nil
 	}
 	var args map[string]json.RawMessage
 	if json.Unmarshal(raw, &args) != nil || args["host"] == nil {
-		return HostLocal, raw, nil
+		return HostLocal, raw, nil, nil
 	}
 	v := args["host"]
 	delete(args, "host")
-	if rest, err = json.Marshal(args); err != nil {
-		return HostLocal, raw, nil
+	if rest, err := json.Marshal(args); err == nil {
+		raw = rest
+	}
+	if string(v) == "null" {
+		return HostLocal, raw, nil, nil
 	}
 	if err := json.Unmarshal(v, &host); err != nil {
-		return HostLocal, rest, argErr(msgHostType)
+		return HostLocal, raw, nil, argErr(msgHostType)
 	}
 	if host != HostLocal && t.hosts[host] == nil {
-		return HostLocal, rest, argErr("unknown host " + strconv.Quote(host) + "; configured hosts: " + strings.Join(t.hostNames()[1:], ", "))
+		return HostLocal, raw, nil, argErr("unknown host " + strconv.Quote(host) + "; configured hosts: " + strings.Join(t.hostNames()[1:], ", "))
 	}
-	return host, rest, nil
+	return host, raw, nil, nil
 }
 
 // hostNames are the values of the host parameter: "local", then the

@@ -109,6 +109,15 @@ func TestHostParameter(t *testing.T) {
 		`unknown host "gpu2"; configured hosts: gpu1, build`)
 	wantError(t, e.call(tools.NameBash, map[string]any{"command": "true", "description": "d", "host": 3}),
 		"invalid host: expected a string")
+	// A null host is not given; an unknown key is refused naming host
+	// among the parameters.
+	if r := e.call(tools.NameBash, map[string]any{"command": "pwd", "description": "d", "host": nil}); r.Text != e.dir+"\n" {
+		t.Errorf("null host: %q, want the local session's cwd", r.Text)
+	}
+	wantError(t, e.call(tools.NameBash, map[string]any{"command": "true", "description": "d", "hots": "gpu1"}),
+		`invalid arguments: unknown parameter "hots" (did you mean "host"?)`)
+	wantError(t, e.call(tools.NameBash, map[string]any{"command": "true", "description": "d", "zzzzzz": 1}),
+		`invalid arguments: unknown parameter "zzzzzz"; bash takes command, description, timeoutMs, workdir, run_in_background, host`)
 	// The other arguments' errors come first.
 	wantError(t, e.call(tools.NameBash, map[string]any{"command": "", "description": "d", "host": "gpu2"}),
 		"invalid command: expected a non-empty string")
