@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ const (
 	msgBackgroundDisabled = "run_in_background is disabled for this deployment (enableRunInBackground: false)"
 	msgNoRuntime          = "background tasks unavailable: no task runtime is configured"
 	msgAborted            = "tool call aborted"
+	msgHostType           = "invalid host: expected a string"
 )
 
 // BashArgs are the bash tool's arguments once validated. Nothing else a
@@ -142,9 +144,16 @@ func expandHome(wd string) string {
 // bash runs the bash tool. A result that holds a command's output comes
 // as render, to be rendered within the budget the caller leaves it.
 func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, co CallOptions) (Result, func(budget int) Result) {
+	host, raw, keyErr, hostErr := t.takeHost(raw)
+	if keyErr != nil {
+		return errorResult(keyErr.Error()), nil
+	}
 	b, err := ParseBashArgs(raw, t.background())
 	if err != nil {
 		return errorResult(err.Error()), nil
+	}
+	if hostErr != nil {
+		return errorResult(hostErr.Error()), nil
 	}
 	if b.Background && t.opts.Tasks == nil {
 		return errorResult(msgNoRuntime), nil
@@ -152,7 +161,12 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 	if ctx.Err() != nil {
 		return errorResult(msgAborted), nil
 	}
-	spec, err := t.ex.Resolve(t.Request(sess, b))
+	on := t.on(host)
+	req := t.Request(sess, b)
+	if host != HostLocal {
+		req.Workdir = b.Workdir
+	}
+	spec, err := on.ex.Resolve(req)
 	if err != nil {
 		return errorResult(err.Error()), nil
 	}
@@ -163,14 +177,76 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 		return errorResult(msgAborted), nil
 	}
 	if b.Background {
-		return t.startBackground(sess, b, spec), nil
+		return t.startBackground(sess, b, on, spec), nil
 	}
-	return t.foreground(ctx, sess, b, spec, co)
+	return t.foreground(ctx, sess, b, on, spec, co)
 }
 
-func (t *Toolset) startBackground(sess Session, b BashArgs, spec shell.Spec) Result {
-	info, err := t.opts.Tasks.Start(sess.ID, KindBash, b.Command, func() (tasks.Handle, error) {
-		p, err := t.ex.Start(spec)
+// target is where a call runs: an executor and the kind of its tasks.
+type target struct {
+	ex   shell.Executor
+	kind string
+}
+
+// on returns the target of host (HostLocal or a configured name).
+func (t *Toolset) on(host string) target {
+	if host == HostLocal {
+		return target{t.ex, KindBash}
+	}
+	return target{t.hosts[host], KindBash + "@" + host}
+}
+
+// takeHost takes the host parameter out of raw, so that the remaining
+// arguments are checked as without hosts. Without configured hosts, raw
+// is left alone (and a host key is refused as unknown). keyErr is a key
+// the schema with host does not offer, reported first like any unknown
+// key; hostErr is a host that is not a string or not configured,
+// reported after the other arguments' errors. A null host is not given.
+func (t *Toolset) takeHost(raw json.RawMessage) (host string, rest json.RawMessage, keyErr, hostErr error) {
+	if t.hosts == nil {
+		return HostLocal, raw, nil, nil
+	}
+	params, hidden := bashParams, []string(nil)
+	if !t.background() {
+		params, hidden = bashParamsNoBackground, []string{paramBackground}
+	}
+	if err := checkKeys(NameBash, raw, append(slices.Clone(params), "host"), hidden...); err != nil {
+		return HostLocal, raw, err, nil
+	}
+	var args map[string]json.RawMessage
+	if json.Unmarshal(raw, &args) != nil || args["host"] == nil {
+		return HostLocal, raw, nil, nil
+	}
+	v := args["host"]
+	delete(args, "host")
+	if rest, err := json.Marshal(args); err == nil {
+		raw = rest
+	}
+	if string(v) == "null" {
+		return HostLocal, raw, nil, nil
+	}
+	if err := json.Unmarshal(v, &host); err != nil {
+		return HostLocal, raw, nil, argErr(msgHostType)
+	}
+	if host != HostLocal && t.hosts[host] == nil {
+		return HostLocal, raw, nil, argErr("unknown host " + strconv.Quote(host) + "; configured hosts: " + strings.Join(t.hostNames()[1:], ", "))
+	}
+	return host, raw, nil, nil
+}
+
+// hostNames are the values of the host parameter: "local", then the
+// configured hosts in their order.
+func (t *Toolset) hostNames() []string {
+	names := []string{HostLocal}
+	for _, h := range t.opts.Hosts {
+		names = append(names, h.Name)
+	}
+	return names
+}
+
+func (t *Toolset) startBackground(sess Session, b BashArgs, on target, spec shell.Spec) Result {
+	info, err := t.opts.Tasks.Start(sess.ID, on.kind, b.Command, func() (tasks.Handle, error) {
+		p, err := on.ex.Start(spec)
 		if err != nil {
 			return nil, err
 		}
@@ -185,8 +261,8 @@ func (t *Toolset) startBackground(sess Session, b BashArgs, spec shell.Spec) Res
 	}
 }
 
-func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, spec shell.Spec, co CallOptions) (Result, func(int) Result) {
-	p, err := t.ex.Launch(spec)
+func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, on target, spec shell.Spec, co CallOptions) (Result, func(int) Result) {
+	p, err := on.ex.Launch(spec)
 	if err != nil {
 		return errorResult(err.Error()), nil
 	}
@@ -230,7 +306,7 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, spec
 			if ended(p) {
 				return finished(p)
 			}
-			if render, ok := t.yieldToTask(sess, b, spec, p); ok {
+			if render, ok := t.yieldToTask(sess, b, on, spec, p); ok {
 				return Result{}, render
 			}
 			yield = nil // the session is at its task limit: stay in the foreground
@@ -261,9 +337,9 @@ func finished(p shell.Process) (Result, func(int) Result) {
 // What it printed so far goes in this result; the task's reads carry on
 // from there, so no byte is lost or repeated. Its timeout still applies,
 // and the marker says so.
-func (t *Toolset) yieldToTask(sess Session, b BashArgs, spec shell.Spec, p shell.Process) (func(int) Result, bool) {
+func (t *Toolset) yieldToTask(sess Session, b BashArgs, on target, spec shell.Spec, p shell.Process) (func(int) Result, bool) {
 	h := t.handle(p)
-	info, err := t.opts.Tasks.Start(sess.ID, KindBash, b.Command, func() (tasks.Handle, error) { return h, nil })
+	info, err := t.opts.Tasks.Start(sess.ID, on.kind, b.Command, func() (tasks.Handle, error) { return h, nil })
 	if err != nil {
 		return nil, false
 	}

@@ -31,6 +31,15 @@ type Tool struct {
 	ReadOnly, Destructive bool
 }
 
+// withHostParam adds the host parameter, last, to a bash input schema.
+func withHostParam(schema json.RawMessage, names []string) json.RawMessage {
+	enum, _ := json.Marshal(names)
+	prop := `,"host":{"type":"string","enum":` + string(enum) +
+		`,"description":"Where the command runs: local (this machine, the default) or one of the configured remote hosts. On a remote host, workdir is a path there (default: the host's configured directory, else the remote user's home)."}`
+	i := strings.Index(string(schema), `},"required"`)
+	return json.RawMessage(string(schema[:i]) + prop + string(schema[i:]))
+}
+
 // bashLimits are the numbers the bash description states, as configured.
 type bashLimits struct {
 	// DefaultTimeout and MaxTimeout are the executor's; 0 when it did not

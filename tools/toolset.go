@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/conch-dev/conch/rules"
@@ -59,7 +60,24 @@ type Options struct {
 	// (default DefaultApprovalTimeout); the call's cancellation ends it
 	// sooner.
 	ApprovalTimeout time.Duration
+	// Hosts are the remote hosts a model may run commands on, by name
+	// ("local" is this machine and cannot be one of them). With hosts,
+	// bash offers a `host` parameter (the names, plus "local", the
+	// default); a remote host's tasks are of kind "bash@<name>".
+	Hosts []Host
 }
+
+// Host is a remote host of Options.Hosts: its name, as the model sees it,
+// and the executor that runs commands there. A command for a host runs in
+// the workdir the model gave, resolved by that executor (the session's
+// cwd is a path of this machine, so it does not apply there).
+type Host struct {
+	Name     string
+	Executor shell.Executor
+}
+
+// HostLocal is the host parameter's name for this machine.
+const HostLocal = "local"
 
 // DefaultMaxResultBytes is the default result budget: what Claude Code's
 // own Bash tool allows a result.
@@ -76,6 +94,7 @@ type Toolset struct {
 	opts     Options
 	limits   bashLimits
 	approved approvals
+	hosts    map[string]shell.Executor
 }
 
 // New returns the tools over ex. A nil opts means the defaults.
@@ -86,6 +105,15 @@ func New(ex shell.Executor, opts *Options) *Toolset {
 	t := &Toolset{ex: ex}
 	if opts != nil {
 		t.opts = *opts
+	}
+	if len(t.opts.Hosts) > 0 {
+		t.hosts = make(map[string]shell.Executor, len(t.opts.Hosts))
+		for _, h := range t.opts.Hosts {
+			if h.Name == "" || h.Name == HostLocal || h.Executor == nil || t.hosts[h.Name] != nil {
+				panic("tools: bad host " + strconv.Quote(h.Name) + ": empty, \"local\", a repeat, or without an executor")
+			}
+			t.hosts[h.Name] = h.Executor
+		}
 	}
 	if t.opts.Home == "" {
 		t.opts.Home = StateDir()
@@ -202,6 +230,9 @@ func (t *Toolset) Tools() []Tool {
 	}
 	if !t.background() {
 		bash.InputSchema = bashInputSchemaNoBackground
+	}
+	if t.hosts != nil {
+		bash.InputSchema = withHostParam(bash.InputSchema, t.hostNames())
 	}
 	list := []Tool{bash}
 	if t.opts.Tasks == nil {

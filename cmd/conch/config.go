@@ -13,6 +13,7 @@ import (
 
 	"github.com/conch-dev/conch/rules"
 	"github.com/conch-dev/conch/shell/local"
+	"github.com/conch-dev/conch/shell/remote"
 	"github.com/conch-dev/conch/tasks"
 	"github.com/conch-dev/conch/tools"
 )
@@ -32,6 +33,8 @@ type config struct {
 	maxTasks       number
 	passEnv        names
 	maxResultBytes number
+	hosts          hostValues // NAME=SSH
+	hostCwds       hostValues // NAME=DIR
 
 	// maxWait, if set before build, caps task_output's wait
 	// (tools.Options.MaxWait).
@@ -141,6 +144,10 @@ func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64, logDefault slo
 	fs.Var(&c.yieldMs, "yield-ms", "move a foreground call still running after this many ms to a background task (0: off; off with --no-background)")
 	fs.Var(&c.maxTasks, "max-tasks", "running background tasks per session")
 	fs.Var(&c.passEnv, "pass-env", "let commands inherit the variable `NAME` although it looks like a secret (repeatable)")
+	c.hosts = hostValues{what: "ssh destination"}
+	c.hostCwds = hostValues{what: "dir"}
+	fs.Var(&c.hosts, "host", "a remote host commands may run on, `NAME=SSH` (user@host:port or a ~/.ssh/config alias; repeatable)")
+	fs.Var(&c.hostCwds, "host-cwd", "default working directory on a remote host, `NAME=DIR` (default: the remote user's home; repeatable)")
 	fs.Var(&c.maxResultBytes, "max-result-bytes", "bound on the text of a bash result (longer output keeps its start and end), in bytes")
 }
 
@@ -151,6 +158,7 @@ func stateDir() string { return tools.StateDir() }
 // tools over them. close releases them in order.
 type stack struct {
 	ex    *local.Executor
+	hosts []*remote.Executor
 	tasks *tasks.Runtime
 	tools *tools.Toolset
 	home  string
@@ -184,6 +192,18 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 	if scrubbed := ex.Scrubbed(); log != nil && len(scrubbed) > 0 {
 		log.Info("commands do not inherit these variables (--pass-env NAME passes one)", "names", strings.Join(scrubbed, ","))
 	}
+	hosts, hostExs, err := c.remoteHosts()
+	if err != nil {
+		ex.Close()
+		return nil, err
+	}
+	if log != nil && len(hosts) > 0 {
+		names := make([]string, len(hosts))
+		for i, h := range hosts {
+			names[i] = h.Name
+		}
+		log.Info("remote hosts (conch agent runs there over SSH)", "names", strings.Join(names, ","))
+	}
 	home := stateDir()
 	rt := tasks.New(&tasks.Options{MaxPerSession: int(c.maxTasks.v), OnNotice: c.onNotice})
 	ts := tools.New(ex, &tools.Options{
@@ -194,15 +214,20 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		MaxWait:           c.maxWait,
 		MaxResultBytes:    int(c.maxResultBytes.v),
 		Rules:             c.rules,
+		Hosts:             hosts,
 	})
-	return &stack{ex: ex, tasks: rt, tools: ts, home: home, provider: c.provider.v, enforces: localEnforces}, nil
+	return &stack{ex: ex, hosts: hostExs, tasks: rt, tools: ts, home: home, provider: c.provider.v, enforces: localEnforces}, nil
 }
 
 // localEnforces is what the local provider holds commands to.
 const localEnforces = "process groups, child subreaper, environment scrub, non-dumpable server; containment: none (not built yet)"
 
-// close kills every task and every process, and removes the spill files.
+// close kills every task and every process, and removes the spill files;
+// the agents on remote hosts do the same there.
 func (s *stack) close() error {
 	s.tasks.Close()
+	for _, h := range s.hosts {
+		h.Close()
+	}
 	return s.ex.Close()
 }

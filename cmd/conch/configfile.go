@@ -20,7 +20,7 @@ var (
 	// tableKeys are the keys that do not follow the flag's name.
 	tableKeys = map[string]string{"pass-env": "env.pass"}
 	// notKeys are flags with no key.
-	notKeys = []string{"config", "workdir", "json", "present", "background"}
+	notKeys = []string{"config", "workdir", "json", "present", "background", "host", "host-cwd"}
 )
 
 // configKey is the configuration key of the flag named name, or "".
@@ -120,6 +120,12 @@ func (s *settings) apply(entries []cfgfile.Entry, known func(string) bool) error
 		}
 	})
 	for _, e := range entries {
+		if handled, err := s.applyHostEntry(e); handled {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		f, ok := byKey[e.Key]
 		if !ok {
 			if known(e.Key) {
@@ -179,6 +185,7 @@ func (s *settings) print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "%s = %s  # %s\n", k, tomlValue(f), src)
 	})
+	s.printHosts(w)
 }
 
 func tomlValue(f *flag.Flag) string {

@@ -24,6 +24,7 @@ Usage:
   conch config [run|serve|acp]     print the effective settings and where each came from
   conch check -- '<command line>'  decide a command line by the permission
                                    rules, running nothing
+  conch agent [flags]              serve a remote conch on stdio (started over SSH)
   conch version                    print the version
   conch help                       this text
 
@@ -61,6 +62,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return configCommand(args[1:], stdout, stderr)
 	case "check":
 		return checkCommand(args[1:], stdout, stderr)
+	case "agent":
+		return agentCommand(ctx, args[1:], stdin, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "conch", version)
 		return 0

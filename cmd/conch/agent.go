@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/conch-dev/conch/internal/agent"
+	"github.com/conch-dev/conch/shell/local"
+)
+
+const agentUsage = `Usage: conch agent [flags]
+
+Serve conch's agent protocol on stdin and stdout, for a conch on another
+machine that reaches this one over SSH: run the commands it sends with the
+local provider, here. When stdin ends (the connection closed), every
+command it started is killed. Nothing but protocol frames is written to
+stdout; logs go to stderr.
+
+Flags:
+`
+
+// agentCommand is `conch agent`.
+func agentCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("conch agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {}
+	grace := fs.Duration("grace", local.DefaultGrace, "delay between SIGTERM and SIGKILL when a command is killed")
+	switch err := fs.Parse(args); {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, agentUsage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0
+	case err != nil:
+		fmt.Fprintln(stderr, "Run 'conch agent --help' for usage.")
+		return exitUsage
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "conch agent: unexpected argument %q\nRun 'conch agent --help' for usage.\n", fs.Arg(0))
+		return exitUsage
+	}
+	if stdout == os.Stdout {
+		// Frames only on stdout: whatever else in this process writes to
+		// file descriptor 1 (a library, a panic) goes to stderr instead.
+		fd, err := unix.Dup(1)
+		if err == nil {
+			err = unix.Dup2(2, 1)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "conch agent: keep stdout for frames: %v\n", err)
+			return 1
+		}
+		out := os.NewFile(uintptr(fd), "frames")
+		defer out.Close()
+		stdout = out
+	}
+	ex, err := local.New(&local.Options{Grace: *grace})
+	if err != nil {
+		fmt.Fprintf(stderr, "conch agent: %v\n", err)
+		return 1
+	}
+	hello := agent.Hello{Conch: version, OS: runtime.GOOS, Arch: runtime.GOARCH, Cwd: ex.Options().Cwd}
+	served := make(chan error, 1)
+	go func() { served <- agent.Serve(stdin, stdout, ex, hello) }()
+	select {
+	case err := <-served:
+		if err != nil {
+			fmt.Fprintf(stderr, "conch agent: %v\n", err)
+			return 1
+		}
+		return 0
+	case <-ctx.Done():
+		// Serve is blocked reading stdin; end what it started and leave.
+		ex.Close()
+		return 1
+	}
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conch-dev/conch/internal/agent"
+	"github.com/conch-dev/conch/internal/sshdtest"
+	"github.com/conch-dev/conch/internal/testutil"
+)
+
+// TestHostsConfig: [hosts.<name>] tables configure remote hosts, conch
+// config shows them, and bad ones are refused with file, line and key.
+func TestHostsConfig(t *testing.T) {
+	t.Parallel()
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	p := writeConfig(t, "timeout_ms = 300\n\n[hosts.gpu1]\nssh = \"me@gpu1.example:2222\"\ncwd = \"/srv/train\"\n\n[hosts.build]\nssh = \"buildbox\"\n")
+	stdout, stderr, code := runConch(t, marker, "config", "--config", p)
+	if code != 0 {
+		t.Fatalf("conch config: exit %d, stderr %q", code, stderr)
+	}
+	for _, line := range []string{
+		`hosts.gpu1.ssh = "me@gpu1.example:2222"  # ` + p + ":4",
+		`hosts.build.ssh = "buildbox"  # ` + p + ":8",
+		`hosts.gpu1.cwd = "/srv/train"  # ` + p + ":5",
+	} {
+		if !strings.Contains(stdout, line+"\n") {
+			t.Errorf("conch config lacks %q:\n%s", line, stdout)
+		}
+	}
+	for _, c := range []struct{ text, want string }{
+		{"[hosts.gpu1]\nport = 22\n", ":2: hosts.gpu1.port: unknown key (a host takes ssh and cwd)"},
+		{"[hosts.local]\nssh = \"x\"\n", `:2: hosts.local.ssh: "local" is this machine; name the host otherwise`},
+		{"[hosts.gpu1]\nssh = [\"a\"]\n", ":2: hosts.gpu1.ssh: takes one value, not a list"},
+	} {
+		p := writeConfig(t, c.text)
+		_, stderr, code := runConch(t, marker, "config", "--config", p)
+		if code != 2 || !strings.Contains(stderr, "config "+p+c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want %q", c.text, code, stderr, c.want)
+		}
+	}
+}
+
+// TestHostsBuild: configured hosts give the bash tool its host parameter;
+// a cwd for a host that is not configured is refused.
+func TestHostsBuild(t *testing.T) {
+	var c config
+	fs := flag.NewFlagSet("conch serve", flag.ContinueOnError)
+	c.addFlags(fs, 0, slog.LevelInfo)
+	if err := fs.Parse([]string{"--host", "gpu1=me@127.0.0.1:1", "--host-cwd", "gpu1=/srv"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.build(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	var schema struct {
+		Properties map[string]struct{ Enum []string } `json:"properties"`
+	}
+	json.Unmarshal(st.tools.Tools()[0].InputSchema, &schema)
+	if got := schema.Properties["host"].Enum; strings.Join(got, ",") != "local,gpu1" {
+		t.Errorf("host enum %q", got)
+	}
+
+	var bad config
+	fs = flag.NewFlagSet("conch serve", flag.ContinueOnError)
+	bad.addFlags(fs, 0, slog.LevelInfo)
+	fs.Parse([]string{"--host-cwd", "gpu2=/srv"})
+	if _, err := bad.build(nil); err == nil || err.Error() != "--host-cwd gpu2: no host gpu2 is configured" {
+		t.Errorf("build with a cwd for no host: %v", err)
+	}
+}
+
+// TestServeRemoteHost: conch serve with a host configured in its file,
+// driven by an MCP client, runs commands on a real sshd's host (deploying
+// itself there), runs tasks there, and leaves nothing on the host.
+func TestServeRemoteHost(t *testing.T) {
+	marker := testutil.Marker(t)
+	srv := sshdtest.Start(t)
+	home := t.TempDir()
+	if err := os.Mkdir(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ssh := sshdtest.NewClient(filepath.Join(home, ".ssh"))
+	ssh.Alias(t, "gpubox", srv, 0)
+	cfg := writeConfig(t, "[hosts.gpu1]\nssh = \"gpubox\"\ncwd = \"/tmp\"\n")
+
+	cmd := exec.Command(conchBin, "serve", "--config", cfg, "--grace-ms", "500")
+	cmd.Env = append(testutil.Env(marker), "HOME="+home, "SSH_AUTH_SOCK=", "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
+	cmd.Stderr = newLogBuffer(t, "conch serve")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	cs, err := newClient(serverOptions{}).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect to conch serve: %v", err)
+	}
+	defer func() {
+		cs.Close()
+		testutil.AssertNoProcesses(t, marker)
+		srv.AssertNoAgents(t)
+	}()
+
+	on := func(command string) map[string]any {
+		a := bash(command)
+		a["host"] = "gpu1"
+		return a
+	}
+	r := callTool(t, cs, "bash", on("id -un; pwd; exit 3"))
+	if got := text(t, r); got != sshdtest.User+"\n/tmp\n[exit code: 3]" || r.IsError {
+		t.Errorf("on gpu1: %q", got)
+	}
+	a := on("echo started; sleep 30")
+	a["run_in_background"] = true
+	started := text(t, callTool(t, cs, "bash", a))
+	id := strings.TrimPrefix(started, "started background task ")
+	if !strings.HasPrefix(id, "bash@gpu1-") {
+		t.Fatalf("background on gpu1: %q", started)
+	}
+	if got := text(t, callTool(t, cs, "task_list", map[string]any{})); !strings.Contains(got, id+" [bash@gpu1] running") {
+		t.Errorf("task_list: %q", got)
+	}
+	if got := text(t, callTool(t, cs, "task_kill", map[string]any{"task_id": id})); !strings.HasPrefix(got, "killed task "+id) {
+		t.Errorf("task_kill: %q", got)
+	}
+	r = callTool(t, cs, "bash", map[string]any{"command": "true", "description": "d", "host": "gpu2"})
+	if got := text(t, r); !r.IsError || got != `Error: unknown host "gpu2"; configured hosts: gpu1` {
+		t.Errorf("unknown host: %q", got)
+	}
+}
+
+// TestAgentCommand: conch agent speaks only frames on stdout (the hello
+// comes back as one), and its --help goes to stdout.
+func TestAgentCommand(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	stdout, _, code := runConch(t, marker, "agent", "--help")
+	if code != 0 || !strings.HasPrefix(stdout, "Usage: conch agent") {
+		t.Errorf("conch agent --help: exit %d, %q", code, stdout)
+	}
+	if _, stderr, code := runConch(t, marker, "agent", "--bogus"); code != exitUsage || !strings.Contains(stderr, "-bogus") {
+		t.Errorf("conch agent --bogus: exit %d, %q", code, stderr)
+	}
+	cmd := exec.Command(conchBin, "agent")
+	cmd.Env = testutil.Env(marker)
+	cmd.Stderr = newLogBuffer(t, "conch agent")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := agent.NewConn(out, in)
+	c.Write(agent.Request{ID: 1, Op: agent.OpHello, Version: agent.Version})
+	var resp agent.Response
+	if err := c.Read(&resp); err != nil || resp.Hello == nil || resp.Hello.Conch != version || resp.Hello.OS != runtime.GOOS {
+		t.Errorf("hello: %+v, %v", resp, err)
+	}
+	in.Close()
+	if rest, _ := io.ReadAll(out); len(rest) != 0 {
+		t.Errorf("stdout after the hello: %q", rest)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("conch agent after its stdin closed: %v", err)
+	}
+}

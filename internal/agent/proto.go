@@ -1,0 +1,354 @@
+// Package agent is the protocol between conch and `conch agent`, the
+// conch that runs the commands on a remote host, and the agent's side of
+// it.
+//
+// # Frames
+//
+// Both directions carry frames: a 4-byte big-endian length, then that
+// many bytes of one JSON object. A frame is at most MaxFrame bytes; a
+// longer one ends the connection (a peer that is not conch, or a broken
+// stream, must not make the other side allocate without bound).
+//
+// # Messages
+//
+// The client sends Requests, each with a fresh ID; the agent answers each
+// with one Response of the same ID, in any order (a slow Close does not
+// hold back a Read). The agent also sends notifications, Responses with
+// ID 0: Op "done" when a process it started has settled, carrying its
+// Result, after the Response to the Start that created it.
+//
+// The first Request is "hello" with the client's Version; the agent
+// answers with its own Hello, or with an Error of kind "version" when it
+// does not speak that version, and then serves the other operations:
+// "start" (Launch or Start of a Spec; the client names the process with
+// Proc), "read" and "peek" (a process's ReadResult), "kill", "written",
+// "release" (the client holds the process no more: the agent forgets it)
+// and "close" (kill everything, wait until it is gone, answer). When the
+// agent's input ends, it kills everything it started.
+package agent
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/conch-dev/conch/shell"
+)
+
+// Version is the protocol version this package speaks.
+const Version = 1
+
+// MaxFrame bounds the JSON body of a frame: a start carries the command
+// and its stdin, a done two tails of at most the executor's tail size.
+const MaxFrame = 16 << 20
+
+// Operations of a Request, and the Op of a notification.
+const (
+	OpHello   = "hello"
+	OpStart   = "start"
+	OpRead    = "read"
+	OpPeek    = "peek"
+	OpKill    = "kill"
+	OpWritten = "written"
+	OpRelease = "release"
+	OpClose   = "close"
+	OpDone    = "done" // notification: a process settled
+)
+
+// Request is one message from the client.
+type Request struct {
+	ID      uint64     `json:"id"`
+	Op      string     `json:"op"`
+	Proc    uint64     `json:"proc,omitempty"`
+	Version int        `json:"version,omitempty"` // hello
+	Start   *StartArgs `json:"start,omitempty"`
+	Max     int        `json:"max,omitempty"` // peek
+}
+
+// StartArgs are a Spec to launch (foreground, its timeout applies) or to
+// start in the background.
+type StartArgs struct {
+	Background     bool              `json:"background,omitempty"`
+	Command        string            `json:"command"`
+	Workdir        string            `json:"workdir,omitempty"` // "" or relative: against the agent's cwd
+	Timeout        time.Duration     `json:"timeout,omitempty"`
+	StdoutMaxBytes int               `json:"stdoutMaxBytes,omitempty"`
+	HasStdin       bool              `json:"hasStdin,omitempty"` // Stdin given (possibly empty); else /dev/null
+	Stdin          []byte            `json:"stdin,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	ManagedEnv     map[string]string `json:"managedEnv,omitempty"`
+}
+
+// Response is one message from the agent: the answer to a Request (ID of
+// the Request) or a notification (ID 0, Op set).
+type Response struct {
+	ID      uint64   `json:"id,omitempty"`
+	Op      string   `json:"op,omitempty"`
+	Proc    uint64   `json:"proc,omitempty"`
+	Err     *Error   `json:"err,omitempty"`
+	Hello   *Hello   `json:"hello,omitempty"`
+	Read    *Read    `json:"read,omitempty"`
+	Killed  bool     `json:"killed,omitempty"`
+	Written [2]int64 `json:"written,omitzero"`
+	Done    *Done    `json:"done,omitempty"`
+}
+
+// Hello is what the agent tells about itself.
+type Hello struct {
+	Version int    `json:"version"`
+	Conch   string `json:"conch"` // the agent binary's version
+	OS      string `json:"os"`
+	Arch    string `json:"arch"`
+	Cwd     string `json:"cwd"` // where commands without a workdir run
+}
+
+// Error kinds: they map back to the seam's typed errors.
+const (
+	ErrKindRequest = "request" // *shell.RequestError
+	ErrKindWorkdir = "workdir" // *shell.WorkdirError
+	ErrKindSpawn   = "spawn"   // *shell.SpawnError
+	ErrKindClosed  = "closed"  // shell.ErrClosed
+	ErrKindVersion = "version" // the agent does not speak the client's version
+	ErrKindProc    = "proc"    // no such process (released, or never started)
+	ErrKindOther   = "other"
+)
+
+// Error is a failure carried in a Response.
+type Error struct {
+	Kind  string `json:"kind"`
+	Field string `json:"field,omitempty"` // request: the field
+	Path  string `json:"path,omitempty"`  // workdir: the path
+	Errno int    `json:"errno,omitempty"` // workdir, spawn: the system error number, when there is one
+	Msg   string `json:"msg"`
+}
+
+// Output is a shell.Output on the wire.
+type Output struct {
+	Text      string    `json:"text,omitempty"`
+	Truncated bool      `json:"truncated,omitempty"`
+	SpillPath string    `json:"spillPath,omitempty"`
+	Head      string    `json:"head,omitempty"`
+	Size      int64     `json:"size,omitempty"`
+	Lines     int64     `json:"lines,omitempty"`
+	SpillErr  *SpillErr `json:"spillErr,omitempty"`
+}
+
+// SpillErr is why a truncated stream has no spill file: Cap > 0 for a
+// *shell.SpillCapError, else Msg.
+type SpillErr struct {
+	Cap int64  `json:"cap,omitempty"`
+	Msg string `json:"msg,omitempty"`
+}
+
+// Read is a shell.ReadResult on the wire.
+type Read struct {
+	Stdout         string         `json:"stdout,omitempty"`
+	Stderr         string         `json:"stderr,omitempty"`
+	Lossy          bool           `json:"lossy,omitempty"`
+	StdoutSpill    string         `json:"stdoutSpill,omitempty"`
+	StderrSpill    string         `json:"stderrSpill,omitempty"`
+	StdoutSkipped  shell.Omission `json:"stdoutSkipped,omitzero"`
+	StderrSkipped  shell.Omission `json:"stderrSkipped,omitzero"`
+	StdoutSpillErr *SpillErr      `json:"stdoutSpillErr,omitempty"`
+	StderrSpillErr *SpillErr      `json:"stderrSpillErr,omitempty"`
+}
+
+// Done is a settled process: its status and its Result.
+type Done struct {
+	Status      shell.Status  `json:"status"`
+	ExitCode    *int          `json:"exitCode,omitempty"`
+	Signal      string        `json:"signal,omitempty"`
+	TimedOut    bool          `json:"timedOut,omitempty"`
+	Aborted     bool          `json:"aborted,omitempty"`
+	Timeout     time.Duration `json:"timeout,omitempty"`
+	Stdout      Output        `json:"stdout"`
+	Stderr      Output        `json:"stderr"`
+	LeftRunning bool          `json:"leftRunning,omitempty"`
+}
+
+// ErrFrameTooLarge is returned for a frame longer than MaxFrame.
+var ErrFrameTooLarge = errors.New("agent: frame too large")
+
+// Conn reads and writes frames; writes are safe for concurrent use, reads
+// are not.
+type Conn struct {
+	r   io.Reader
+	wmu sync.Mutex
+	w   io.Writer
+	buf []byte
+}
+
+// NewConn returns a Conn reading frames from r and writing them to w.
+func NewConn(r io.Reader, w io.Writer) *Conn { return &Conn{r: r, w: w} }
+
+// Write sends v as one frame.
+func (c *Conn) Write(v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("agent: encode frame: %w", err)
+	}
+	if len(body) > MaxFrame {
+		return ErrFrameTooLarge
+	}
+	frame := make([]byte, 4+len(body))
+	binary.BigEndian.PutUint32(frame, uint32(len(body)))
+	copy(frame[4:], body)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if _, err := c.w.Write(frame); err != nil {
+		return fmt.Errorf("agent: write frame: %w", err)
+	}
+	return nil
+}
+
+// Read receives one frame into v. It returns io.EOF when the stream ended
+// cleanly between frames.
+func (c *Conn) Read(v any) error {
+	var hdr [4]byte
+	if _, err := io.ReadFull(c.r, hdr[:]); err != nil {
+		if err == io.EOF {
+			return io.EOF
+		}
+		return fmt.Errorf("agent: read frame: %w", err)
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > MaxFrame {
+		return ErrFrameTooLarge
+	}
+	if cap(c.buf) < int(n) {
+		c.buf = make([]byte, n)
+	}
+	body := c.buf[:n]
+	if _, err := io.ReadFull(c.r, body); err != nil {
+		return fmt.Errorf("agent: read frame: %w", io.ErrUnexpectedEOF)
+	}
+	// A large buffer is not kept: one 10 MB stdin must not pin 10 MB for
+	// the life of the connection.
+	if n > 64<<10 {
+		c.buf = nil
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("agent: decode frame: %w", err)
+	}
+	return nil
+}
+
+// EncodeError turns an error of the seam into its wire form.
+func EncodeError(err error) *Error {
+	var (
+		re *shell.RequestError
+		we *shell.WorkdirError
+		se *shell.SpawnError
+	)
+	switch {
+	case errors.As(err, &re):
+		return &Error{Kind: ErrKindRequest, Field: re.Field, Msg: re.Reason}
+	case errors.As(err, &we):
+		return &Error{Kind: ErrKindWorkdir, Path: we.Path, Errno: errno(we.Err), Msg: we.Err.Error()}
+	case errors.As(err, &se):
+		return &Error{Kind: ErrKindSpawn, Errno: errno(se.Err), Msg: se.Err.Error()}
+	case errors.Is(err, shell.ErrClosed):
+		return &Error{Kind: ErrKindClosed, Msg: err.Error()}
+	}
+	return &Error{Kind: ErrKindOther, Msg: err.Error()}
+}
+
+func errno(err error) int {
+	var n syscall.Errno
+	if errors.As(err, &n) {
+		return int(n)
+	}
+	return 0
+}
+
+// Err turns e back into an error of the seam, so that callers test it
+// with errors.Is and errors.As as they would a local one.
+func (e *Error) Err() error {
+	cause := errors.New(e.Msg)
+	if e.Errno != 0 {
+		cause = syscall.Errno(e.Errno)
+	}
+	switch e.Kind {
+	case ErrKindRequest:
+		return &shell.RequestError{Field: e.Field, Reason: e.Msg}
+	case ErrKindWorkdir:
+		return &shell.WorkdirError{Path: e.Path, Err: cause}
+	case ErrKindSpawn:
+		return &shell.SpawnError{Err: cause}
+	case ErrKindClosed:
+		return shell.ErrClosed
+	}
+	return fmt.Errorf("agent: %s", e.Msg)
+}
+
+func encodeSpillErr(err error) *SpillErr {
+	if err == nil {
+		return nil
+	}
+	var ce *shell.SpillCapError
+	if errors.As(err, &ce) {
+		return &SpillErr{Cap: ce.Cap}
+	}
+	return &SpillErr{Msg: err.Error()}
+}
+
+// Err is the error s stands for (nil for nil).
+func (s *SpillErr) Err() error {
+	switch {
+	case s == nil:
+		return nil
+	case s.Cap > 0:
+		return &shell.SpillCapError{Cap: s.Cap}
+	}
+	return errors.New(s.Msg)
+}
+
+// EncodeOutput is o on the wire.
+func EncodeOutput(o shell.Output) Output {
+	return Output{Text: o.Text, Truncated: o.Truncated, SpillPath: o.SpillPath, Head: o.Head,
+		Size: o.Size, Lines: o.Lines, SpillErr: encodeSpillErr(o.SpillErr)}
+}
+
+// Output is o back as a shell.Output.
+func (o Output) Output() shell.Output {
+	return shell.Output{Text: o.Text, Truncated: o.Truncated, SpillPath: o.SpillPath, Head: o.Head,
+		Size: o.Size, Lines: o.Lines, SpillErr: o.SpillErr.Err()}
+}
+
+// EncodeRead is r on the wire.
+func EncodeRead(r shell.ReadResult) *Read {
+	return &Read{Stdout: r.Stdout, Stderr: r.Stderr, Lossy: r.Lossy,
+		StdoutSpill: r.StdoutSpill, StderrSpill: r.StderrSpill,
+		StdoutSkipped: r.StdoutSkipped, StderrSkipped: r.StderrSkipped,
+		StdoutSpillErr: encodeSpillErr(r.StdoutSpillErr), StderrSpillErr: encodeSpillErr(r.StderrSpillErr)}
+}
+
+// ReadResult is r back as a shell.ReadResult; a nil r is an empty read.
+func (r *Read) ReadResult() shell.ReadResult {
+	if r == nil {
+		return shell.ReadResult{}
+	}
+	return shell.ReadResult{Stdout: r.Stdout, Stderr: r.Stderr, Lossy: r.Lossy,
+		StdoutSpill: r.StdoutSpill, StderrSpill: r.StderrSpill,
+		StdoutSkipped: r.StdoutSkipped, StderrSkipped: r.StderrSkipped,
+		StdoutSpillErr: r.StdoutSpillErr.Err(), StderrSpillErr: r.StderrSpillErr.Err()}
+}
+
+// EncodeDone is a settled p on the wire.
+func EncodeDone(p shell.Process) *Done {
+	res := p.Result()
+	return &Done{Status: p.Status(), ExitCode: res.ExitCode, Signal: res.Signal,
+		TimedOut: res.TimedOut, Aborted: res.Aborted, Timeout: res.Timeout,
+		Stdout: EncodeOutput(res.Stdout), Stderr: EncodeOutput(res.Stderr), LeftRunning: res.LeftRunning}
+}
+
+// Result is d as a shell.Result.
+func (d *Done) Result() shell.Result {
+	return shell.Result{ExitCode: d.ExitCode, Signal: d.Signal, TimedOut: d.TimedOut, Aborted: d.Aborted,
+		Timeout: d.Timeout, Stdout: d.Stdout.Output(), Stderr: d.Stderr.Output(), LeftRunning: d.LeftRunning}
+}

@@ -1,0 +1,180 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/conch-dev/conch/shell"
+)
+
+// Serve answers the Requests read from r on w with ex, until r ends or
+// breaks. Then it closes ex (every process it started is killed and
+// awaited) and returns nil for a clean end of r, else the read error.
+// Serve writes nothing but frames to w. hello is what the agent says of
+// itself; its Version is set to this package's.
+func Serve(r io.Reader, w io.Writer, ex shell.Executor, hello Hello) error {
+	hello.Version = Version
+	s := &server{c: NewConn(r, w), ex: ex, hello: hello, procs: make(map[uint64]shell.Process)}
+	err := s.loop()
+	s.ex.Close()
+	s.wg.Wait()
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+type server struct {
+	c     *Conn
+	ex    shell.Executor
+	hello Hello
+	wg    sync.WaitGroup // request handlers and done watchers
+
+	mu    sync.Mutex
+	procs map[uint64]shell.Process
+}
+
+func (s *server) loop() error {
+	var req Request
+	if err := s.c.Read(&req); err != nil {
+		return err
+	}
+	if req.Op != OpHello || req.Version != Version {
+		s.c.Write(Response{ID: req.ID, Err: &Error{Kind: ErrKindVersion,
+			Msg: fmt.Sprintf("this agent speaks version %d; got %s version %d", Version, req.Op, req.Version)}})
+		return fmt.Errorf("agent: client speaks %s version %d, not %d", req.Op, req.Version, Version)
+	}
+	h := s.hello
+	if err := s.c.Write(Response{ID: req.ID, Hello: &h}); err != nil {
+		return err
+	}
+	for {
+		var req Request
+		if err := s.c.Read(&req); err != nil {
+			return err
+		}
+		// Each request on its own: a Close that waits for the grace must
+		// not hold back the reads of other processes.
+		s.wg.Go(func() { s.handle(req) })
+	}
+}
+
+func (s *server) proc(id uint64) (shell.Process, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.procs[id]
+	return p, ok
+}
+
+// handle answers one request. A write that fails means the connection is
+// gone; the read loop sees that too and ends everything, so it is dropped.
+func (s *server) handle(req Request) {
+	resp := Response{ID: req.ID}
+	if req.Op == OpStart {
+		s.start(req)
+		return
+	}
+	if req.Op == OpClose {
+		if err := s.ex.Close(); err != nil {
+			resp.Err = EncodeError(err)
+		}
+		s.c.Write(resp)
+		return
+	}
+	p, ok := s.proc(req.Proc)
+	if !ok {
+		resp.Err = &Error{Kind: ErrKindProc, Msg: fmt.Sprintf("no process %d", req.Proc)}
+		s.c.Write(resp)
+		return
+	}
+	switch req.Op {
+	case OpRead:
+		resp.Read = EncodeRead(p.Read())
+	case OpPeek:
+		resp.Read = EncodeRead(p.Peek(req.Max))
+	case OpKill:
+		resp.Killed = p.Kill()
+	case OpWritten:
+		resp.Written[0], resp.Written[1] = p.Written()
+	case OpRelease:
+		s.mu.Lock()
+		delete(s.procs, req.Proc)
+		s.mu.Unlock()
+	default:
+		resp.Err = &Error{Kind: ErrKindOther, Msg: fmt.Sprintf("unknown operation %q", req.Op)}
+	}
+	s.c.Write(resp)
+}
+
+// start resolves and launches or starts a Spec, answers, and then follows
+// the process to its end to send its done notification, which therefore
+// always comes after the answer.
+func (s *server) start(req Request) {
+	resp := Response{ID: req.ID}
+	a := req.Start
+	if a == nil {
+		resp.Err = &Error{Kind: ErrKindOther, Msg: "start without arguments"}
+		s.c.Write(resp)
+		return
+	}
+	if _, dup := s.proc(req.Proc); dup || req.Proc == 0 {
+		resp.Err = &Error{Kind: ErrKindOther, Msg: fmt.Sprintf("process id %d is taken", req.Proc)}
+		s.c.Write(resp)
+		return
+	}
+	r := shell.Request{Command: a.Command, Workdir: expandHome(a.Workdir), Timeout: a.Timeout,
+		StdoutMaxBytes: a.StdoutMaxBytes, Env: a.Env, ManagedEnv: a.ManagedEnv}
+	if a.HasStdin {
+		r.Stdin = a.Stdin
+		if r.Stdin == nil {
+			r.Stdin = []byte{}
+		}
+	}
+	spec, err := s.ex.Resolve(r)
+	var p shell.Process
+	if err == nil {
+		if a.Background {
+			p, err = s.ex.Start(spec)
+		} else {
+			p, err = s.ex.Launch(spec)
+		}
+	}
+	if err != nil {
+		resp.Err = EncodeError(err)
+		s.c.Write(resp)
+		return
+	}
+	s.mu.Lock()
+	s.procs[req.Proc] = p
+	s.mu.Unlock()
+	if s.c.Write(resp) != nil {
+		p.Kill()
+	}
+	<-p.Done()
+	s.c.Write(Response{Op: OpDone, Proc: req.Proc, Done: EncodeDone(p)})
+}
+
+// HomeRelative reports whether workdir is "~" or "~/…": a path in the
+// home directory of the host's user, which only the agent knows.
+func HomeRelative(workdir string) bool {
+	return workdir == "~" || strings.HasPrefix(workdir, "~/")
+}
+
+// expandHome expands a HomeRelative workdir to the agent user's home; one
+// that cannot be found leaves the path as given (the workdir error then
+// names it).
+func expandHome(workdir string) string {
+	if !HomeRelative(workdir) {
+		return workdir
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return workdir
+	}
+	return filepath.Join(home, workdir[1:])
+}

@@ -1,0 +1,638 @@
+// Package remote is the provider of the shell seam that runs commands on
+// another host, through `conch agent` running there: the agent runs them
+// with its host's local provider (containment, sandbox and spill files
+// included) and this package speaks the agent protocol to it over any
+// byte stream (an SSH session, `docker exec -i`, a pipe in tests).
+//
+// The connection is made on first use and made again after it was lost.
+// A command that was running when its connection was lost is stopped by
+// the agent (its input ends, and it kills everything it started) and
+// settles here as killed, with LostMarker ending its stderr.
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/conch-dev/conch/internal/agent"
+	"github.com/conch-dev/conch/shell"
+)
+
+// Dialer opens a byte stream to a fresh `conch agent` (it starts the
+// agent). Closing the stream ends the agent's input, and the agent then
+// kills everything it started. A Dialer that is also an io.Closer (it
+// holds a connection its streams share) is closed by Executor.Close.
+type Dialer interface {
+	Dial(ctx context.Context) (io.ReadWriteCloser, error)
+}
+
+// DialFunc adapts a function to a Dialer.
+type DialFunc func(ctx context.Context) (io.ReadWriteCloser, error)
+
+// Dial calls f.
+func (f DialFunc) Dial(ctx context.Context) (io.ReadWriteCloser, error) { return f(ctx) }
+
+// Defaults of Options.
+const (
+	DefaultTimeout     = 120 * time.Second
+	DefaultMaxTimeout  = 600 * time.Second
+	DefaultDialTimeout = 20 * time.Second
+)
+
+// Options configure an Executor; a zero field means its default.
+type Options struct {
+	// Cwd is the default working directory on the host; "" means the
+	// agent's own (the remote user's home, for an SSH login). A relative
+	// workdir is resolved against it, on the host when it is "".
+	Cwd string
+	// Timeout is the default foreground timeout (default 120 s).
+	Timeout time.Duration
+	// MaxTimeout caps every foreground timeout (default 600 s).
+	MaxTimeout time.Duration
+	// DialTimeout bounds a connection attempt, the hello included
+	// (default 20 s).
+	DialTimeout time.Duration
+}
+
+// Executor runs commands on one host through its agent. Create it with
+// New; it is safe for concurrent use.
+type Executor struct {
+	name string
+	d    Dialer
+	opts Options
+
+	// connMu serialises dialling; the connection it guards is replaced
+	// after a loss.
+	connMu sync.Mutex
+	conn   *conn
+	closed bool
+
+	nextProc atomic.Uint64
+}
+
+var _ shell.Executor = (*Executor)(nil)
+
+// UnreachableError is a host that could not be reached (or whose agent
+// could not be started): the command did not run.
+type UnreachableError struct {
+	Host string
+	Err  error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("host %s unreachable: %v; the command did not run", e.Host, e.Err)
+}
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// ErrLost is wrapped by the errors of calls cut by a lost connection.
+var ErrLost = errors.New("connection lost")
+
+// LostMarker is the line that ends the stderr of a command cut by a lost
+// connection to host.
+func LostMarker(host string) string {
+	return "[connection to host " + host + " lost; the command was stopped]"
+}
+
+// New returns an Executor for the host called name (as the model and the
+// user know it), reached through d. It does not connect yet.
+func New(name string, d Dialer, opts *Options) (*Executor, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	for _, f := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"Timeout", &o.Timeout, DefaultTimeout},
+		{"MaxTimeout", &o.MaxTimeout, DefaultMaxTimeout},
+		{"DialTimeout", &o.DialTimeout, DefaultDialTimeout},
+	} {
+		switch {
+		case *f.v < 0:
+			return nil, fmt.Errorf("remote: %s must be a positive finite number", f.name)
+		case *f.v == 0:
+			*f.v = f.def
+		}
+	}
+	if o.Cwd != "" && !path.IsAbs(o.Cwd) {
+		return nil, fmt.Errorf("remote: Cwd %q must be absolute", o.Cwd)
+	}
+	return &Executor{name: name, d: d, opts: o}, nil
+}
+
+// Name is the host's name.
+func (e *Executor) Name() string { return e.name }
+
+// Resolve implements shell.Executor. It does not connect: the host's own
+// checks (the workdir, the stdout cap) come with Run and Start. With no
+// Cwd configured, Spec.Workdir stays "" or relative and is resolved on the
+// host, against the agent's directory; "~" and "~/…" are the remote
+// user's home, expanded on the host.
+func (e *Executor) Resolve(r shell.Request) (shell.Spec, error) {
+	if strings.TrimSpace(r.Command) == "" {
+		return shell.Spec{}, &shell.RequestError{Field: "Command", Reason: "must be a non-empty string"}
+	}
+	if r.Timeout < 0 {
+		return shell.Spec{}, &shell.RequestError{Field: "Timeout", Reason: "must be a positive finite number"}
+	}
+	if r.StdoutMaxBytes < 0 {
+		return shell.Spec{}, &shell.RequestError{Field: "StdoutMaxBytes", Reason: "must be a positive finite number"}
+	}
+	timeout := r.Timeout
+	if timeout == 0 {
+		timeout = e.opts.Timeout
+	}
+	wd := r.Workdir
+	if e.opts.Cwd != "" {
+		switch {
+		case wd == "":
+			wd = e.opts.Cwd
+		case !path.IsAbs(wd) && !agent.HomeRelative(wd):
+			wd = path.Join(e.opts.Cwd, wd)
+		}
+	}
+	if wd != "" {
+		wd = path.Clean(wd)
+	}
+	return shell.Spec{
+		Command:        r.Command,
+		Workdir:        wd,
+		Timeout:        min(timeout, e.opts.MaxTimeout),
+		StdoutMaxBytes: r.StdoutMaxBytes,
+		Stdin:          r.Stdin,
+		Env:            r.Env,
+		ManagedEnv:     r.ManagedEnv,
+	}, nil
+}
+
+// Run implements shell.Executor: Launch, a kill when ctx is done, the
+// Result once settled.
+func (e *Executor) Run(ctx context.Context, s shell.Spec) (shell.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return shell.Result{}, shell.AbortedBeforeSpawn(context.Cause(ctx))
+	}
+	p, err := e.start(ctx, s, false)
+	if err != nil {
+		var ue *UnreachableError
+		if errors.As(err, &ue) && ctx.Err() != nil {
+			// ctx ended the dial: nothing was spawned.
+			return shell.Result{}, shell.AbortedBeforeSpawn(context.Cause(ctx))
+		}
+		return shell.Result{}, err
+	}
+	stop := context.AfterFunc(ctx, func() { p.Kill() })
+	<-p.Done()
+	stop()
+	res := p.Result()
+	p.release()
+	return res, nil
+}
+
+// Launch implements shell.Executor.
+func (e *Executor) Launch(s shell.Spec) (shell.Process, error) {
+	return e.start(context.Background(), s, false)
+}
+
+// Start implements shell.Executor.
+func (e *Executor) Start(s shell.Spec) (shell.Process, error) {
+	return e.start(context.Background(), s, true)
+}
+
+func (e *Executor) start(ctx context.Context, s shell.Spec, background bool) (*process, error) {
+	c, err := e.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a := &agent.StartArgs{Background: background, Command: s.Command, Workdir: s.Workdir,
+		Timeout: s.Timeout, StdoutMaxBytes: s.StdoutMaxBytes, HasStdin: s.Stdin != nil, Stdin: s.Stdin,
+		Env: s.Env, ManagedEnv: s.ManagedEnv}
+	if background {
+		a.Timeout = 0
+	}
+	p := &process{c: c, id: e.nextProc.Add(1), done: make(chan struct{}), released: new(atomic.Bool)}
+	if !background {
+		p.timeout = s.Timeout
+	}
+	c.register(p)
+	resp, err := c.call(agent.Request{Op: agent.OpStart, Proc: p.id, Start: a})
+	if err == nil && resp.Err != nil {
+		err = resp.Err.Err()
+	}
+	if err != nil {
+		c.unregister(p)
+		if errors.Is(err, ErrLost) {
+			return nil, &UnreachableError{Host: e.name, Err: err}
+		}
+		return nil, err
+	}
+	// The agent forgets a process once nobody here can read it any more.
+	runtime.AddCleanup(p, func(r releaser) { r.release() }, releaser{c, p.id, p.released})
+	return p, nil
+}
+
+// connect returns the live connection, dialling one when there is none.
+func (e *Executor) connect(ctx context.Context) (*conn, error) {
+	e.connMu.Lock()
+	defer e.connMu.Unlock()
+	if e.closed {
+		return nil, shell.ErrClosed
+	}
+	if e.conn != nil && !e.conn.isLost() {
+		return e.conn, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.opts.DialTimeout)
+	defer cancel()
+	c, err := dial(ctx, e.name, e.d)
+	if err != nil {
+		return nil, &UnreachableError{Host: e.name, Err: err}
+	}
+	e.conn = c
+	return c, nil
+}
+
+// Hello returns what the agent said of itself, connecting if needed.
+func (e *Executor) Hello(ctx context.Context) (agent.Hello, error) {
+	c, err := e.connect(ctx)
+	if err != nil {
+		return agent.Hello{}, err
+	}
+	return c.hello, nil
+}
+
+// Close implements shell.Executor: the agent kills everything it runs and
+// answers once it is gone; then the connection is closed (the agent
+// exits).
+func (e *Executor) Close() error {
+	e.connMu.Lock()
+	defer e.connMu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	err := e.closeConn()
+	if c, ok := e.d.(io.Closer); ok {
+		if cerr := c.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("remote: close %s: %w", e.name, cerr)
+		}
+	}
+	return err
+}
+
+// closeConn asks the agent to kill everything and closes the connection.
+func (e *Executor) closeConn() error {
+	if e.conn == nil {
+		return nil
+	}
+	c := e.conn
+	var err error
+	if !c.isLost() {
+		var resp agent.Response
+		resp, err = c.call(agent.Request{Op: agent.OpClose})
+		if err == nil && resp.Err != nil {
+			err = resp.Err.Err()
+		}
+		if errors.Is(err, ErrLost) {
+			err = nil // the agent kills everything when its input ends
+		}
+	}
+	c.close()
+	if err != nil {
+		return fmt.Errorf("remote: close %s: %w", e.name, err)
+	}
+	return nil
+}
+
+// conn is one connection to an agent.
+type conn struct {
+	host  string
+	rwc   io.ReadWriteCloser
+	fc    *agent.Conn
+	hello agent.Hello
+
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]chan agent.Response
+	procs   map[uint64]*process
+	lost    error // set once, when the connection broke or was closed
+
+	readDone chan struct{}
+}
+
+func dial(ctx context.Context, host string, d Dialer) (*conn, error) {
+	rwc, err := d.Dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c := &conn{host: host, rwc: rwc, fc: agent.NewConn(rwc, rwc),
+		pending: make(map[uint64]chan agent.Response), procs: make(map[uint64]*process),
+		readDone: make(chan struct{})}
+	go c.readLoop()
+	// The hello is bounded by ctx: a stream that never answers (a remote
+	// login shell printing a banner, a hung agent) must not hang the call.
+	type helloResult struct {
+		resp agent.Response
+		err  error
+	}
+	ch := make(chan helloResult, 1)
+	go func() {
+		resp, err := c.call(agent.Request{Op: agent.OpHello, Version: agent.Version})
+		ch <- helloResult{resp, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err == nil && r.resp.Err != nil {
+			r.err = fmt.Errorf("agent refused the protocol: %s", r.resp.Err.Msg)
+		}
+		if r.err == nil && r.resp.Hello == nil {
+			r.err = errors.New("agent sent no hello")
+		}
+		if r.err != nil {
+			c.close()
+			return nil, fmt.Errorf("hello: %w", r.err)
+		}
+		c.hello = *r.resp.Hello
+		return c, nil
+	case <-ctx.Done():
+		c.close()
+		<-ch
+		return nil, fmt.Errorf("hello: %w", context.Cause(ctx))
+	}
+}
+
+func (c *conn) isLost() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lost != nil
+}
+
+// close ends the connection and waits for its reader.
+func (c *conn) close() {
+	c.rwc.Close()
+	<-c.readDone
+}
+
+func (c *conn) register(p *process) {
+	c.mu.Lock()
+	c.procs[p.id] = p
+	c.mu.Unlock()
+}
+
+func (c *conn) unregister(p *process) {
+	c.mu.Lock()
+	delete(c.procs, p.id)
+	c.mu.Unlock()
+}
+
+// call sends req and waits for its answer. It fails with ErrLost when the
+// connection is or becomes lost first.
+func (c *conn) call(req agent.Request) (agent.Response, error) {
+	ch := make(chan agent.Response, 1)
+	c.mu.Lock()
+	if c.lost != nil {
+		err := c.lost
+		c.mu.Unlock()
+		return agent.Response{}, err
+	}
+	c.nextID++
+	req.ID = c.nextID
+	c.pending[req.ID] = ch
+	c.mu.Unlock()
+	if err := c.fc.Write(req); err != nil {
+		if errors.Is(err, agent.ErrFrameTooLarge) {
+			// Nothing was sent: the connection is fine.
+			c.mu.Lock()
+			delete(c.pending, req.ID)
+			c.mu.Unlock()
+			return agent.Response{}, fmt.Errorf("remote: %s request: %w", req.Op, err)
+		}
+		// The reader notices the broken stream too; close it so that it
+		// does even when only the writing side broke.
+		c.rwc.Close()
+	}
+	resp, ok := <-ch
+	if !ok {
+		c.mu.Lock()
+		err := c.lost
+		c.mu.Unlock()
+		return agent.Response{}, err
+	}
+	return resp, nil
+}
+
+// readLoop dispatches answers and notifications until the stream ends,
+// then fails every pending call and settles every running process as
+// lost.
+func (c *conn) readLoop() {
+	defer close(c.readDone)
+	var err error
+	for {
+		var resp agent.Response
+		if err = c.fc.Read(&resp); err != nil {
+			break
+		}
+		if resp.ID == 0 {
+			if resp.Op == agent.OpDone && resp.Done != nil {
+				c.mu.Lock()
+				p := c.procs[resp.Proc]
+				delete(c.procs, resp.Proc)
+				c.mu.Unlock()
+				if p != nil {
+					p.settle(resp.Done, false)
+				}
+			}
+			continue
+		}
+		c.mu.Lock()
+		ch := c.pending[resp.ID]
+		delete(c.pending, resp.ID)
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- resp
+		}
+	}
+	c.rwc.Close()
+	c.mu.Lock()
+	c.lost = fmt.Errorf("host %s: %w: %v", c.host, ErrLost, err)
+	pending, procs := c.pending, c.procs
+	c.pending, c.procs = nil, nil
+	c.mu.Unlock()
+	for _, ch := range pending {
+		close(ch)
+	}
+	for _, p := range procs {
+		p.settle(&agent.Done{Status: shell.StatusKilled, Timeout: p.timeout,
+			Stderr: agent.Output{Text: LostMarker(c.host) + "\n"}}, true)
+	}
+}
+
+// releaser tells the agent to forget a process; it must not refer to the
+// process itself (it runs when the process is unreachable).
+type releaser struct {
+	c    *conn
+	id   uint64
+	done *atomic.Bool
+}
+
+func (r releaser) release() {
+	if r.done.Swap(true) || r.c.isLost() {
+		return
+	}
+	go r.c.call(agent.Request{Op: agent.OpRelease, Proc: r.id})
+}
+
+// process is a command running on the host: the shell.Process of Start
+// and Launch.
+type process struct {
+	c       *conn
+	id      uint64
+	timeout time.Duration // Launch only
+
+	done     chan struct{}
+	settleMu sync.Mutex
+	result   *agent.Done // set before done is closed
+	lost     bool        // settled by the loss of the connection
+	lostRead atomic.Bool // the lost marker was read
+	// released: the agent was told to forget it. Its own allocation: the
+	// cleanup that releases p must not point into p, or p never dies.
+	released *atomic.Bool
+}
+
+var _ shell.Process = (*process)(nil)
+
+func (p *process) settle(d *agent.Done, lost bool) {
+	p.settleMu.Lock()
+	defer p.settleMu.Unlock()
+	if p.result != nil {
+		return
+	}
+	p.result, p.lost = d, lost
+	close(p.done)
+}
+
+func (p *process) settled() *agent.Done {
+	select {
+	case <-p.done:
+		return p.result
+	default:
+		return nil
+	}
+}
+
+func (p *process) release() { releaser{p.c, p.id, p.released}.release() }
+
+func (p *process) Done() <-chan struct{} { return p.done }
+
+func (p *process) Status() shell.Status {
+	if d := p.settled(); d != nil {
+		return d.Status
+	}
+	return shell.StatusRunning
+}
+
+func (p *process) ExitCode() *int {
+	if d := p.settled(); d != nil {
+		return d.ExitCode
+	}
+	return nil
+}
+
+func (p *process) Signal() string {
+	if d := p.settled(); d != nil {
+		return d.Signal
+	}
+	return ""
+}
+
+// Result implements shell.Process; spill paths are shown as <host>:<path>.
+func (p *process) Result() shell.Result {
+	<-p.done
+	res := p.result.Result()
+	res.Stdout.SpillPath = hostPath(p.c.host, res.Stdout.SpillPath)
+	res.Stderr.SpillPath = hostPath(p.c.host, res.Stderr.SpillPath)
+	return res
+}
+
+// Kill implements shell.Process. It asks the agent, which answers at once
+// (its kill runs on there); a lost connection already stopped the command.
+func (p *process) Kill() bool {
+	if p.settled() != nil {
+		return false
+	}
+	resp, err := p.c.call(agent.Request{Op: agent.OpKill, Proc: p.id})
+	return err == nil && resp.Killed
+}
+
+// Read implements shell.Process. After a lost connection it returns the
+// lost marker in its stderr part, once.
+func (p *process) Read() shell.ReadResult {
+	return p.read(agent.Request{Op: agent.OpRead, Proc: p.id})
+}
+
+// Peek implements shell.Process.
+func (p *process) Peek(maxBytes int) shell.ReadResult {
+	return p.read(agent.Request{Op: agent.OpPeek, Proc: p.id, Max: maxBytes})
+}
+
+func (p *process) read(req agent.Request) shell.ReadResult {
+	resp, err := p.c.call(req)
+	if err == nil && resp.Err != nil {
+		return shell.ReadResult{}
+	}
+	if err != nil {
+		if !p.lostNow() {
+			return shell.ReadResult{}
+		}
+		if req.Op == agent.OpPeek {
+			if p.lostRead.Load() {
+				return shell.ReadResult{}
+			}
+		} else if p.lostRead.Swap(true) {
+			return shell.ReadResult{}
+		}
+		return shell.ReadResult{Stderr: p.result.Stderr.Text}
+	}
+	r := resp.Read.ReadResult()
+	r.StdoutSpill = hostPath(p.c.host, r.StdoutSpill)
+	r.StderrSpill = hostPath(p.c.host, r.StderrSpill)
+	return r
+}
+
+// lostNow reports, once a call failed for the loss of the connection,
+// whether that loss settled p (the reader settles it right after failing
+// the call).
+func (p *process) lostNow() bool {
+	<-p.c.readDone
+	p.settleMu.Lock()
+	defer p.settleMu.Unlock()
+	return p.lost
+}
+
+// Written implements shell.Process.
+func (p *process) Written() (stdout, stderr int64) {
+	if d := p.settled(); d != nil {
+		return d.Stdout.Size, d.Stderr.Size
+	}
+	resp, err := p.c.call(agent.Request{Op: agent.OpWritten, Proc: p.id})
+	if err != nil {
+		return 0, 0
+	}
+	return resp.Written[0], resp.Written[1]
+}
+
+// hostPath shows a path of the host as <host>:<path>.
+func hostPath(host, p string) string {
+	if p == "" {
+		return ""
+	}
+	return host + ":" + p
+}

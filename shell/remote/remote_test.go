@@ -1,0 +1,304 @@
+package remote_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/conch-dev/conch/internal/agent"
+	"github.com/conch-dev/conch/internal/testutil"
+	"github.com/conch-dev/conch/shell"
+	"github.com/conch-dev/conch/shell/remote"
+)
+
+func TestEchoExitCodesAndStreams(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		ex, _, _ := newExec(t, tr, nil)
+		r := run(t, ex, shell.Request{Command: "echo hi; echo err >&2; exit 3"})
+		if code(r) != 3 || r.Stdout.Text != "hi\n" || r.Stderr.Text != "err\n" || r.Signal != "" {
+			t.Errorf("result %+v, want exit 3, hi, err", r)
+		}
+		if r.Timeout != remote.DefaultTimeout {
+			t.Errorf("Timeout %v, want the default %v", r.Timeout, remote.DefaultTimeout)
+		}
+		r = run(t, ex, shell.Request{Command: "cat; printf %s \"$FOO\"", Stdin: []byte("in-"), Env: map[string]string{"FOO": "bar"}})
+		if code(r) != 0 || r.Stdout.Text != "in-bar" {
+			t.Errorf("stdin and env: %+v", r)
+		}
+		r = run(t, ex, shell.Request{Command: "kill -USR1 $$"})
+		if r.Signal != "SIGUSR1" || r.ExitCode != nil {
+			t.Errorf("self-signal: %+v", r)
+		}
+	})
+}
+
+func TestWorkdirs(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		dir := t.TempDir()
+		ex, _, _ := newExec(t, tr, &remote.Options{Cwd: dir})
+		if r := run(t, ex, shell.Request{Command: "pwd"}); r.Stdout.Text != dir+"\n" {
+			t.Errorf("pwd %q, want %q", r.Stdout.Text, dir)
+		}
+		spec, _ := ex.Resolve(shell.Request{Command: "true", Workdir: "missing"})
+		_, err := ex.Run(context.Background(), spec)
+		var we *shell.WorkdirError
+		if !errors.As(err, &we) || !errors.Is(err, fs.ErrNotExist) || we.Path != dir+"/missing" {
+			t.Errorf("missing workdir: %v, want a *shell.WorkdirError for %s/missing wrapping ENOENT", err, dir)
+		}
+		if _, err := ex.Start(spec); !errors.As(err, &we) {
+			t.Errorf("Start in a missing workdir: %v", err)
+		}
+		// ~ is the home of the host's user, whatever the configured cwd.
+		home, _ := os.UserHomeDir()
+		if r := run(t, ex, shell.Request{Command: "pwd", Workdir: "~"}); r.Stdout.Text != home+"\n" {
+			t.Errorf("pwd in ~: %q, want %q", r.Stdout.Text, home)
+		}
+	})
+}
+
+// Without a configured Cwd, a command runs in the agent's directory.
+func TestDefaultCwdIsTheAgents(t *testing.T) {
+	ex, _, _ := newExec(t, transports[1], nil)
+	h, err := ex.Hello(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, ex, shell.Request{Command: "pwd -P"}); r.Stdout.Text != h.Cwd+"\n" || h.Cwd == "" {
+		t.Errorf("pwd %q, want the agent's cwd %q", r.Stdout.Text, h.Cwd)
+	}
+}
+
+func TestTimeoutAndCancelKillTheTree(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		ex, marker, _ := newExec(t, tr, nil)
+		r := run(t, ex, shell.Request{Command: "sleep 30 & sleep 30", Timeout: 200 * time.Millisecond})
+		if !r.TimedOut || r.Signal != "SIGTERM" || r.Timeout != 200*time.Millisecond {
+			t.Errorf("timeout: %+v", r)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		r = runCtx(t, ctx, ex, shell.Request{Command: "sleep 30"})
+		if !r.Aborted || r.TimedOut || r.Signal != "SIGTERM" {
+			t.Errorf("cancel: %+v", r)
+		}
+		testutil.AssertNoProcesses(t, marker)
+		_, err := ex.Run(ctx, shell.Spec{Command: "true"})
+		if !errors.Is(err, shell.ErrAbortedBeforeSpawn) {
+			t.Errorf("Run with a done ctx: %v", err)
+		}
+	})
+}
+
+func TestBackgroundReadsAndKill(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		ex, _, _ := newExec(t, tr, nil)
+		p := start(t, ex, shell.Request{Command: "echo one; sleep 0.3; echo two >&2; sleep 30"})
+		deadline := time.Now().Add(10 * time.Second)
+		var got strings.Builder
+		for !strings.Contains(got.String(), "two") && time.Now().Before(deadline) {
+			got.WriteString(p.Read().Text())
+			time.Sleep(20 * time.Millisecond)
+		}
+		if got.String() != "one\n[stderr]\ntwo\n" {
+			t.Errorf("reads %q", got.String())
+		}
+		if peek := p.Peek(100); !peek.Empty() {
+			t.Errorf("peek after reading all: %+v", peek)
+		}
+		if out, errb := p.Written(); out != 4 || errb != 4 {
+			t.Errorf("Written %d, %d, want 4, 4", out, errb)
+		}
+		if p.Status() != shell.StatusRunning {
+			t.Errorf("status %s while running", p.Status())
+		}
+		if !p.Kill() {
+			t.Error("first Kill returned false")
+		}
+		waitDone(t, p, 10*time.Second)
+		if p.Kill() {
+			t.Error("Kill after settling returned true")
+		}
+		if p.Status() != shell.StatusKilled || p.Signal() != "SIGTERM" || p.ExitCode() != nil {
+			t.Errorf("after kill: %s %q %v", p.Status(), p.Signal(), p.ExitCode())
+		}
+		if r := p.Read(); !r.Empty() {
+			t.Errorf("read after everything was read: %+v", r)
+		}
+		q := start(t, ex, shell.Request{Command: "exit 4"})
+		waitDone(t, q, 10*time.Second)
+		if q.Status() != shell.StatusCompleted || *q.ExitCode() != 4 {
+			t.Errorf("background exit: %s %v", q.Status(), q.ExitCode())
+		}
+	})
+}
+
+// A long stream keeps its tail, its spill file is named as <host>:<path>,
+// and the file on the host holds the whole stream.
+func TestLongOutputSpillsOnTheHost(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		ex, _, _ := newExec(t, tr, nil)
+		r := run(t, ex, shell.Request{Command: "seq 1 100000"})
+		o := r.Stdout
+		if !o.Truncated || !strings.HasPrefix(o.SpillPath, "h1:/") || !strings.HasSuffix(o.Text, "\n100000\n") {
+			t.Fatalf("stdout: truncated %v spill %q tail %q", o.Truncated, o.SpillPath, o.Text[max(0, len(o.Text)-20):])
+		}
+		local := strings.TrimPrefix(o.SpillPath, "h1:")
+		if c := run(t, ex, shell.Request{Command: "wc -c < " + local}); c.Stdout.Text != "588895\n" {
+			t.Errorf("spill file holds %q bytes", c.Stdout.Text)
+		}
+		p := start(t, ex, shell.Request{Command: "seq 1 100000"})
+		waitDone(t, p, 10*time.Second)
+		rr := p.Read()
+		if !rr.Lossy || !strings.HasPrefix(rr.StdoutSpill, "h1:/") {
+			t.Errorf("lossy read: lossy %v spill %q skipped %+v", rr.Lossy, rr.StdoutSpill, rr.StdoutSkipped)
+		}
+	})
+}
+
+// A connection lost while a command runs: the call ends with the lost
+// marker, the agent stops the command, and the next call reconnects.
+func TestLostConnectionStopsTheCommand(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		ex, marker, drop := newExec(t, tr, nil)
+		bg := start(t, ex, shell.Request{Command: "echo started; sleep 30"})
+		done := make(chan shell.Result, 1)
+		go func() { done <- run(t, ex, shell.Request{Command: "sleep 30"}) }()
+		// Both run on the host before the connection drops.
+		deadline := time.Now().Add(10 * time.Second)
+		for len(testutil.Processes(marker)) < 2 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		drop()
+		var r shell.Result
+		select {
+		case r = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run still running 10 s after its connection was lost")
+		}
+		want := "[connection to host h1 lost; the command was stopped]\n"
+		if r.Stderr.Text != want || r.ExitCode != nil {
+			t.Errorf("lost Run: %+v, want stderr %q", r, want)
+		}
+		waitDone(t, bg, 10*time.Second)
+		if bg.Status() != shell.StatusKilled || bg.Kill() {
+			t.Errorf("lost task: status %s", bg.Status())
+		}
+		if rr := bg.Read(); rr.Stderr != want {
+			t.Errorf("lost task's read %+v, want the marker", rr)
+		}
+		if rr := bg.Read(); !rr.Empty() {
+			t.Errorf("second read %+v, want nothing (the marker comes once)", rr)
+		}
+		testutil.AssertNoProcesses(t, marker)
+		if r := run(t, ex, shell.Request{Command: "echo back"}); r.Stdout.Text != "back\n" {
+			t.Errorf("after reconnect: %+v", r)
+		}
+	})
+}
+
+// The agent kills what it started when its input ends, and Close waits
+// for the end of what runs.
+func TestCloseKillsEverything(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		ex, marker, _ := newExec(t, tr, nil)
+		p := start(t, ex, shell.Request{Command: "trap '' TERM; sleep 30 & setsid sleep 30 & wait"})
+		deadline := time.Now().Add(10 * time.Second)
+		for len(testutil.Processes(marker)) < 3 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := ex.Close(); err != nil {
+			t.Fatal(err)
+		}
+		testutil.AssertNoProcesses(t, marker)
+		waitDone(t, p, 10*time.Second)
+		if _, err := ex.Start(shell.Spec{Command: "true"}); !errors.Is(err, shell.ErrClosed) {
+			t.Errorf("Start after Close: %v", err)
+		}
+	})
+}
+
+// A stdin too large for one frame fails that call alone.
+func TestHugeStdinFailsAlone(t *testing.T) {
+	ex, _, _ := newExec(t, transports[0], nil)
+	spec, _ := ex.Resolve(shell.Request{Command: "wc -c", Stdin: make([]byte, agent.MaxFrame)})
+	if _, err := ex.Run(context.Background(), spec); !errors.Is(err, agent.ErrFrameTooLarge) {
+		t.Errorf("Run with a %d-byte stdin: %v", agent.MaxFrame, err)
+	}
+	if r := run(t, ex, shell.Request{Command: "wc -c", Stdin: make([]byte, 1<<20)}); r.Stdout.Text != "1048576\n" {
+		t.Errorf("then a 1 MiB stdin: %+v", r)
+	}
+}
+
+func TestUnreachableHost(t *testing.T) {
+	d := remote.DialFunc(func(context.Context) (io.ReadWriteCloser, error) {
+		return nil, errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
+	})
+	ex, err := remote.New("gpu1", d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Close()
+	spec, _ := ex.Resolve(shell.Request{Command: "true"})
+	_, err = ex.Run(context.Background(), spec)
+	want := "host gpu1 unreachable: dial tcp 127.0.0.1:1: connect: connection refused; the command did not run"
+	var ue *remote.UnreachableError
+	if !errors.As(err, &ue) || err.Error() != want {
+		t.Errorf("Run: %v, want %q", err, want)
+	}
+}
+
+// A stream that never says hello (a login banner, a hung agent) fails the
+// dial at its timeout.
+func TestSilentAgentTimesOut(t *testing.T) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	d := remote.DialFunc(func(context.Context) (io.ReadWriteCloser, error) {
+		c, s := netPipe()
+		wg.Go(func() { io.Copy(io.Discard, s); s.Close() })
+		return c, nil
+	})
+	ex, _ := remote.New("h", d, &remote.Options{DialTimeout: 200 * time.Millisecond})
+	defer ex.Close()
+	_, err := ex.Start(shell.Spec{Command: "true"})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Start: %v, want a deadline", err)
+	}
+}
+
+// A ctx that ends while the host is being dialled aborts before the spawn.
+func TestCancelDuringDial(t *testing.T) {
+	d := remote.DialFunc(func(ctx context.Context) (io.ReadWriteCloser, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	ex, _ := remote.New("h", d, nil)
+	defer ex.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := ex.Run(ctx, shell.Spec{Command: "true"}); !errors.Is(err, shell.ErrAbortedBeforeSpawn) {
+		t.Errorf("Run: %v, want aborted before spawn", err)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	ex, _ := remote.New("h", nil, &remote.Options{Cwd: "/srv/app", MaxTimeout: time.Second})
+	s, err := ex.Resolve(shell.Request{Command: "x", Workdir: "sub/../b", Timeout: time.Hour})
+	if err != nil || s.Workdir != "/srv/app/b" || s.Timeout != time.Second {
+		t.Errorf("Resolve: %+v %v", s, err)
+	}
+	for _, r := range []shell.Request{{Command: " \n"}, {Command: "x", Timeout: -1}, {Command: "x", StdoutMaxBytes: -1}} {
+		var re *shell.RequestError
+		if _, err := ex.Resolve(r); !errors.As(err, &re) {
+			t.Errorf("Resolve(%+v): %v, want a RequestError", r, err)
+		}
+	}
+	if _, err := remote.New("h", nil, &remote.Options{Cwd: "rel"}); err == nil {
+		t.Error("relative Cwd accepted")
+	}
+}

@@ -1,0 +1,231 @@
+package sshhost_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/conch-dev/conch/internal/sshdtest"
+	"github.com/conch-dev/conch/internal/testutil"
+	"github.com/conch-dev/conch/shell"
+	"github.com/conch-dev/conch/shell/remote"
+	"github.com/conch-dev/conch/shell/remote/sshhost"
+)
+
+// testUser is the unprivileged user the tests log in as.
+const testUser = sshdtest.User
+
+// conchBin is the conch binary built for the tests, deployed as the agent.
+var conchBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "conch-sshhost-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Chmod(dir, 0o755)
+	conchBin = filepath.Join(dir, "conch")
+	build := exec.Command("go", "build", "-o", conchBin, "github.com/conch-dev/conch/cmd/conch")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build conch:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	testutil.VerifyTestMain(m)
+}
+
+// sshd is a real OpenSSH server for one test.
+type sshd = sshdtest.Server
+
+func startSSHD(t testing.TB, extra ...string) *sshd { return sshdtest.Start(t, extra...) }
+
+// client is what a test needs to reach its sshd servers: an ssh_config, a
+// known_hosts file, the agent's stderr.
+type client struct {
+	*sshdtest.Client
+	stderr *testutil.Buffer
+}
+
+func newClient(t testing.TB) *client {
+	c := &client{Client: sshdtest.NewClient(t.TempDir()), stderr: new(testutil.Buffer)}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent stderr:\n%s", c.stderr.String())
+		}
+	})
+	return c
+}
+
+func (c *client) alias(t testing.TB, name string, s *sshd, port int) { c.Alias(t, name, s, port) }
+
+func appendFile(t testing.TB, path, text string) { sshdtest.AppendFile(t, path, text) }
+
+func (c *client) options() *sshhost.Options {
+	return &sshhost.Options{
+		SSHConfig:   c.SSHConfig,
+		KnownHosts:  []string{c.KnownHosts},
+		AgentSocket: "none", // the identity files alone
+		AgentBinary: conchBin,
+		AgentArgs:   []string{"--grace", "500ms"},
+		Stderr:      c.stderr,
+	}
+}
+
+// markedExec puts the test's marker in the environment of every command it
+// resolves, so that a check for leftovers on the host finds what the
+// commands started.
+type markedExec struct {
+	*remote.Executor
+	marker string
+}
+
+func (e markedExec) Resolve(r shell.Request) (shell.Spec, error) {
+	env := map[string]string{testutil.MarkerEnv: e.marker}
+	for k, v := range r.Env {
+		env[k] = v
+	}
+	r.Env = env
+	return e.Executor.Resolve(r)
+}
+
+// newExec returns an executor of h; at cleanup it closes it and checks
+// that neither a command nor an agent is left on the hosts.
+func newExec(t *testing.T, h sshhost.Host, o *sshhost.Options, servers ...*sshd) markedExec {
+	t.Helper()
+	ex, err := sshhost.New(h, o)
+	if err != nil {
+		t.Fatalf("sshhost.New: %v", err)
+	}
+	marker := testutil.Marker(t)
+	t.Cleanup(func() {
+		if err := ex.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		testutil.AssertNoProcesses(t, marker)
+		for _, s := range servers {
+			waitNoAgents(t, s)
+		}
+	})
+	return markedExec{ex, marker}
+}
+
+func waitNoAgents(t *testing.T, s *sshd) { s.AssertNoAgents(t) }
+
+func run(t *testing.T, ex shell.Executor, r shell.Request) shell.Result {
+	t.Helper()
+	spec, err := ex.Resolve(r)
+	if err != nil {
+		t.Fatalf("Resolve(%+v): %v", r, err)
+	}
+	res, err := ex.Run(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("Run(%q): %v", r.Command, err)
+	}
+	return res
+}
+
+func code(r shell.Result) int {
+	if r.ExitCode == nil {
+		return -1
+	}
+	return *r.ExitCode
+}
+
+// proxy forwards TCP connections to addr until cut: a connection that
+// can be dropped mid-command, or silenced (frozen: bytes are swallowed,
+// nothing is closed, as when a network path dies without a word).
+type proxy struct {
+	ln     net.Listener
+	mu     sync.Mutex
+	conns  []net.Conn
+	wg     sync.WaitGroup
+	frozen atomic.Bool
+}
+
+// forward copies src to dst, swallowing what it reads while frozen.
+func (p *proxy) forward(dst, src net.Conn) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.frozen.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func newProxy(t *testing.T, addr string) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln}
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			p.wg.Go(func() { p.forward(u, c) })
+			p.wg.Go(func() { p.forward(c, u) })
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *proxy) port() int { return p.ln.Addr().(*net.TCPAddr).Port }
+
+// cut closes every forwarded connection, as a network failure would.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// lines returns the non-empty lines of s.
+func lines(s string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		if sc.Text() != "" {
+			out = append(out, sc.Text())
+		}
+	}
+	return out
+}
+
+func sshFingerprint(k ssh.PublicKey) string { return ssh.FingerprintSHA256(k) }
