@@ -305,7 +305,7 @@ func TestCancel(t *testing.T) {
 	}
 	us := c.updates(notes, sid)
 	if len(us) != 1 || get(us[0], "status") != "failed" || us[0]["content"] != nil ||
-		get(us[0], "_meta", "terminal_output", "data") != "started" || get(us[0], "_meta", "terminal_exit", "signal") != "SIGTERM" {
+		get(us[0], "_meta", "terminal_output", "data") != "started\n" || get(us[0], "_meta", "terminal_exit", "signal") != "SIGTERM" {
 		t.Fatalf("final update %s, want the output so far and the signal", jsonString(us))
 	}
 	if left := testutil.Processes(marker); len(left) > 0 {
@@ -714,6 +714,7 @@ func TestLoadOfALiveSession(t *testing.T) {
 			us = append(us, m.update(t))
 		}
 	}
+	us = foldLive(us)
 	want := []string{"tool_call_update", "user_message_chunk", "tool_call", "tool_call_update"}
 	if d := cmp.Diff(want, kinds(us)); d != "" {
 		t.Fatalf("the live result, then the replay (-want +got):\n%s", d)

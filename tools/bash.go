@@ -199,20 +199,48 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, spec
 		defer progress.Stop()
 		tick = progress.C
 	}
+	live := newLiveOutput(p, co.Output)
+	var sample <-chan time.Time
+	var samples, perReport int
+	if live != nil {
+		every := co.OutputEvery
+		if every <= 0 {
+			every = DefaultOutputEvery
+		}
+		perReport = 5
+		st := time.NewTicker(max(every/time.Duration(perReport), time.Millisecond))
+		defer st.Stop()
+		sample = st.C
+	}
+	end := func() (Result, func(int) Result) {
+		if live != nil {
+			res := p.Result()
+			live.finish(&res)
+		}
+		return finished(p)
+	}
 	for {
 		select {
 		case <-p.Done():
-			return finished(p)
+			return end()
 		case <-ctx.Done():
 			if ended(p) {
-				return finished(p)
+				return end()
 			}
 			p.Kill()
 			<-p.Done()
 			if co.KeepAborted {
-				return finished(p)
+				return end()
+			}
+			if live != nil {
+				live.finish(nil)
 			}
 			return errorResult(msgAborted), nil
+		case <-sample:
+			live.sample()
+			if samples++; samples%perReport == 0 {
+				live.flush()
+			}
 		case <-tick:
 			o, e := p.Written()
 			co.Progress(Progress{Elapsed: time.Since(start), Bytes: o + e})
@@ -221,9 +249,12 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, spec
 			// select picks at random among ready cases: a command that
 			// ended while a slow progress report ran is not "still running".
 			if ended(p) {
-				return finished(p)
+				return end()
 			}
 			if render, ok := t.yieldToTask(sess, b, spec, p); ok {
+				if live != nil {
+					live.finish(nil)
+				}
 				return Result{}, render
 			}
 			yield = nil // the session is at its task limit: stay in the foreground
