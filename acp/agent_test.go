@@ -27,7 +27,7 @@ import (
 // harness runs an Agent in this process over pipes, with a real local
 // executor whose commands carry the test's marker.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	cli    *client
 	logs   *syncBuffer
 	done   chan error
@@ -38,7 +38,7 @@ type harness struct {
 }
 
 // newHarness starts an agent recording sessions under state.
-func newHarness(t *testing.T, state, marker string) *harness {
+func newHarness(t testing.TB, state, marker string) *harness {
 	t.Helper()
 	ex, err := local.New(&local.Options{
 		Grace:   500 * time.Millisecond,

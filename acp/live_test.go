@@ -3,7 +3,10 @@ package acp_test
 import (
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,4 +162,64 @@ func TestLiveOutputFlood(t *testing.T) {
 	if !strings.Contains(got.data, " bytes skipped]\n") || !strings.HasSuffix(got.data, "19999\n20000\nTHE-END\n") {
 		t.Errorf("card does not show a skip and the end: %q … %q", got.data[:100], got.data[max(0, len(got.data)-300):])
 	}
+}
+
+// BenchmarkLiveOutput50MB runs a command printing 50 MB through the ACP
+// agent, alternating a session whose card is fed live with one whose
+// client has no terminals (no live output), and reports each one's
+// throughput, their ratio ("live/plain", target >= 0.5) and the largest
+// heap seen while they ran:
+//
+//	go test -run '^$' -bench LiveOutput50MB -benchtime 5x ./acp/
+func BenchmarkLiveOutput50MB(b *testing.B) {
+	const size = 50_000_000
+	marker := testutil.Marker(b)
+	h := newHarness(b, b.TempDir(), marker)
+	c := h.cli
+	work := b.TempDir()
+	c.initialize(true)
+	live := c.newSession(work)
+	c.initialize(false)
+	plain := c.newSession(work)
+	cmd := "yes 'the quick brown fox jumps over the lazy dog' | head -c " + strconv.Itoa(size)
+
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var m runtime.MemStats
+		for {
+			runtime.ReadMemStats(&m)
+			if m.HeapInuse > peak.Load() {
+				peak.Store(m.HeapInuse)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	var tLive, tPlain time.Duration
+	run := func(sid string) time.Duration {
+		start := time.Now()
+		_, notes := c.call("session/prompt", promptParams(sid, cmd))
+		d := time.Since(start)
+		if len(notes) < 2 {
+			b.Fatalf("%d updates", len(notes))
+		}
+		return d
+	}
+	for b.Loop() {
+		tLive += run(live)
+		tPlain += run(plain)
+	}
+	close(stop)
+	<-sampled
+	mbps := func(d time.Duration) float64 { return float64(b.N) * size / 1e6 / d.Seconds() }
+	b.ReportMetric(mbps(tLive), "live-MB/s")
+	b.ReportMetric(mbps(tPlain), "plain-MB/s")
+	b.ReportMetric(tPlain.Seconds()/tLive.Seconds(), "live/plain")
+	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MiB")
 }
