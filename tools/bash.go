@@ -243,7 +243,7 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, spec
 			}
 		case <-tick:
 			o, e := p.Written()
-			co.Progress(Progress{Elapsed: time.Since(start), Bytes: o + e})
+			co.Progress(Progress{Elapsed: time.Since(start), Bytes: o + e, LastLine: lastLine(p)})
 			progress.Reset(t.opts.ProgressEvery)
 		case <-yield:
 			// select picks at random among ready cases: a command that

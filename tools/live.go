@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/conch-dev/conch/shell"
 )
@@ -146,4 +147,31 @@ func cardMarkers(r shell.Result) []string {
 		m = append(m, timedOutMarker(r.Timeout))
 	}
 	return m
+}
+
+// lastLine is the last non-blank line p printed so far, stdout's else
+// stderr's, cleaned, at most MaxProgressLine bytes (its end kept).
+func lastLine(p shell.Process) string {
+	peek := p.Peek(4 * MaxProgressLine)
+	for _, text := range []string{peek.Stdout, peek.Stderr} {
+		lines := strings.Split(cleanText(text), "\n")
+		for i := len(lines) - 1; i >= 0; i-- {
+			if line := strings.TrimSpace(lines[i]); line != "" {
+				return cutStart(line, MaxProgressLine)
+			}
+		}
+	}
+	return ""
+}
+
+// cutStart is the last at most n bytes of s, starting at a character.
+func cutStart(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	for len(s) > 0 && !utf8.RuneStart(s[0]) {
+		s = s[1:]
+	}
+	return s
 }

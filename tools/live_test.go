@@ -131,3 +131,32 @@ func TestLiveOutputYield(t *testing.T) {
 		t.Errorf("task output %q", out)
 	}
 }
+
+// TestProgressLastLine: progress reports carry the last line printed so
+// far, cleaned and bounded.
+func TestProgressLastLine(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{tools: tools.Options{ProgressEvery: 100 * time.Millisecond}})
+	var mu sync.Mutex
+	var lines []string
+	co := &tools.CallOptions{Progress: func(p tools.Progress) {
+		mu.Lock()
+		lines = append(lines, p.LastLine)
+		mu.Unlock()
+	}}
+	long := strings.Repeat("é", 300)
+	cmd := "echo first; printf '\\033[31mred\\033[0m\\n\\n'; sleep 0.5; printf '10%%\\r50%%'; sleep 0.5; echo " + long + "; sleep 0.5"
+	wantOK(t, e.ts.Call(t.Context(), e.sess, tools.NameBash, args(t, map[string]any{"command": cmd, "description": "Print lines"}), co))
+	mu.Lock()
+	defer mu.Unlock()
+	seen := map[string]bool{}
+	for _, l := range lines {
+		seen[l] = true
+		if len(l) > tools.MaxProgressLine {
+			t.Errorf("last line of %d bytes", len(l))
+		}
+	}
+	if want := strings.Repeat("é", tools.MaxProgressLine/2); !seen["red"] || !seen["50%"] || !seen[want] {
+		t.Errorf("last lines %q, want red, 50%% and the end of the long line", lines)
+	}
+}

@@ -140,7 +140,15 @@ type Session struct {
 type Progress struct {
 	Elapsed time.Duration
 	Bytes   int64 // stdout and stderr so far
+	// LastLine is the last non-blank line the command printed so far
+	// (stdout's, else stderr's), cleaned like a result's text and cut to
+	// at most MaxProgressLine bytes; "" for task_output waits and before
+	// any output.
+	LastLine string
 }
+
+// MaxProgressLine bounds Progress.LastLine.
+const MaxProgressLine = 200
 
 // CallOptions are per-call hooks a transport may set.
 type CallOptions struct {
