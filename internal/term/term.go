@@ -88,12 +88,14 @@ type Term struct {
 	raw   io.Writer
 	grace time.Duration
 
+	procs  *proc.Tracker // the program's session, jobs in other groups included
 	in     *inputQueue
 	done   chan struct{} // closed once the program exited and output ended
 	pumped chan struct{} // closed when the output pump returned
 	exited chan struct{} // closed once the program exited
 	wg     sync.WaitGroup
 	kill   sync.Once
+	killed chan struct{} // closed when Kill's work is over
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced on each output
@@ -140,6 +142,8 @@ func Start(argv []string, opts *Options) (*Term, error) {
 		return nil, fmt.Errorf("term: start %s: %w", argv[0], err)
 	}
 	proc.Claim(cmd.Process.Pid)
+	procs := proc.NewTracker()
+	procs.Add(cmd.Process.Pid)
 	unlock()
 	f, err := nonBlocking(master)
 	if err != nil {
@@ -150,12 +154,14 @@ func Start(argv []string, opts *Options) (*Term, error) {
 
 	t := &Term{
 		cmd:     cmd,
+		procs:   procs,
 		pty:     f,
 		emu:     vt.NewEmulator(Cols, Rows),
 		raw:     o.Raw,
 		grace:   o.Grace,
 		done:    make(chan struct{}),
 		pumped:  make(chan struct{}),
+		killed:  make(chan struct{}),
 		exited:  make(chan struct{}),
 		changed: make(chan struct{}),
 		lastOut: time.Now(),
@@ -312,25 +318,26 @@ func (t *Term) wait() {
 	close(t.done)
 }
 
-// Kill stops the program's process group: SIGTERM, SIGKILL after Grace.
-// It returns at once; Done tells when it is over. Only the first call
-// signals.
+// Kill stops the program and every process of its session (an
+// interactive shell puts each job in a group of its own): SIGTERM, SIGKILL
+// after Grace. It returns at once; Done tells when the program is over.
+// Only the first call signals.
 func (t *Term) Kill() {
 	t.kill.Do(func() {
-		select {
-		case <-t.exited:
-			return // its pgid may name someone else's group by now
-		default:
-		}
-		go proc.Terminate(t.Pid(), t.grace)
+		go func() {
+			defer close(t.killed)
+			t.procs.KillAll(t.grace)
+		}()
 	})
 }
 
-// Close kills the program if it still runs and waits until the terminal
-// is released.
+// Close kills the program if it still runs, and what it left running in
+// its session (a job started with nohup, say), and waits until all of it
+// is gone and the terminal is released.
 func (t *Term) Close() {
 	t.Kill()
 	<-t.done
+	<-t.killed
 }
 
 // Type sends text to the program as if typed (newlines included).
