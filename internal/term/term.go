@@ -441,6 +441,24 @@ func (t *Term) Screen() string {
 	return strings.Join(trimTrailingBlank(lines), "\n")
 }
 
+// Peek is the end of the screen as Screen gives it, without touching what
+// the next Read returns: at most maxBytes bytes, starting at a line when
+// one starts within them. It feeds a notice's "last output".
+func (t *Term) Peek(maxBytes int) string {
+	s := t.Screen()
+	if len(s) <= maxBytes {
+		return s
+	}
+	s = s[len(s)-maxBytes:]
+	if i := strings.IndexByte(s, '\n'); i >= 0 && i < len(s)-1 {
+		return s[i+1:]
+	}
+	for len(s) > 0 && !utf8.RuneStart(s[0]) {
+		s = s[1:]
+	}
+	return s
+}
+
 // AltScreen reports whether the program is on the alternate screen.
 func (t *Term) AltScreen() bool {
 	t.mu.Lock()
