@@ -111,7 +111,7 @@ func TestLiveOutputInterleaved(t *testing.T) {
 	c := h.cli
 	c.initialize(true)
 	sid := c.newSession(t.TempDir())
-	_, us := c.prompt(sid, "echo a; sleep 0.2; echo b >&2; sleep 0.2; echo c; sleep 0.2; echo d >&2")
+	_, us := c.prompt(sid, "echo a; sleep 0.4; echo b >&2; sleep 0.4; echo c; sleep 0.4; echo d >&2")
 	if got := cardOf(t, us, "call-1").data; got != "a\nb\nc\nd\n" {
 		t.Errorf("card holds %q, want a b c d in order", got)
 	}

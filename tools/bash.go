@@ -201,14 +201,15 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, spec
 	}
 	live := newLiveOutput(p, co.Output)
 	var sample <-chan time.Time
-	var samples, perReport int
+	every := co.OutputEvery
+	if every <= 0 {
+		every = DefaultOutputEvery
+	}
+	// Reports go by the clock, not by a count of samples: a ticker that
+	// fell behind delivers a late tick and the next one close together.
+	lastReport := time.Now()
 	if live != nil {
-		every := co.OutputEvery
-		if every <= 0 {
-			every = DefaultOutputEvery
-		}
-		perReport = 5
-		st := time.NewTicker(max(every/time.Duration(perReport), time.Millisecond))
+		st := time.NewTicker(max(every/samplesPerReport, time.Millisecond))
 		defer st.Stop()
 		sample = st.C
 	}
@@ -238,8 +239,8 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, spec
 			return errorResult(msgAborted), nil
 		case <-sample:
 			live.sample()
-			if samples++; samples%perReport == 0 {
-				live.flush()
+			if time.Since(lastReport) >= every && live.flush() {
+				lastReport = time.Now()
 			}
 		case <-tick:
 			o, e := p.Written()

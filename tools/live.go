@@ -21,6 +21,10 @@ const DefaultOutputEvery = 100 * time.Millisecond
 // the transport's record of the card stays small.
 const MaxLiveOutput = 1 << 20
 
+// samplesPerReport is how many times the output is sampled per report
+// period (see liveOutput).
+const samplesPerReport = 5
+
 // liveTailBytes is the most of each stream the final report carries after
 // the live reports stopped or fell behind.
 const liveTailBytes = 16 << 10
@@ -29,10 +33,10 @@ const liveTailBytes = 16 << 10
 // CallOptions.Output without consuming it (shell.Follower).
 //
 // Two pipes do not say in which order their bytes were written, so the
-// output is sampled five times per report, each sample taking stdout's new
-// bytes and then stderr's: the two streams are interleaved as written to
-// within a fifth of the report period, and each stream keeps its order
-// exactly.
+// output is sampled samplesPerReport times per report period, each sample
+// taking stdout's new bytes and then stderr's: the two streams are
+// interleaved as written to within a sample period, and each stream keeps
+// its order exactly.
 type liveOutput struct {
 	f      shell.Follower
 	p      shell.Process
@@ -90,13 +94,15 @@ func skipLine(n int64) string {
 	return "[… " + strconv.FormatInt(n, 10) + " bytes skipped]\n"
 }
 
-// flush reports what was sampled since the previous report.
-func (l *liveOutput) flush() {
+// flush reports what was sampled since the previous report, if anything,
+// and says whether it did.
+func (l *liveOutput) flush() bool {
 	if l.pending.Len() == 0 {
-		return
+		return false
 	}
 	l.report(l.pending.String(), false)
 	l.pending.Reset()
+	return true
 }
 
 // finish makes the final report once the command has ended (or left the

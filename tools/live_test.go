@@ -44,9 +44,7 @@ func (l *liveReports) check(t *testing.T, every time.Duration) {
 			t.Errorf("live report %d is empty", i)
 		}
 		if i > 0 {
-			// The sampling ticker may fire a little early or late, never
-			// a whole sample period early.
-			if gap := l.at[i].Sub(l.at[i-1]); gap < every*4/5 {
+			if gap := l.at[i].Sub(l.at[i-1]); gap < every {
 				t.Errorf("reports %d and %d %v apart, want at least %v", i-1, i, gap, every)
 			}
 		}
