@@ -417,7 +417,7 @@ func (a *Agent) replay(sid string, recs []record, snap Snapshot) {
 				continue
 			}
 			delete(calls, r.ToolCallID)
-			a.send(sid, c.b.Result(sdk.ToolCallId(r.ToolCallID), c.tool, c.args, r.Texts, r.IsError))
+			a.send(sid, c.b.ResultCard(sdk.ToolCallId(r.ToolCallID), c.tool, c.args, r.Texts, r.IsError, r.Card))
 		case recMessage:
 			a.send(sid, sdk.UpdateAgentMessageText(r.Text))
 		}
@@ -493,13 +493,36 @@ func (a *Agent) Prompt(ctx context.Context, p sdk.PromptRequest) (_ sdk.PromptRe
 	a.send(s.id, s.bridge.Call(sdk.ToolCallId(id), c.tool, c.draw))
 
 	// The user who cancels a command still sees what it had printed.
-	r := a.ts.Call(ctx, tools.Session{ID: s.id, Cwd: s.cwd}, c.tool, c.exec, &tools.CallOptions{
+	co := &tools.CallOptions{
 		KeepAborted: true,
 		Approver:    permissionAsker{conn: a.conn, session: s.id, call: sdk.ToolCallId(id)},
-	})
+	}
+	// A terminal card fills as the command prints. The final report is
+	// held back for the result update, which carries the rest with the
+	// exit; the card's whole content is recorded so a replay draws it
+	// again.
+	var card strings.Builder
+	var rest *string
+	if _, ok := s.bridge.LiveOutput(sdk.ToolCallId(id), ""); ok {
+		co.Output = func(data string, final bool) {
+			card.WriteString(data)
+			if final {
+				rest = &data
+				return
+			}
+			if u, ok := s.bridge.LiveOutput(sdk.ToolCallId(id), data); ok {
+				a.send(s.id, u)
+			}
+		}
+	}
+	r := a.ts.Call(ctx, tools.Session{ID: s.id, Cwd: s.cwd}, c.tool, c.exec, co)
 
-	a.record(s, record{Type: recResult, ToolCallID: id, Texts: []string{r.Text}, IsError: r.IsError})
-	a.send(s.id, s.bridge.Result(sdk.ToolCallId(id), c.tool, c.draw, []string{r.Text}, r.IsError))
+	res := record{Type: recResult, ToolCallID: id, Texts: []string{r.Text}, IsError: r.IsError}
+	if rest != nil {
+		res.Card = sdk.Ptr(card.String())
+	}
+	a.record(s, res)
+	a.send(s.id, s.bridge.ResultCard(sdk.ToolCallId(id), c.tool, c.draw, []string{r.Text}, r.IsError, rest))
 	a.notices(s, r.Notices)
 	if ctx.Err() != nil {
 		return sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}, nil

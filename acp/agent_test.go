@@ -27,7 +27,7 @@ import (
 // harness runs an Agent in this process over pipes, with a real local
 // executor whose commands carry the test's marker.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	cli    *client
 	logs   *syncBuffer
 	done   chan error
@@ -38,14 +38,14 @@ type harness struct {
 }
 
 // newHarness starts an agent recording sessions under state.
-func newHarness(t *testing.T, state, marker string) *harness {
+func newHarness(t testing.TB, state, marker string) *harness {
 	t.Helper()
 	return newHarnessTools(t, state, marker, tools.Options{})
 }
 
 // newHarnessTools is newHarness with tool options (their Tasks and Home
 // are the harness's).
-func newHarnessTools(t *testing.T, state, marker string, to tools.Options) *harness {
+func newHarnessTools(t testing.TB, state, marker string, to tools.Options) *harness {
 	t.Helper()
 	ex, err := local.New(&local.Options{
 		Grace:   500 * time.Millisecond,
@@ -313,7 +313,7 @@ func TestCancel(t *testing.T) {
 	}
 	us := c.updates(notes, sid)
 	if len(us) != 1 || get(us[0], "status") != "failed" || us[0]["content"] != nil ||
-		get(us[0], "_meta", "terminal_output", "data") != "started" || get(us[0], "_meta", "terminal_exit", "signal") != "SIGTERM" {
+		get(us[0], "_meta", "terminal_output", "data") != "started\n" || get(us[0], "_meta", "terminal_exit", "signal") != "SIGTERM" {
 		t.Fatalf("final update %s, want the output so far and the signal", jsonString(us))
 	}
 	if left := testutil.Processes(marker); len(left) > 0 {
@@ -722,6 +722,7 @@ func TestLoadOfALiveSession(t *testing.T) {
 			us = append(us, m.update(t))
 		}
 	}
+	us = foldLive(us)
 	want := []string{"tool_call_update", "user_message_chunk", "tool_call", "tool_call_update"}
 	if d := cmp.Diff(want, kinds(us)); d != "" {
 		t.Fatalf("the live result, then the replay (-want +got):\n%s", d)

@@ -80,11 +80,47 @@ func (b *Bridge) Call(id sdk.ToolCallId, tool string, args json.RawMessage) sdk.
 // tools.PresentResult; a result no presenter can draw gives its texts as
 // text blocks.
 func (b *Bridge) Result(id sdk.ToolCallId, tool string, args json.RawMessage, texts []string, isError bool) sdk.SessionUpdate {
+	return b.ResultCard(id, tool, args, texts, isError, nil)
+}
+
+// ResultCard is Result for a call whose terminal card was fed live
+// (LiveOutput): data, when not nil, replaces the presented output in the
+// terminal_output of a call drawn as a terminal, so that the card ends up
+// holding exactly what the live updates and this one carried. Live, data
+// is the rest after the last live update; on replay, everything the card
+// received. A card drawn any other way is drawn from texts as by Result.
+func (b *Bridge) ResultCard(id sdk.ToolCallId, tool string, args json.RawMessage, texts []string, isError bool, data *string) sdk.SessionUpdate {
 	v, ok := tools.PresentResult(tool, args, texts, isError)
 	if !ok {
 		v = tools.View{Card: tools.CardGeneric, Content: texts}
 	}
+	if data != nil && v.Terminal() && b.drawn(id) {
+		v.Output = data
+	}
 	return b.ResultView(id, v, isError)
+}
+
+// LiveOutput is the tool_call_update feeding data, the output a running
+// call produced since the previous one, to the terminal card of call id:
+// _meta.terminal_output{terminal_id, data} alone (the status stays
+// in_progress). ok is false when id is not drawn as a terminal with its
+// result pending: a client never gets output for a terminal it was not
+// told about.
+func (b *Bridge) LiveOutput(id sdk.ToolCallId, data string) (u sdk.SessionUpdate, ok bool) {
+	if !b.drawn(id) {
+		return sdk.SessionUpdate{}, false
+	}
+	tu := &sdk.SessionToolCallUpdate{ToolCallId: id, Meta: map[string]any{
+		"terminal_output": map[string]any{"terminal_id": string(id), "data": data},
+	}}
+	return sdk.SessionUpdate{ToolCallUpdate: tu}, true
+}
+
+// drawn reports whether id is drawn as a terminal with its result pending.
+func (b *Bridge) drawn(id sdk.ToolCallId) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.terminals[id]
 }
 
 // CallView draws a call from its view (see tools.PresentCall).

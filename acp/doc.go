@@ -40,6 +40,13 @@
 // error result and for a command that exited non-zero or was killed by a
 // signal, completed otherwise.
 //
+// While the command runs, a caller may feed its card live: set
+// tools.CallOptions.Output, send Bridge.LiveOutput(id, data) for each
+// report that is not final, and draw the result with Bridge.ResultCard,
+// passing the final report's data (the rest of the output); to replay the
+// card, pass everything the card received. The Agent does this for every
+// foreground command, and records the card's content with the result.
+//
 // # The agent
 //
 // An Agent is an ACP agent whose model is the user: each prompt is one

@@ -414,8 +414,45 @@ func (c *client) prompt(sid, text string) (string, []map[string]any) {
 	return r.StopReason, c.updates(notes, sid)
 }
 
-// updates decodes notifications, checking they are for session sid.
+// updates decodes notifications, checking they are for session sid, and
+// folds the live output of each terminal card into its final update (see
+// foldLive): what a client draws once the call has ended, whatever the
+// timing of the live updates.
 func (c *client) updates(notes []message, sid string) []map[string]any {
+	c.t.Helper()
+	return foldLive(c.rawUpdates(notes, sid))
+}
+
+// foldLive drops the live updates of terminal cards (tool_call_update
+// with no status), prefixing their data to the terminal_output data of
+// the call's final update, as a client's terminal accumulates it.
+func foldLive(us []map[string]any) []map[string]any {
+	var out []map[string]any
+	pending := map[any]string{}
+	for _, u := range us {
+		if u["sessionUpdate"] != "tool_call_update" {
+			out = append(out, u)
+			continue
+		}
+		id := u["toolCallId"]
+		if u["status"] == nil {
+			data, _ := get(u, "_meta", "terminal_output", "data").(string)
+			pending[id] += data
+			continue
+		}
+		if p, ok := pending[id]; ok {
+			delete(pending, id)
+			if to, ok := get(u, "_meta", "terminal_output").(map[string]any); ok {
+				to["data"] = p + to["data"].(string)
+			}
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// rawUpdates decodes notifications, checking they are for session sid.
+func (c *client) rawUpdates(notes []message, sid string) []map[string]any {
 	c.t.Helper()
 	var out []map[string]any
 	for _, n := range notes {

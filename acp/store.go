@@ -55,6 +55,10 @@ type record struct {
 	Args       json.RawMessage `json:"args,omitempty"`
 	Texts      []string        `json:"texts,omitempty"`
 	IsError    bool            `json:"isError,omitempty"`
+	// result: what the call's terminal card received live (its live
+	// updates and the final one together), drawn again on replay; absent
+	// for a call whose card was not fed live.
+	Card *string `json:"card,omitempty"`
 }
 
 // check reports what makes a decoded record unusable, or nil.

@@ -51,7 +51,7 @@
 // an unknown request). When the client
 // sent a progress token, a running foreground command reports progress at
 // most once a second (progress = elapsed seconds; the message gives the
-// elapsed time and the bytes of output so far).
+// elapsed time, the bytes of output so far and the last line printed).
 //
 // # Bad input on stdio
 //

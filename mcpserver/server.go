@@ -293,7 +293,11 @@ func (s *Server) handler(name string, resolve resolver) mcp.ToolHandler {
 }
 
 func progressMessage(p tools.Progress) string {
-	return fmt.Sprintf("running for %.1fs, %s of output so far", p.Elapsed.Seconds(), byteCount(p.Bytes))
+	msg := fmt.Sprintf("running for %.1fs, %s of output so far", p.Elapsed.Seconds(), byteCount(p.Bytes))
+	if p.LastLine != "" {
+		msg += "; last line: " + p.LastLine
+	}
+	return msg
 }
 
 func byteCount(n int64) string {

@@ -310,3 +310,27 @@ type SpawnError struct{ Err error }
 
 func (e *SpawnError) Error() string { return "spawn failed: " + e.Err.Error() }
 func (e *SpawnError) Unwrap() error { return e.Err }
+
+// Follower is implemented by processes whose output can be followed as it
+// is produced without consuming it: Follow does not move Read's cursor, so
+// a transport can show a command's output live while the command's reads
+// (a yield, a task) still get every byte.
+type Follower interface {
+	// Follow returns each stream's bytes from the offsets in from up to
+	// what it has produced so far, as valid UTF-8; a character split by a
+	// write is held back until its end arrives or the stream ends.
+	// Next holds the offsets to pass the following time; Skipped counts
+	// the bytes from from on that had already left memory (they lie just
+	// before the returned text).
+	Follow(from Offsets) Followed
+}
+
+// Offsets are positions in a process's streams, counted in bytes from
+// their first byte.
+type Offsets struct{ Stdout, Stderr int64 }
+
+// Followed is one Follow of a process's output.
+type Followed struct {
+	Stdout, Stderr string
+	Next, Skipped  Offsets
+}

@@ -282,31 +282,63 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, on t
 		defer progress.Stop()
 		tick = progress.C
 	}
+	live := newLiveOutput(p, co.Output)
+	var sample <-chan time.Time
+	every := co.OutputEvery
+	if every <= 0 {
+		every = DefaultOutputEvery
+	}
+	// Reports go by the clock, not by a count of samples: a ticker that
+	// fell behind delivers a late tick and the next one close together.
+	lastReport := time.Now()
+	if live != nil {
+		st := time.NewTicker(max(every/samplesPerReport, time.Millisecond))
+		defer st.Stop()
+		sample = st.C
+	}
+	end := func() (Result, func(int) Result) {
+		if live != nil {
+			res := p.Result()
+			live.finish(&res)
+		}
+		return finished(p)
+	}
 	for {
 		select {
 		case <-p.Done():
-			return finished(p)
+			return end()
 		case <-ctx.Done():
 			if ended(p) {
-				return finished(p)
+				return end()
 			}
 			p.Kill()
 			<-p.Done()
 			if co.KeepAborted {
-				return finished(p)
+				return end()
+			}
+			if live != nil {
+				live.finish(nil)
 			}
 			return errorResult(msgAborted), nil
+		case <-sample:
+			live.sample()
+			if time.Since(lastReport) >= every && live.flush() {
+				lastReport = time.Now()
+			}
 		case <-tick:
 			o, e := p.Written()
-			co.Progress(Progress{Elapsed: time.Since(start), Bytes: o + e})
+			co.Progress(Progress{Elapsed: time.Since(start), Bytes: o + e, LastLine: lastLine(p)})
 			progress.Reset(t.opts.ProgressEvery)
 		case <-yield:
 			// select picks at random among ready cases: a command that
 			// ended while a slow progress report ran is not "still running".
 			if ended(p) {
-				return finished(p)
+				return end()
 			}
 			if render, ok := t.yieldToTask(sess, b, on, spec, p); ok {
+				if live != nil {
+					live.finish(nil)
+				}
 				return Result{}, render
 			}
 			yield = nil // the session is at its task limit: stay in the foreground

@@ -31,13 +31,7 @@ func RenderForeground(r shell.Result, budget int) string {
 // renderForeground is RenderForeground and the structured value that
 // carries the same stream texts.
 func renderForeground(r shell.Result, budget int) (string, ForegroundValue) {
-	var markers []string
-	if r.LeftRunning {
-		markers = append(markers, leftRunningMarker)
-	}
-	if r.TimedOut {
-		markers = append(markers, timedOutMarker(r.Timeout))
-	}
+	markers := cardMarkers(r)
 	switch {
 	case r.Signal != "":
 		markers = append(markers, sigMarkerPrefix+r.Signal+"]")

@@ -182,7 +182,15 @@ type Session struct {
 type Progress struct {
 	Elapsed time.Duration
 	Bytes   int64 // stdout and stderr so far
+	// LastLine is the last non-blank line the command printed so far
+	// (stdout's, else stderr's), cleaned like a result's text and cut to
+	// at most MaxProgressLine bytes; "" for task_output waits and before
+	// any output.
+	LastLine string
 }
+
+// MaxProgressLine bounds Progress.LastLine.
+const MaxProgressLine = 200
 
 // CallOptions are per-call hooks a transport may set.
 type CallOptions struct {
@@ -201,6 +209,23 @@ type CallOptions struct {
 	// want a yes for; nil means no one can be asked, and such a command
 	// is not run.
 	Approver Approver
+	// Output, if set, receives a foreground bash command's output as it
+	// is produced, without taking it from the result: the bytes written
+	// since the previous report (final false), at most once per
+	// OutputEvery, then exactly once, before the call returns, the rest
+	// (final true; data may be empty). The rest ends with the markers a
+	// terminal card does not draw as its exit pill (a timeout, a process
+	// left holding the output). The reports together are what an editor's
+	// terminal card shows: both streams as written, interleaved to within
+	// a fifth of OutputEvery, raw (escape sequences kept for the card's
+	// terminal), valid UTF-8, at most MaxLiveOutput bytes before the final
+	// report, which then starts with a skip line and carries each stream's
+	// end. Executors whose processes are not shell.Followers give no
+	// reports. It is not called for a call that never started a command.
+	Output func(data string, final bool)
+	// OutputEvery is the least time between two Output reports (default
+	// DefaultOutputEvery).
+	OutputEvery time.Duration
 }
 
 // Result is what a tool call gives back.

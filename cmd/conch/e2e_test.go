@@ -246,7 +246,7 @@ func testProgress(t *testing.T, tr transport) {
 	if len(notes) < 2 || len(notes) > 3 {
 		t.Fatalf("%d progress notifications for a 2.5 s command, want 2 or 3: %+v", len(notes), notes)
 	}
-	msg := regexp.MustCompile(`^running for \d+\.\ds, \d+ bytes of output so far$`)
+	msg := regexp.MustCompile(`^running for \d+\.\ds, \d+ bytes of output so far; last line: tick$`)
 	for i, n := range notes {
 		if n.params.ProgressToken != "progress-1" || !msg.MatchString(n.params.Message) {
 			t.Errorf("notification %d: %+v", i, n.params)
@@ -262,7 +262,7 @@ func testProgress(t *testing.T, tr transport) {
 			}
 		}
 	}
-	if !strings.HasSuffix(notes[len(notes)-1].params.Message, "bytes of output so far") ||
+	if !strings.HasSuffix(notes[len(notes)-1].params.Message, "bytes of output so far; last line: tick") ||
 		strings.HasPrefix(notes[len(notes)-1].params.Message, "running for 0") {
 		t.Errorf("last message %q", notes[len(notes)-1].params.Message)
 	}

@@ -416,6 +416,25 @@ func (s *Stream) Next() (text string, skipped shell.Omission) {
 	return text, skipped
 }
 
+// Since returns the bytes written from stream offset off on, as valid
+// UTF-8, without moving Next's cursor, and the offset to resume from. A
+// character split by a write is held back until its end arrives or the
+// stream closes. skipped counts the bytes from off on that had already
+// left the tail: the text then starts at the tail's first character.
+func (s *Stream) Since(off int64) (text string, next, skipped int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	from := min(max(off, 0), s.total)
+	if lo := s.total - s.retainedLocked(); from < lo {
+		from = lo + s.cutLeadLocked(lo)
+	}
+	to := s.total
+	if !s.closed {
+		to -= s.partialTailLocked(from, to)
+	}
+	return s.textLocked(from, to), to, from - off
+}
+
 // Peek returns the end of what Next would return now, without moving the
 // cursor: at most maxBytes bytes, as valid UTF-8. When it leaves bytes
 // out, it begins after the first newline within them if there is one

@@ -561,3 +561,32 @@ func TestReleaseAfterReadToEnd(t *testing.T) {
 		t.Errorf("spill file after release: %d bytes, %v", len(b), err)
 	}
 }
+
+func TestSinceDoesNotConsume(t *testing.T) {
+	s := NewStream(nil, "stdout", 10, 1)
+	check := func(off int64, wantText string, wantNext, wantSkipped int64) {
+		t.Helper()
+		if text, next, skipped := s.Since(off); text != wantText || next != wantNext || skipped != wantSkipped {
+			t.Errorf("Since(%d) = %q, %d, %d; want %q, %d, %d", off, text, next, skipped, wantText, wantNext, wantSkipped)
+		}
+	}
+	check(0, "", 0, 0)
+	s.Write([]byte("abc"))
+	check(0, "abc", 3, 0)
+	check(1, "bc", 3, 0)
+	check(3, "", 3, 0)
+	s.Write([]byte("é"[:1])) // a split character is held back
+	check(3, "", 3, 0)
+	s.Write([]byte("é"[1:]))
+	check(3, "é", 5, 0)
+	s.Write([]byte("0123456789")) // 15 bytes; the tail holds the last 10
+	check(2, "0123456789", 15, 3)
+	// Next still returns everything it had not returned.
+	if text, skipped := s.Next(); text != "0123456789" || skipped.Bytes != 5 {
+		t.Errorf("Next after Since = %q, skipped %+v", text, skipped)
+	}
+	check(14, "9", 15, 0)
+	s.Write([]byte{0xe2, 0x82})
+	s.Close() // a character cut by the end of the stream is not held back
+	check(15, "\uFFFD", 17, 0)
+}

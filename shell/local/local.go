@@ -689,6 +689,14 @@ func (c *command) Peek(maxBytes int) shell.ReadResult {
 	return shell.ReadResult{Stdout: c.stdout.Peek(maxBytes), Stderr: c.stderr.Peek(maxBytes)}
 }
 
+// Follow implements shell.Follower.
+func (c *command) Follow(from shell.Offsets) shell.Followed {
+	var f shell.Followed
+	f.Stdout, f.Next.Stdout, f.Skipped.Stdout = c.stdout.Since(from.Stdout)
+	f.Stderr, f.Next.Stderr, f.Skipped.Stderr = c.stderr.Since(from.Stderr)
+	return f
+}
+
 func (c *command) Written() (stdout, stderr int64) { return c.stdout.Len(), c.stderr.Len() }
 
 func (c *command) Result() shell.Result {

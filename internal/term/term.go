@@ -1,0 +1,547 @@
+// Package term runs a command on a pseudo-terminal and renders what it shows for a model.
+//
+// A program on a terminal does not print a transcript: it echoes what is
+// typed, redraws lines with "\r", moves the cursor, switches to the
+// alternate screen, and sometimes asks the terminal a question (where is
+// the cursor?) and waits for the answer. So the output is fed through a
+// terminal emulator (charmbracelet/x/vt), and a model reads the emulator's
+// view, not the bytes: the screen while the program draws on it, else the
+// lines it added since the last read. The raw bytes still go, unchanged, to
+// Options.Raw (a spill file or a log).
+//
+// Three traps shape the code (each was met on this machine):
+//   - creack/pty's ioctls leave the master in blocking mode, where a read
+//     cannot be interrupted by Close: the master is duplicated, set
+//     non-blocking and close-on-exec, and the original closed, so reads go
+//     through Go's poller.
+//   - The emulator answers a program's queries by writing into a pipe, and
+//     its Write blocks until someone reads that pipe: a goroutine always
+//     reads it and queues the bytes for the master (the same path carries
+//     typed input, which the emulator encodes in the mode the program set).
+//   - The end of a pty's output is EIO, not EOF.
+package term
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/charmbracelet/x/vt"
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+
+	"github.com/conch-dev/conch/internal/proc"
+)
+
+// The terminal a command gets.
+const (
+	Cols = 120
+	Rows = 40
+	// TermEnv is the TERM a command sees: what the emulator understands.
+	TermEnv = "xterm-256color"
+)
+
+// QuietPeriod is how long output must pause for Input to consider the
+// program done answering.
+const QuietPeriod = 300 * time.Millisecond
+
+// maxLogLines bounds the lines that scrolled off the screen and are kept
+// for a line-mode read; older ones are dropped (and counted).
+const maxLogLines = 2000
+
+// readChunk is the largest piece of output fed to the emulator at once;
+// the scrollback is drained after each, so it never holds more lines than
+// one chunk can make.
+const readChunk = 4 << 10
+
+// Options configure Start. Only the command is required.
+type Options struct {
+	// Dir is the working directory ("" = the current one).
+	Dir string
+	// Env is the command's environment (nil = this process's), to which
+	// TERM=xterm-256color, COLUMNS and LINES are added, winning over any
+	// value in it.
+	Env []string
+	// Raw, if set, receives every byte the program writes, unchanged, from
+	// the pump goroutine (so it must not block for long). It is not
+	// closed.
+	Raw io.Writer
+	// Grace is the wait between SIGTERM and SIGKILL when the terminal is
+	// killed, and the bound on reading output after the program exited
+	// while a process it started keeps the terminal open (default 3 s).
+	Grace time.Duration
+}
+
+// Term is a command running on a pseudo-terminal of Cols×Rows. Its
+// methods are safe for concurrent use.
+type Term struct {
+	cmd   *exec.Cmd
+	pty   *os.File
+	emu   *vt.Emulator // guarded by mu: the emulator is not safe for concurrent use
+	raw   io.Writer
+	grace time.Duration
+
+	procs  *proc.Tracker // the program's session, jobs in other groups included
+	in     *inputQueue
+	done   chan struct{} // closed once the program exited and output ended
+	pumped chan struct{} // closed when the output pump returned
+	exited chan struct{} // closed once the program exited
+	wg     sync.WaitGroup
+	kill   sync.Once
+	killed chan struct{} // closed when Kill's work is over
+
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced on each output
+	lastOut  time.Time
+	written  int64 // output bytes so far
+	readAt   int64 // written at the last Read
+	moved    bool  // the program addressed the cursor since the last Read
+	scan     cursorScanner
+	log      []string // lines scrolled off the screen, oldest first
+	logBase  int64    // absolute index of log[0]
+	readLine int64    // absolute index of the first line the next Read shows
+	exitCode *int
+	signal   string
+}
+
+// Start starts argv on a new pseudo-terminal, in a new session whose
+// process group id is the program's pid, with the terminal as its
+// controlling terminal and its standard input, output and error.
+func Start(argv []string, opts *Options) (*Term, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("term: start: empty command")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Grace <= 0 {
+		o.Grace = 3 * time.Second
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = o.Dir
+	env := o.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = append(env[:len(env):len(env)], "TERM="+TermEnv, fmt.Sprintf("COLUMNS=%d", Cols), fmt.Sprintf("LINES=%d", Rows))
+	// pty sets Setsid and Setctty; Setpgid on a session leader would fail.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+
+	unlock := proc.LockSpawn()
+	master, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: Rows, Cols: Cols})
+	if err != nil {
+		unlock()
+		return nil, fmt.Errorf("term: start %s: %w", argv[0], err)
+	}
+	proc.Claim(cmd.Process.Pid)
+	procs := proc.NewTracker()
+	procs.Add(cmd.Process.Pid, "")
+	unlock()
+	f, err := nonBlocking(master)
+	if err != nil {
+		cmd.Process.Kill()
+		proc.WaitCmd(cmd)
+		return nil, fmt.Errorf("term: start %s: %w", argv[0], err)
+	}
+
+	t := &Term{
+		cmd:     cmd,
+		procs:   procs,
+		pty:     f,
+		emu:     vt.NewEmulator(Cols, Rows),
+		raw:     o.Raw,
+		grace:   o.Grace,
+		done:    make(chan struct{}),
+		pumped:  make(chan struct{}),
+		killed:  make(chan struct{}),
+		exited:  make(chan struct{}),
+		changed: make(chan struct{}),
+		lastOut: time.Now(),
+	}
+	t.in = newInputQueue(f)
+	t.wg.Add(2)
+	go t.replies()
+	go t.in.run(&t.wg)
+	go t.pump()
+	go t.wait()
+	return t, nil
+}
+
+// nonBlocking replaces master by a duplicate in non-blocking,
+// close-on-exec mode, so that reads go through Go's poller and Close can
+// interrupt them.
+func nonBlocking(master *os.File) (*os.File, error) {
+	defer master.Close()
+	fd, err := unix.FcntlInt(master.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("dup pty master: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("pty master non-blocking: %w", err)
+	}
+	return os.NewFile(uintptr(fd), master.Name()), nil
+}
+
+// Pid is the program's pid, which is also its process group id.
+func (t *Term) Pid() int { return t.cmd.Process.Pid }
+
+// Done is closed once the program has exited and its output has ended (or
+// its drain was cut after Grace).
+func (t *Term) Done() <-chan struct{} { return t.done }
+
+// Exit reports how the program ended, once Done is closed: its exit code
+// (nil when a signal ended it) and the signal's name ("SIGTERM", …).
+func (t *Term) Exit() (code *int, signal string) {
+	<-t.done
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.exitCode, t.signal
+}
+
+// Written reports how many bytes the program has written so far.
+func (t *Term) Written() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.written
+}
+
+// pump feeds the program's output to Raw and to the emulator until the
+// terminal's output ends (EIO once every holder of the slave closed it).
+func (t *Term) pump() {
+	defer close(t.pumped)
+	buf := make([]byte, readChunk)
+	for {
+		n, err := t.pty.Read(buf)
+		if n > 0 {
+			t.output(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// output handles one chunk of program output.
+func (t *Term) output(b []byte) {
+	if t.raw != nil {
+		t.raw.Write(b)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// The emulator may write a reply while parsing: the replies goroutine
+	// takes it, so this never waits for the program.
+	t.emu.Write(b)
+	if t.scan.scan(b) {
+		t.moved = true
+	}
+	t.drainScrollback()
+	t.written += int64(len(b))
+	t.lastOut = time.Now()
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// drainScrollback moves the lines that scrolled off the screen into the
+// log, so that the emulator's scrollback never fills (and never drops a
+// line unseen).
+func (t *Term) drainScrollback() {
+	sb := t.emu.Scrollback()
+	if sb.Len() == 0 {
+		return
+	}
+	for _, l := range sb.Lines() {
+		t.log = append(t.log, trimLine(l.String()))
+	}
+	sb.Clear()
+	if over := len(t.log) - maxLogLines; over > 0 {
+		t.log = append(t.log[:0], t.log[over:]...)
+		t.logBase += int64(over)
+	}
+}
+
+// replies forwards what the emulator writes (answers to the program's
+// queries, encoded input) to the program.
+func (t *Term) replies() {
+	defer t.wg.Done()
+	buf := make([]byte, 1024)
+	for {
+		n, err := t.emu.Read(buf)
+		if n > 0 {
+			t.in.push(buf[:n])
+		}
+		if err != nil {
+			t.in.close()
+			return
+		}
+	}
+}
+
+// wait reaps the program, bounds the drain of its output, then releases
+// the terminal.
+func (t *Term) wait() {
+	proc.WaitCmd(t.cmd) // the status is in ProcessState, whatever the error
+	t.mu.Lock()
+	if ps := t.cmd.ProcessState; ps != nil {
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			t.signal = proc.SignalName(ws.Signal())
+		} else {
+			code := ps.ExitCode()
+			t.exitCode = &code
+		}
+	}
+	t.mu.Unlock()
+	close(t.exited)
+	// Output written just before the exit is still in the terminal; a
+	// process the program left behind may hold it open: read until EIO,
+	// at most Grace more.
+	t.pty.SetReadDeadline(time.Now().Add(t.grace))
+	<-t.pumped
+	// Closing the emulator's pipe ends the replies goroutine, which
+	// closes the input queue; a write the program never took is cut.
+	t.emu.InputPipe().(*io.PipeWriter).CloseWithError(io.EOF)
+	t.pty.SetWriteDeadline(time.Now())
+	t.wg.Wait()
+	t.pty.Close()
+	t.mu.Lock()
+	close(t.changed)
+	t.changed = nil
+	t.mu.Unlock()
+	close(t.done)
+}
+
+// Kill stops the program and every process of its session (an
+// interactive shell puts each job in a group of its own): SIGTERM, SIGKILL
+// after Grace. It returns at once; Done tells when the program is over.
+// Only the first call signals.
+func (t *Term) Kill() {
+	t.kill.Do(func() {
+		go func() {
+			defer close(t.killed)
+			t.procs.KillAll(t.grace)
+		}()
+	})
+}
+
+// Close kills the program if it still runs, and what it left running in
+// its session (a job started with nohup, say), and waits until all of it
+// is gone and the terminal is released.
+func (t *Term) Close() {
+	t.Kill()
+	<-t.done
+	<-t.killed
+}
+
+// Type sends text to the program as if typed (newlines included).
+func (t *Term) Type(text string) {
+	if text != "" {
+		t.mu.Lock()
+		t.emu.SendText(text)
+		t.mu.Unlock()
+	}
+}
+
+// Press sends the keys named, in order (see ParseKeys); nothing is sent
+// when a name is unknown.
+func (t *Term) Press(names ...string) error {
+	keys, err := ParseKeys(names)
+	if err != nil {
+		return err
+	}
+	t.send(keys)
+	return nil
+}
+
+// Input types text, presses keys, then waits up to wait for the program to
+// answer: it returns early once output has been quiet for QuietPeriod (or
+// once the program has ended). Keys are checked before anything is sent.
+// It returns Read's view.
+func (t *Term) Input(text string, keys []string, wait time.Duration) (string, error) {
+	parsed, err := ParseKeys(keys)
+	if err != nil {
+		return "", err
+	}
+	select {
+	case <-t.exited:
+		return "", ErrEnded
+	default:
+	}
+	t.mu.Lock()
+	t.lastOut = time.Now() // quiet is measured from the input on
+	t.mu.Unlock()
+	t.Type(text)
+	t.send(parsed)
+	t.WaitQuiet(wait)
+	return t.Read(), nil
+}
+
+// send presses keys, encoded in the mode the program set (application
+// cursor keys or not).
+func (t *Term) send(keys []vt.KeyPressEvent) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, k := range keys {
+		t.emu.SendKey(k)
+	}
+}
+
+// ErrEnded is returned by Input when the program has already exited.
+var ErrEnded = errors.New("term: the program has ended")
+
+// WaitQuiet waits until output has been quiet for QuietPeriod, the
+// program has ended, or max has passed.
+func (t *Term) WaitQuiet(max time.Duration) {
+	deadline := time.NewTimer(max)
+	defer deadline.Stop()
+	for {
+		t.mu.Lock()
+		changed, last := t.changed, t.lastOut
+		t.mu.Unlock()
+		if changed == nil {
+			return // ended
+		}
+		quietFor := time.Since(last)
+		if quietFor >= QuietPeriod {
+			return
+		}
+		q := time.NewTimer(QuietPeriod - quietFor)
+		select {
+		case <-deadline.C:
+			q.Stop()
+			return
+		case <-t.exited:
+			q.Stop()
+			// The last output may still be on its way: let the drain end.
+			select {
+			case <-t.done:
+			case <-deadline.C:
+			}
+			return
+		case <-changed:
+		case <-q.C:
+		}
+		q.Stop()
+	}
+}
+
+// Screen is the current screen as text: each line without its trailing
+// blanks, trailing blank lines removed.
+func (t *Term) Screen() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines, _ := t.screenLines()
+	return strings.Join(trimTrailingBlank(lines), "\n")
+}
+
+// Peek is the end of the screen as Screen gives it, without touching what
+// the next Read returns: at most maxBytes bytes, starting at a line when
+// one starts within them. It feeds a notice's "last output".
+func (t *Term) Peek(maxBytes int) string {
+	s := t.Screen()
+	if len(s) <= maxBytes {
+		return s
+	}
+	s = s[len(s)-maxBytes:]
+	if i := strings.IndexByte(s, '\n'); i >= 0 && i < len(s)-1 {
+		return s[i+1:]
+	}
+	for len(s) > 0 && !utf8.RuneStart(s[0]) {
+		s = s[1:]
+	}
+	return s
+}
+
+// AltScreen reports whether the program is on the alternate screen.
+func (t *Term) AltScreen() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.emu.IsAltScreen()
+}
+
+// screenLines returns the screen's rows as text, each without trailing
+// blanks, and the cursor's row. t.mu must be held.
+func (t *Term) screenLines() ([]string, int) {
+	return strings.Split(t.emu.String(), "\n"), t.emu.CursorPosition().Y
+}
+
+// Read is what a model sees of the terminal since the previous Read:
+//   - while the program is on the alternate screen, or addressed the
+//     cursor (moved it up, to a row, or cleared the screen) since the
+//     previous Read, the whole screen (Screen);
+//   - otherwise the lines it added: those that scrolled off the screen
+//     and the screen's lines up to the cursor's, the cursor's line
+//     included without a newline when it holds text (a prompt). That line
+//     is shown again by the next Read if more output came, since it may
+//     have been completed.
+//
+// Nothing new gives "". The text never holds escape sequences, and a line
+// redrawn with "\r" shows its last state only. Lines that scrolled away
+// before a Read (more than 2000 of them) are counted in a line
+// "[… N lines scrolled away]".
+func (t *Term) Read() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.written == t.readAt {
+		return ""
+	}
+	t.readAt = t.written
+	lines, row := t.screenLines()
+	screenBase := t.logBase + int64(len(t.log))
+	if t.emu.IsAltScreen() {
+		// Leaving the alternate screen restores the main one and its
+		// cursor: line reads go on from where they were.
+		t.moved = false
+		return strings.Join(trimTrailingBlank(lines), "\n")
+	}
+	if t.moved {
+		t.moved = false
+		t.readLine = screenBase + int64(row)
+		return strings.Join(trimTrailingBlank(lines), "\n")
+	}
+	var b strings.Builder
+	from := t.readLine
+	if from < t.logBase {
+		fmt.Fprintf(&b, "[… %d lines scrolled away]\n", t.logBase-from)
+		from = t.logBase
+	}
+	for i := from; i < screenBase; i++ {
+		b.WriteString(t.log[i-t.logBase])
+		b.WriteByte('\n')
+	}
+	for r := max(from-screenBase, 0); r < int64(row) && r < int64(len(lines)); r++ {
+		b.WriteString(lines[r])
+		b.WriteByte('\n')
+	}
+	if row < len(lines) {
+		b.WriteString(t.cursorLine(lines[row]))
+	}
+	t.readLine = screenBase + int64(row)
+	return b.String()
+}
+
+// cursorLine is the cursor's line as the program left it: with the blanks
+// up to the cursor that trimming removed, so that a prompt keeps its
+// trailing space ("> "). t.mu must be held.
+func (t *Term) cursorLine(line string) string {
+	if pad := t.emu.CursorPosition().X - utf8.RuneCountInString(line); pad > 0 {
+		return line + strings.Repeat(" ", pad)
+	}
+	return line
+}
+
+func trimLine(s string) string { return strings.TrimRight(s, " ") }
+
+func trimTrailingBlank(lines []string) []string {
+	for len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return lines
+}

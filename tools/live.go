@@ -1,0 +1,183 @@
+package tools
+
+import (
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/conch-dev/conch/shell"
+)
+
+// DefaultOutputEvery is the least time between two live output reports
+// of one call when CallOptions.OutputEvery is not set: an editor redraws
+// smoothly, and a chatty command costs at most ten messages a second.
+const DefaultOutputEvery = 100 * time.Millisecond
+
+// MaxLiveOutput bounds what the live reports of one call carry before the
+// end of the command: past it, the reports stop, and the final one gives
+// a skip line and the end of each stream (at most liveTailBytes of each).
+// A person watching a card reads the start and the end of a flood, and
+// the transport's record of the card stays small.
+const MaxLiveOutput = 1 << 20
+
+// samplesPerReport is how many times the output is sampled per report
+// period (see liveOutput).
+const samplesPerReport = 5
+
+// liveTailBytes is the most of each stream the final report carries after
+// the live reports stopped or fell behind.
+const liveTailBytes = 16 << 10
+
+// liveOutput follows a foreground command's output for
+// CallOptions.Output without consuming it (shell.Follower).
+//
+// Two pipes do not say in which order their bytes were written, so the
+// output is sampled samplesPerReport times per report period, each sample
+// taking stdout's new bytes and then stderr's: the two streams are
+// interleaved as written to within a sample period, and each stream keeps
+// its order exactly.
+type liveOutput struct {
+	f      shell.Follower
+	p      shell.Process
+	report func(data string, final bool)
+
+	off     shell.Offsets
+	pending strings.Builder // sampled, not reported yet
+	shown   int64           // bytes reported and pending
+	stopped bool            // past MaxLiveOutput
+	lastNL  bool            // the last byte shown was a newline, or nothing was shown
+}
+
+func newLiveOutput(p shell.Process, report func(string, bool)) *liveOutput {
+	f, ok := p.(shell.Follower)
+	if !ok || report == nil {
+		return nil
+	}
+	return &liveOutput{f: f, p: p, report: report, lastNL: true}
+}
+
+// sample takes what the command wrote since the previous sample.
+func (l *liveOutput) sample() {
+	if l.stopped {
+		return
+	}
+	got := l.f.Follow(l.off)
+	if int64(len(got.Stdout)+len(got.Stderr))+l.shown > MaxLiveOutput {
+		l.stopped = true
+		return
+	}
+	l.off = got.Next
+	l.add(got.Stdout, got.Skipped.Stdout)
+	l.add(got.Stderr, got.Skipped.Stderr)
+}
+
+// add appends text, after a skip line when skipped bytes lie before it.
+func (l *liveOutput) add(text string, skipped int64) {
+	if skipped > 0 {
+		l.write(lineStart(l.lastNL) + skipLine(skipped))
+	}
+	l.write(text)
+}
+
+func (l *liveOutput) write(s string) {
+	if s == "" {
+		return
+	}
+	l.pending.WriteString(s)
+	l.shown += int64(len(s))
+	l.lastNL = s[len(s)-1] == '\n'
+}
+
+// skipLine is the line a card shows for output it did not get.
+func skipLine(n int64) string {
+	return "[… " + strconv.FormatInt(n, 10) + " bytes skipped]\n"
+}
+
+// flush reports what was sampled since the previous report, if anything,
+// and says whether it did.
+func (l *liveOutput) flush() bool {
+	if l.pending.Len() == 0 {
+		return false
+	}
+	l.report(l.pending.String(), false)
+	l.pending.Reset()
+	return true
+}
+
+// finish makes the final report once the command has ended (or left the
+// foreground): the rest of its output, and for an ended command the
+// markers a card does not draw as its exit pill (timeout, a process left
+// holding the output), each on its own line.
+func (l *liveOutput) finish(res *shell.Result) {
+	var jump shell.Offsets
+	if l.stopped {
+		// Past the cap the card gets a skip line and each stream's end.
+		out, errOut := l.p.Written()
+		jump.Stdout = max(0, out-liveTailBytes-l.off.Stdout)
+		jump.Stderr = max(0, errOut-liveTailBytes-l.off.Stderr)
+		l.off.Stdout += jump.Stdout
+		l.off.Stderr += jump.Stderr
+	}
+	got := l.f.Follow(l.off)
+	l.off = got.Next
+	l.add(got.Stdout, jump.Stdout+got.Skipped.Stdout)
+	l.add(got.Stderr, jump.Stderr+got.Skipped.Stderr)
+	if res != nil {
+		if m := cardMarkers(*res); len(m) > 0 {
+			l.write(lineStart(l.lastNL) + strings.Join(m, "\n"))
+		}
+	}
+	l.report(l.pending.String(), true)
+	l.pending.Reset()
+}
+
+// lineStart is what starts a new line after text whose last byte was a
+// newline (or that is empty) or not.
+func lineStart(atNewline bool) string {
+	if atNewline {
+		return ""
+	}
+	return "\n"
+}
+
+// cardMarkers are the markers of a foreground result that a terminal card
+// shows in its text: all but the exit or signal marker, which the card
+// draws as its exit pill.
+func cardMarkers(r shell.Result) []string {
+	var m []string
+	if r.LeftRunning {
+		m = append(m, leftRunningMarker)
+	}
+	if r.TimedOut {
+		m = append(m, timedOutMarker(r.Timeout))
+	}
+	return m
+}
+
+// lastLine is the last non-blank line p printed so far, stdout's else
+// stderr's, cleaned, at most MaxProgressLine bytes (its end kept).
+func lastLine(p shell.Process) string {
+	peek := p.Peek(4 * MaxProgressLine)
+	for _, text := range []string{peek.Stdout, peek.Stderr} {
+		lines := strings.Split(cleanText(text), "\n")
+		for i := len(lines) - 1; i >= 0; i-- {
+			if line := strings.TrimSpace(lines[i]); line != "" {
+				return cutStart(line, MaxProgressLine)
+			}
+		}
+	}
+	return ""
+}
+
+// cutStart is the last at most n bytes of s, starting at a character.
+func cutStart(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	for len(s) > 0 && !utf8.RuneStart(s[0]) {
+		s = s[1:]
+	}
+	return s
+}

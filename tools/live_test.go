@@ -1,0 +1,160 @@
+package tools_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/conch-dev/conch/tools"
+)
+
+// liveReports collects CallOptions.Output reports with their times.
+type liveReports struct {
+	mu     sync.Mutex
+	data   []string
+	final  []bool
+	at     []time.Time
+	called int
+}
+
+func (l *liveReports) report(data string, final bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.data = append(l.data, data)
+	l.final = append(l.final, final)
+	l.at = append(l.at, time.Now())
+}
+
+func (l *liveReports) all() string { return strings.Join(l.data, "") }
+
+// check verifies that the reports end with exactly one final report and
+// that no two live reports came closer than every.
+func (l *liveReports) check(t *testing.T, every time.Duration) {
+	t.Helper()
+	if n := len(l.final); n == 0 || !l.final[n-1] {
+		t.Fatalf("no final report: %v", l.final)
+	}
+	for i, f := range l.final[:len(l.final)-1] {
+		if f {
+			t.Errorf("report %d of %d is final", i, len(l.final))
+		}
+		if l.data[i] == "" {
+			t.Errorf("live report %d is empty", i)
+		}
+		if i > 0 {
+			if gap := l.at[i].Sub(l.at[i-1]); gap < every {
+				t.Errorf("reports %d and %d %v apart, want at least %v", i-1, i, gap, every)
+			}
+		}
+	}
+}
+
+func TestLiveOutputReports(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	var l liveReports
+	co := &tools.CallOptions{Output: l.report}
+	r := e.ts.Call(t.Context(), e.sess, tools.NameBash,
+		args(t, map[string]any{"command": "for i in $(seq 1 8); do echo $i; sleep 0.1; done; echo e >&2", "description": "Count slowly", "timeoutMs": 5000}), co)
+	wantOK(t, r)
+	l.check(t, tools.DefaultOutputEvery)
+	if len(l.data) < 3 {
+		t.Errorf("%d reports %q, want several", len(l.data), l.data)
+	}
+	if got := l.all(); got != "1\n2\n3\n4\n5\n6\n7\n8\ne\n" {
+		t.Errorf("reports hold %q", got)
+	}
+}
+
+func TestLiveOutputTimeoutMarker(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	var l liveReports
+	co := &tools.CallOptions{Output: l.report, OutputEvery: 50 * time.Millisecond}
+	e.ts.Call(t.Context(), e.sess, tools.NameBash,
+		args(t, map[string]any{"command": "printf 'no newline'; sleep 30", "description": "Time out", "timeoutMs": 500}), co)
+	l.check(t, 50*time.Millisecond)
+	if got := l.all(); got != "no newline\n[timed out after 500ms]" {
+		t.Errorf("reports hold %q", got)
+	}
+}
+
+// TestLiveOutputAborted: a call cancelled without KeepAborted still ends
+// its reports with a final one; a call that never started has none.
+func TestLiveOutputAborted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	var l liveReports
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	r := e.ts.Call(ctx, e.sess, tools.NameBash,
+		args(t, map[string]any{"command": "echo up; sleep 30", "description": "Wait"}), &tools.CallOptions{Output: l.report})
+	if !r.IsError {
+		t.Fatalf("cancelled call: %q", r.Text)
+	}
+	l.check(t, tools.DefaultOutputEvery)
+	if got := l.all(); got != "up\n" {
+		t.Errorf("reports hold %q", got)
+	}
+
+	var none liveReports
+	e.ts.Call(t.Context(), e.sess, tools.NameBash,
+		args(t, map[string]any{"command": "true", "description": "Nowhere", "workdir": "/no/such/dir"}), &tools.CallOptions{Output: none.report})
+	if len(none.data) != 0 {
+		t.Errorf("a call that never started reported %q", none.data)
+	}
+}
+
+// TestLiveOutputYield: a yielded call's reports end when it leaves the
+// foreground; the task still reads every byte.
+func TestLiveOutputYield(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{tools: tools.Options{YieldAfter: 400 * time.Millisecond}})
+	var l liveReports
+	r := e.ts.Call(t.Context(), e.sess, tools.NameBash,
+		args(t, map[string]any{"command": "echo before; sleep 0.8; echo after", "description": "Yield"}), &tools.CallOptions{Output: l.report})
+	wantOK(t, r)
+	l.check(t, tools.DefaultOutputEvery)
+	if got := l.all(); got != "before\n" {
+		t.Errorf("reports hold %q", got)
+	}
+	if !strings.HasPrefix(r.Text, "before\n") {
+		t.Errorf("yielded result %q lost the output the card showed", r.Text)
+	}
+	id := r.Value.(tools.YieldedValue).TaskID
+	e.settle(e.sess, id)
+	if out := e.call(tools.NameTaskOutput, map[string]any{"task_id": id}).Text; !strings.HasPrefix(out, "after\n") {
+		t.Errorf("task output %q", out)
+	}
+}
+
+// TestProgressLastLine: progress reports carry the last line printed so
+// far, cleaned and bounded.
+func TestProgressLastLine(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{tools: tools.Options{ProgressEvery: 100 * time.Millisecond}})
+	var mu sync.Mutex
+	var lines []string
+	co := &tools.CallOptions{Progress: func(p tools.Progress) {
+		mu.Lock()
+		lines = append(lines, p.LastLine)
+		mu.Unlock()
+	}}
+	long := strings.Repeat("é", 300)
+	cmd := "echo first; printf '\\033[31mred\\033[0m\\n\\n'; sleep 0.5; printf '10%%\\r50%%'; sleep 0.5; echo " + long + "; sleep 0.5"
+	wantOK(t, e.ts.Call(t.Context(), e.sess, tools.NameBash, args(t, map[string]any{"command": cmd, "description": "Print lines"}), co))
+	mu.Lock()
+	defer mu.Unlock()
+	seen := map[string]bool{}
+	for _, l := range lines {
+		seen[l] = true
+		if len(l) > tools.MaxProgressLine {
+			t.Errorf("last line of %d bytes", len(l))
+		}
+	}
+	if want := strings.Repeat("é", tools.MaxProgressLine/2); !seen["red"] || !seen["50%"] || !seen[want] {
+		t.Errorf("last lines %q, want red, 50%% and the end of the long line", lines)
+	}
+}
