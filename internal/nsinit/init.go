@@ -62,7 +62,7 @@ type initState struct {
 	cmds   map[int]*command       // by pid: commands not yet forgotten
 	owners map[procKey][]*command // every process seen, and whom it is charged to
 
-	reap   chan struct{} // a reap pass is wanted
+	reap   chan struct{} // a reap pass is wanted (besides SIGCHLD)
 	spawns chan spawnJob // served by the spawner thread
 }
 
@@ -110,18 +110,13 @@ func (s *initState) setUp() error {
 	// runtime's own SIGURGs must not crowd it out.
 	any := make(chan os.Signal, 16)
 	signal.Notify(any)
-	chld := make(chan os.Signal, 1)
-	signal.Notify(chld, unix.SIGCHLD)
 	go func() {
-		for {
-			select {
-			case <-any:
-			case <-chld:
-				s.wantReap()
-			}
+		for range any {
 		}
 	}()
-	go s.reaper()
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, unix.SIGCHLD)
+	go s.reaper(chld)
 	return nil
 }
 
@@ -254,9 +249,20 @@ func (s *initState) wantReap() {
 
 // reaper reaps the namespace's zombies, reports the exits of commands and
 // keeps the ledger of who started what, on every SIGCHLD and release.
-func (s *initState) reaper() {
-	for range s.reap {
+func (s *initState) reaper(chld <-chan os.Signal) {
+	for {
+		select {
+		case <-chld:
+		case <-s.reap:
+		}
 		s.mu.Lock()
+		// Exits first: reporting one needs no scan, and the server waits
+		// for it.
+		for _, c := range s.cmds {
+			if !c.exited && !c.released {
+				s.reportExit(c)
+			}
+		}
 		infos, err := proc.Scan()
 		if err == nil {
 			s.account(infos)
@@ -277,13 +283,7 @@ func (s *initState) reapZombies(infos []proc.Info) {
 		}
 		if c := s.cmds[p.Pid]; c != nil && !c.released {
 			if !c.exited {
-				status, err := exitStatus(p.Pid)
-				if err != nil {
-					continue
-				}
-				c.exited = true
-				c.lastLive = max(c.lastLive, nowTicks())
-				s.c.send(&message{Op: opExit, Pid: p.Pid, Status: status})
+				s.reportExit(c)
 			}
 			continue
 		}
@@ -295,6 +295,17 @@ func (s *initState) reapZombies(infos []proc.Info) {
 			}
 		}
 	}
+}
+
+// reportExit sends c's exit event if c has exited, once. mu must be held.
+func (s *initState) reportExit(c *command) {
+	status, err := exitStatus(c.pid)
+	if err != nil {
+		return // still running
+	}
+	c.exited = true
+	c.lastLive = max(c.lastLive, nowTicks())
+	s.c.send(&message{Op: opExit, Pid: c.pid, Status: status})
 }
 
 // exitStatus returns the raw wait status of pid, an exited child, without
@@ -311,6 +322,9 @@ func exitStatus(pid int) (int, error) {
 		}
 		break
 	}
+	if info.Signo == 0 {
+		return 0, errNotExited // WNOHANG, and nothing to report
+	}
 	// siginfo's SIGCHLD fields (si_pid, si_uid, si_status) follow the
 	// three ints of its head, aligned as a pointer.
 	const union = (3*4 + unsafe.Sizeof(uintptr(0)) - 1) &^ (unsafe.Sizeof(uintptr(0)) - 1)
@@ -325,8 +339,10 @@ func exitStatus(pid int) (int, error) {
 	case cldDumped:
 		return int(code&0x7f) | 0x80, nil
 	}
-	return 0, errors.New("nsinit: not exited")
+	return 0, errNotExited
 }
+
+var errNotExited = errors.New("nsinit: not exited")
 
 // killLeftovers SIGKILLs everything charged to c, again and again, until
 // two scans in a row find nothing of it alive (a process forked between

@@ -73,6 +73,8 @@ type conn struct {
 
 	buf []byte // received bytes not yet consumed
 	fds []int  // received descriptors not yet claimed by a message
+
+	chunk, oob []byte // recv's buffers, kept: most reads are small
 }
 
 // newConn wraps f, one end of the socket pair; f is closed (the conn holds
@@ -165,9 +167,12 @@ func (c *conn) recv() (*message, []int, error) {
 // fill reads what the socket has, keeping the descriptors that came with
 // it.
 func (c *conn) fill() error {
-	var chunk [64 << 10]byte
-	oob := make([]byte, unix.CmsgSpace(maxFDs*4))
-	n, oobn, flags, _, err := c.uc.ReadMsgUnix(chunk[:], oob)
+	if c.chunk == nil {
+		c.chunk = make([]byte, 64<<10)
+		c.oob = make([]byte, unix.CmsgSpace(maxFDs*4))
+	}
+	chunk, oob := c.chunk, c.oob
+	n, oobn, flags, _, err := c.uc.ReadMsgUnix(chunk, oob)
 	if oobn > 0 {
 		msgs, perr := unix.ParseSocketControlMessage(oob[:oobn])
 		if perr == nil {
@@ -182,6 +187,9 @@ func (c *conn) fill() error {
 		return errors.New("nsinit: receive: descriptors cut off")
 	}
 	if n > 0 {
+		if len(c.buf) == 0 && cap(c.buf) > 1<<20 {
+			c.buf = nil // let a long message's buffer go
+		}
 		c.buf = append(c.buf, chunk[:n]...)
 		return nil
 	}
