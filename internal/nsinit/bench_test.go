@@ -26,7 +26,24 @@ import (
 // for through the init with a bare exec.Command("bash", "-c",
 // "true").Run(), and reports both and the ratio of their medians.
 func BenchmarkSpawnTrueVsBare(b *testing.B) {
-	in, err := nsinit.Start(initOptions())
+	benchSpawn(b, initOptions())
+}
+
+// BenchmarkSpawnTrueVsBareCgroup is BenchmarkSpawnTrueVsBare with a
+// cgroup per command (made, entered at the fork, removed), where cgroup
+// v2 is writable.
+func BenchmarkSpawnTrueVsBareCgroup(b *testing.B) {
+	cg := nsinit.Probe().Cgroup
+	if !cg.Writable {
+		b.Skipf("cgroup v2 is not writable here (%+v)", cg)
+	}
+	o := initOptions()
+	o.Cgroup = cg.Dir
+	benchSpawn(b, o)
+}
+
+func benchSpawn(b *testing.B, o *nsinit.Options) {
+	in, err := nsinit.Start(o)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -142,8 +142,12 @@ func TestProbe(t *testing.T) {
 	if r.UserNS != nil || r.PIDNS != nil {
 		t.Fatalf("Probe: user namespaces %v, PID namespaces %v", r.UserNS, r.PIDNS)
 	}
-	if got := r.Summary(); got != "pid-namespace" {
-		t.Errorf("Summary() = %q", got)
+	want := "pid-namespace"
+	if r.Cgroup.Writable {
+		want = "pid-namespace, cgroup"
+	}
+	if got := r.Summary(); got != want {
+		t.Errorf("Summary() = %q, want %q", got, want)
 	}
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {

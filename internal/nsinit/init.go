@@ -148,10 +148,16 @@ func (s *initState) spawner(ready chan<- error) {
 func (s *initState) spawn(m *message, fds []int) {
 	defer closeFDs(fds)
 	reply := &message{ID: m.ID, Op: opReply}
-	if len(fds) != 3 {
-		reply.Err = fmt.Sprintf("nsinit: spawn: %d descriptors, want 3", len(fds))
+	if len(fds) != 3 && len(fds) != 4 {
+		reply.Err = fmt.Sprintf("nsinit: spawn: %d descriptors, want 3 or 4", len(fds))
 		s.c.send(reply)
 		return
+	}
+	sys := &syscall.SysProcAttr{Setsid: true}
+	if len(fds) == 4 {
+		// Born in its cgroup (clone3's CLONE_INTO_CGROUP): nothing it
+		// forks can run outside it, even for a moment.
+		sys.UseCgroupFD, sys.CgroupFD = true, fds[3]
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -159,7 +165,7 @@ func (s *initState) spawn(m *message, fds []int) {
 		Dir:   m.Dir,
 		Env:   m.Env,
 		Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
-		Sys:   &syscall.SysProcAttr{Setsid: true},
+		Sys:   sys,
 	})
 	if err != nil {
 		reply.Err = (&os.PathError{Op: "fork/exec", Path: m.Path, Err: err}).Error()

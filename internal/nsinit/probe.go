@@ -101,11 +101,16 @@ func Probe() Report {
 	return r
 }
 
-// Summary is the containment the report allows, as the start-up log says
-// it: "pid-namespace", or "none (<cause>)".
+// Summary is the containment the report allows, as the start-up log and
+// `conch doctor` say it: "pid-namespace, cgroup" (with a cgroup per
+// command where cgroup v2 is writable), "pid-namespace", or
+// "none (<cause>)".
 func (r Report) Summary() string {
-	if r.PIDNS != nil {
+	switch {
+	case r.PIDNS != nil:
 		return "none (" + r.PIDNS.Error() + ")"
+	case r.Cgroup.Writable:
+		return "pid-namespace, cgroup"
 	}
 	return "pid-namespace"
 }

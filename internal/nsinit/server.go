@@ -31,6 +31,11 @@ type Options struct {
 	// Stderr receives what the init writes on its standard error (a Go
 	// runtime crash, say); nil discards it.
 	Stderr io.Writer
+	// Cgroup, when set, is a cgroup v2 directory this process may write
+	// (Probe's Cgroup.Dir where Writable): each command then runs in a
+	// cgroup of its own under a session cgroup made there, and
+	// KillLeftovers and Close start with its cgroup.kill.
+	Cgroup string
 }
 
 // HelperArg is the hidden subcommand on which conch's binary runs Main.
@@ -59,7 +64,10 @@ type Init struct {
 	err      error // why calls fail: set when the reader ends, or by Close
 
 	closeOnce sync.Once
+	closeErr  error
 	exited    chan struct{} // closed once the init process was reaped
+
+	cg *cgroups // nil without Options.Cgroup
 }
 
 // Start starts an init. The init dies with this process (parent-death
@@ -83,6 +91,25 @@ func Start(opts *Options) (*Init, error) {
 		}
 		o.Path = exe
 	}
+	var cg *cgroups
+	if o.Cgroup != "" {
+		var err error
+		if cg, err = newCgroups(o.Cgroup); err != nil {
+			return nil, err
+		}
+	}
+	i, err := start(o)
+	if err != nil {
+		if cg != nil {
+			cg.close()
+		}
+		return nil, err
+	}
+	i.cg = cg
+	return i, nil
+}
+
+func start(o Options) (*Init, error) {
 	ours, theirs, err := socketPair()
 	if err != nil {
 		return nil, err
@@ -281,11 +308,26 @@ func (i *Init) Spawn(c Command) (*Child, error) {
 		defer null.Close()
 		files[k] = null
 	}
+	var cgroup string
+	if i.cg != nil {
+		dir, f, err := i.cg.add()
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		cgroup = dir
+		files = append(files, f)
+	}
 	r, err := i.call(&message{Op: opSpawn, Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir}, files...)
 	if err != nil {
+		if cgroup != "" {
+			i.cg.remove(cgroup)
+		}
 		return nil, fmt.Errorf("nsinit: spawn %s: %w", c.Path, err)
 	}
-	return i.child(r.Pid), nil
+	ch := i.child(r.Pid)
+	ch.cgroup = cgroup
+	return ch, nil
 }
 
 // child returns the Child of pid, which the reader recorded when the
@@ -323,15 +365,19 @@ func (i *Init) Close() error {
 		i.c.close()
 		<-i.exited
 		<-i.readDone
+		if i.cg != nil {
+			i.closeErr = i.cg.close()
+		}
 	})
-	return nil
+	return i.closeErr
 }
 
 // Child is a command spawned by an Init. Its pid is also its process group
 // and session id, inside the namespace.
 type Child struct {
-	i   *Init
-	Pid int // inside the namespace
+	i      *Init
+	Pid    int    // inside the namespace
+	cgroup string // its cgroup; "" without Options.Cgroup
 
 	once   sync.Once
 	exited chan struct{}
@@ -392,7 +438,15 @@ func (c *Child) Terminate(grace time.Duration) (escalated bool, err error) {
 // double fork) and the orphans charged to it, and returns once they are
 // gone. It may be called before or after Release.
 func (c *Child) KillLeftovers() error {
+	if c.cgroup != "" {
+		if err := kill(c.cgroup); err != nil {
+			return err
+		}
+	}
 	_, err := c.i.call(&message{Op: opLeftovers, Pid: c.Pid})
+	if c.cgroup != "" {
+		c.i.cg.remove(c.cgroup)
+	}
 	return err
 }
 
@@ -408,4 +462,7 @@ func (c *Child) Release() {
 	c.i.mu.Unlock()
 	c.i.c.send(&message{Op: opRelease, Pid: c.Pid}) // no reply; a dead init needs none
 	c.settle(0, ErrClosed)
+	if c.cgroup != "" {
+		c.i.cg.remove(c.cgroup) // unless something it left runs on
+	}
 }
