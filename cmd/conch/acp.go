@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,27 +15,22 @@ import (
 	"github.com/conch-dev/conch/acp"
 )
 
+const acpUsage = "Usage: conch acp [flags]\n\n" +
+	"An Agent Client Protocol agent on stdio: each prompt runs as one bash command\n" +
+	"(& runs it in the background; /tasks, /output <id>, /kill <id> manage tasks;\n" +
+	"/help says so). A prompt sent while one runs waits for it.\n" +
+	"Sessions are recorded under $XDG_STATE_HOME/conch/sessions for session/load.\n\nFlags:\n"
+
 // acpCommand is `conch acp`: an ACP agent on stdin/stdout for editors
 // (Zed), whose prompts are shell commands. It returns when stdin ends or
 // ctx is done (SIGINT/SIGTERM), after killing every task.
 func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("conch acp", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: conch acp [flags]\n\n"+
-			"An Agent Client Protocol agent on stdio: each prompt runs as one bash command\n"+
-			"(& runs it in the background; /tasks, /output <id>, /kill <id> manage tasks;\n"+
-			"/help says so). A prompt sent while one runs waits for it.\n"+
-			"Sessions are recorded under $XDG_STATE_HOME/conch/sessions for session/load.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
 	var c config
-	c.addFlags(fs, 0)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	c.addFlags(fs, 0, slog.LevelInfo)
+	set, code, ok := parseFlags(fs, args, acpUsage, stdout, stderr)
+	if !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "conch acp: unexpected argument %q\n", fs.Arg(0))
@@ -49,12 +43,13 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 			a.Notify(owner)
 		}
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log := c.newLogger(stderr)
 	st, err := c.build(log)
 	if err != nil {
 		fmt.Fprintln(stderr, "conch acp:", err)
-		return 1
+		return 2
 	}
+	st.logStart(log, "acp", set)
 	// A client that closes our stdout must not kill us with SIGPIPE
 	// before the tasks are killed: with SIGPIPE notified, the write fails
 	// instead. (Notify, not Ignore: an ignored signal stays ignored in

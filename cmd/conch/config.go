@@ -18,6 +18,8 @@ import (
 
 // config is the executor and tool settings every subcommand shares.
 type config struct {
+	provider       choice
+	logLevel       logLevel
 	cwd            string
 	timeoutMs      number
 	maxTimeoutMs   number
@@ -88,27 +90,32 @@ func (n *number) Set(s string) error {
 func (n number) millis() time.Duration { return time.Duration(n.v * float64(time.Millisecond)) }
 
 // names is a flag value that may be given many times, each time one
-// variable name.
-type names []string
+// variable name. Its configuration key takes a list.
+type names struct{ vals []string }
 
 func (n *names) String() string {
 	if n == nil {
 		return ""
 	}
-	return strings.Join(*n, ",")
+	return strings.Join(n.vals, ",")
 }
 
 func (n *names) Set(s string) error {
 	if s == "" || strings.ContainsAny(s, "=\x00") {
 		return errors.New("must be a variable name")
 	}
-	*n = append(*n, s)
+	n.vals = append(n.vals, s)
 	return nil
 }
 
-// addFlags registers the shared flags with the contract's defaults;
-// yieldDefault is the yield window of this subcommand in ms.
-func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64) {
+func (n *names) isList()          {}
+func (n *names) Values() []string { return n.vals }
+
+// addFlags registers the shared flags with their defaults; yieldDefault
+// is the yield window of this subcommand in ms, logDefault its log level.
+func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64, logDefault slog.Level) {
+	c.provider = choice{v: "local", from: providers}
+	c.logLevel = logLevel{logDefault}
 	c.timeoutMs = number{v: float64(local.DefaultTimeout.Milliseconds())}
 	c.maxTimeoutMs = number{v: float64(local.DefaultMaxTimeout.Milliseconds())}
 	c.maxOutputBytes = number{v: local.DefaultMaxOutputBytes, count: true}
@@ -117,6 +124,8 @@ func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64) {
 	c.yieldMs = number{v: yieldDefault, zeroOK: true}
 	c.maxTasks = number{v: tasks.DefaultMaxPerSession, count: true}
 	c.maxResultBytes = number{v: tools.DefaultMaxResultBytes, count: true, least: tools.MinResultBytes}
+	fs.Var(&c.provider, "provider", "the executor that runs commands (local)")
+	fs.Var(&c.logLevel, "log-level", "least level of the log lines on stderr (debug, info, warn, error)")
 	fs.StringVar(&c.cwd, "cwd", "", "default working directory of commands (default: the current directory)")
 	fs.Var(&c.timeoutMs, "timeout-ms", "default foreground timeout in ms")
 	fs.Var(&c.maxTimeoutMs, "max-timeout-ms", "cap on any foreground timeout in ms")
@@ -140,6 +149,9 @@ type stack struct {
 	tasks *tasks.Runtime
 	tools *tools.Toolset
 	home  string
+
+	provider string // the provider key's value
+	enforces string // what the provider enforces, for the start-up line
 }
 
 // build creates the stack. With a logger it logs the names (never the
@@ -159,7 +171,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		MaxOutputBytes: int(c.maxOutputBytes.v),
 		MaxSpillBytes:  int64(c.maxSpillBytes.v),
 		Grace:          c.graceMs.millis(),
-		PassEnv:        c.passEnv,
+		PassEnv:        c.passEnv.vals,
 	})
 	if err != nil {
 		return nil, err
@@ -177,8 +189,11 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		MaxWait:           c.maxWait,
 		MaxResultBytes:    int(c.maxResultBytes.v),
 	})
-	return &stack{ex: ex, tasks: rt, tools: ts, home: home}, nil
+	return &stack{ex: ex, tasks: rt, tools: ts, home: home, provider: c.provider.v, enforces: localEnforces}, nil
 }
+
+// localEnforces is what the local provider holds commands to.
+const localEnforces = "process groups, child subreaper, environment scrub, non-dumpable server; containment: none (not built yet)"
 
 // close kills every task and every process, and removes the spill files.
 func (s *stack) close() error {

@@ -77,35 +77,34 @@ func configPath(args []string) (path string, explicit bool) {
 	return cfgfile.DefaultPath(), false
 }
 
-// loadSettings applies the configuration file to fs, then parses args
-// over it (flags win). known reports whether a key belongs to any
+// loadSettings parses args into fs, then applies the configuration file
+// to the flags args did not set (flags win; a list given as flags
+// replaces the file's). known reports whether a key belongs to any
 // subcommand: a key of another subcommand (serve's http in conch run) is
 // skipped, an unknown key is an error naming file, line and key. fs must
 // define a "config" flag.
 func loadSettings(fs *flag.FlagSet, args []string, known func(key string) bool) (*settings, error) {
-	path, explicit := configPath(args)
-	s := &settings{fs: fs, sources: map[string]source{}}
-	if path != "" {
-		entries, err := cfgfile.Load(path, !explicit)
-		if err != nil {
-			return nil, err
-		}
-		if entries != nil {
-			s.file = path
-		}
-		if err := s.apply(entries, known); err != nil {
-			return nil, err
-		}
-	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	s := &settings{fs: fs, sources: map[string]source{}}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name != "config" {
 			s.sources[f.Name] = source{what: "flag"}
 		}
 	})
-	return s, nil
+	path, explicit := configPath(args)
+	if path == "" {
+		return s, nil
+	}
+	entries, err := cfgfile.Load(path, !explicit)
+	if err != nil {
+		return nil, err
+	}
+	if entries != nil {
+		s.file = path
+	}
+	return s, s.apply(entries, known)
 }
 
 func (s *settings) apply(entries []cfgfile.Entry, known func(string) bool) error {
@@ -129,6 +128,9 @@ func (s *settings) apply(entries []cfgfile.Entry, known func(string) bool) error
 		}
 		if !e.Array && list {
 			return &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("takes a list of strings")}
+		}
+		if s.sources[f.Name].what == "flag" {
+			continue // checked above, overridden by the flag
 		}
 		for _, v := range e.Values {
 			if err := s.fs.Set(f.Name, v); err != nil {

@@ -21,6 +21,7 @@ Usage:
   conch run [flags] -- <command>   run one command and print what a model sees
   conch serve [flags]              serve the tools over MCP (stdio, or --http ADDR)
   conch acp [flags]                an ACP agent on stdio for editors (Zed)
+  conch config [run|serve|acp]     print the effective settings and where each came from
   conch version                    print the version
   conch help                       this text
 
@@ -54,6 +55,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return serveCommand(ctx, args[1:], stdin, stdout, stderr)
 	case "acp":
 		return acpCommand(ctx, args[1:], stdin, stdout, stderr)
+	case "config":
+		return configCommand(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "conch", version)
 		return 0

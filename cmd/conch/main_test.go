@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	conchBin = filepath.Join(dir, "conch")
+	// No user configuration file reaches the tests: the default file is
+	// looked for under an empty directory.
+	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	if out, err := exec.Command("go", "build", "-o", conchBin, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		os.RemoveAll(dir)

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -74,12 +75,13 @@ var runSession = tools.Session{ID: "run"}
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("conch run", flag.ContinueOnError)
 	var c config
-	c.addFlags(fs, 0)
+	c.addFlags(fs, 0, slog.LevelWarn)
 	workdir := fs.String("workdir", "", "working directory of the command, relative to --cwd")
 	asJSON := fs.Bool("json", false, "print the structured value instead of the text")
 	present := fs.Bool("present", false, "print the presentation cards of the call and its result")
 	background := fs.Bool("background", false, "run as a background task and follow its output")
-	if code, ok := parseFlags(fs, args, runUsage, stdout, stderr); !ok {
+	set, code, ok := parseFlags(fs, args, runUsage, stdout, stderr)
+	if !ok {
 		return code
 	}
 	if fs.NArg() == 0 {
@@ -90,11 +92,13 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "conch run: --json and --present cannot be combined\n")
 		return exitUsage
 	}
-	st, err := c.build(nil)
+	log := c.newLogger(stderr)
+	st, err := c.build(log)
 	if err != nil {
 		fmt.Fprintf(stderr, "conch run: %v\n", err)
 		return exitUsage
 	}
+	st.logStart(log, "run", set)
 	defer st.close()
 	// A closed stdout (conch run … | head -1) must not kill conch with
 	// SIGPIPE before it has cleaned up: with the signal handled the write

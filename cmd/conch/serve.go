@@ -47,14 +47,21 @@ conch exits 0.
 Flags:
 `
 
+// serveFlags defines the flags only conch serve has.
+func serveFlags(fs *flag.FlagSet) (httpAddr, token *string) {
+	httpAddr = fs.String("http", "", "serve streamable HTTP on `ADDR` (host:port; a bare port means 127.0.0.1) instead of stdio")
+	token = fs.String("token", "", "bearer token HTTP clients must send (default $CONCH_TOKEN, else the token file's)")
+	return httpAddr, token
+}
+
 // serveCommand is `conch serve`.
 func serveCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("conch serve", flag.ContinueOnError)
 	var c config
-	c.addFlags(fs, 45000)
-	httpAddr := fs.String("http", "", "serve streamable HTTP on `ADDR` (host:port; a bare port means 127.0.0.1) instead of stdio")
-	token := fs.String("token", "", "bearer token HTTP clients must send (default $CONCH_TOKEN, else the token file's)")
-	if code, ok := parseFlags(fs, args, serveUsage, stdout, stderr); !ok {
+	c.addFlags(fs, 45000, slog.LevelInfo)
+	httpAddr, token := serveFlags(fs)
+	set, code, ok := parseFlags(fs, args, serveUsage, stdout, stderr)
+	if !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
@@ -83,7 +90,7 @@ func serveCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		}
 	}
 
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log := c.newLogger(stderr)
 	if addr != "" && tok == "" {
 		path := tokenPath()
 		var err error
@@ -103,9 +110,10 @@ func serveCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		fmt.Fprintf(stderr, "conch serve: %v\n", err)
 		return 2
 	}
+	st.logStart(log, "serve", set)
 	srv := mcpserver.New(st.tools, &mcpserver.Options{Version: version, Logger: log, Token: tok})
 
-	code := 0
+	code = 0
 	if addr == "" {
 		// A client that closes our stdout must not kill us with SIGPIPE
 		// before we clean up: with the signal handled, the write fails
@@ -245,24 +253,4 @@ func readToken(path string) (string, bool) {
 		return "", false
 	}
 	return tok, true
-}
-
-// parseFlags parses a subcommand's flags. --help prints usage (then the
-// flags) to stdout; a bad flag is reported on stderr, naming the flag.
-// ok is false when the caller should return code.
-func parseFlags(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
-	fs.SetOutput(stderr)
-	fs.Usage = func() {}
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, usage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return 0, false
-	case err != nil:
-		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", fs.Name())
-		return 2, false
-	}
-	return 0, true
 }
