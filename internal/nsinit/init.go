@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -33,6 +34,13 @@ func Main() int {
 	// The init holds little: a few records per command. A low GC target
 	// keeps its resident memory near the runtime's floor.
 	debug.SetGCPercent(20)
+	// Descriptors the server's own parent leaked to it without
+	// close-on-exec reached the init through the exec: they must not
+	// reach the commands.
+	if err := closeOnExecFrom(initFD + 1); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	c, err := newConn(os.NewFile(initFD, "nsinit"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -48,6 +56,24 @@ func Main() int {
 	}
 	s.serve()
 	return 0
+}
+
+// closeOnExecFrom marks every descriptor from first on close-on-exec.
+func closeOnExecFrom(first int) error {
+	const closeRangeCloexec = 1 << 2 // CLOSE_RANGE_CLOEXEC, Linux 5.11
+	if err := unix.CloseRange(uint(first), ^uint(0), closeRangeCloexec); err == nil {
+		return nil
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("init: list descriptors: %w", err)
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= first {
+			unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
+		}
+	}
+	return nil
 }
 
 // initState is the init's bookkeeping.
@@ -84,19 +110,19 @@ type spawnJob struct {
 // prepares the spawner thread and starts listening for signals.
 func (s *initState) setUp() error {
 	if os.Getpid() != 1 {
-		return fmt.Errorf("nsinit: init: pid %d, not 1: not in a new PID namespace", os.Getpid())
+		return fmt.Errorf("init: pid %d, not 1: not in a new PID namespace", os.Getpid())
 	}
 	// Nothing mounted here may propagate back to the host.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("nsinit: init: make / private: %w", err)
+		return fmt.Errorf("init: make / private: %w", err)
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fmt.Errorf("nsinit: init: mount /proc: %w", err)
+		return fmt.Errorf("init: mount /proc: %w", err)
 	}
 	// Commands run as the same user: without this they could read the
 	// init's memory and use its socket to the server.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return fmt.Errorf("nsinit: init: make non-dumpable: %w", err)
+		return fmt.Errorf("init: make non-dumpable: %w", err)
 	}
 	ready := make(chan error)
 	go s.spawner(ready)
@@ -130,12 +156,12 @@ func (s *initState) spawner(ready chan<- error) {
 	runtime.LockOSThread() // for good: this thread's credentials differ
 	for _, cp := range []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SYS_PTRACE} {
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, cp, 0, 0, 0); err != nil {
-			ready <- fmt.Errorf("nsinit: init: drop capability %d from the bounding set: %w", cp, err)
+			ready <- fmt.Errorf("init: drop capability %d from the bounding set: %w", cp, err)
 			return
 		}
 	}
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-		ready <- fmt.Errorf("nsinit: init: clear ambient capabilities: %w", err)
+		ready <- fmt.Errorf("init: clear ambient capabilities: %w", err)
 		return
 	}
 	close(ready)
@@ -147,7 +173,7 @@ func (s *initState) spawner(ready chan<- error) {
 // spawn forks and records one command and replies.
 func (s *initState) spawn(m *message, fds []int) {
 	defer closeFDs(fds)
-	reply := &message{ID: m.ID, Op: opReply}
+	reply := &message{ID: m.ID, Op: m.Op}
 	if len(fds) != 3 && len(fds) != 4 {
 		reply.Err = fmt.Sprintf("nsinit: spawn: %d descriptors, want 3 or 4", len(fds))
 		s.c.send(reply)
@@ -211,7 +237,7 @@ func (s *initState) serve() {
 
 // answer runs one request other than a spawn and replies.
 func (s *initState) answer(m *message) {
-	reply := &message{ID: m.ID, Op: opReply}
+	reply := &message{ID: m.ID, Op: m.Op}
 	s.mu.Lock()
 	c := s.cmds[m.Pid]
 	held := c != nil && !c.released

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/conch-dev/conch/internal/testutil"
 )
 
@@ -137,10 +139,17 @@ func TestWaitStatus(t *testing.T) {
 }
 
 // TestStdinAndEnv: the descriptors and the environment given are the
-// command's.
+// command's, and no other descriptor (the init's socket) leaks to it.
 func TestStdinAndEnv(t *testing.T) {
 	marker := clean(t)
+	// A descriptor the server leaks without close-on-exec (as a careless
+	// parent of the server may) reaches the init through its exec.
+	leak, err := unix.Open(os.DevNull, unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	in := startInit(t)
+	unix.Close(leak)
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +157,7 @@ func TestStdinAndEnv(t *testing.T) {
 	w.WriteString("from stdin\n")
 	w.Close()
 	stdout, ow := capture(t)
-	ch, err := in.Spawn(nsinitCommand(marker, `read l; echo "$l $FOO $(pwd)"; echo err >&2`, r, ow, ow))
+	ch, err := in.Spawn(nsinitCommand(marker, `read l; echo "$l $FOO $(pwd)"; echo err >&2; echo fds $(ls /proc/self/fd)`, r, ow, ow))
 	r.Close()
 	ow.Close()
 	if err != nil {
@@ -156,7 +165,7 @@ func TestStdinAndEnv(t *testing.T) {
 	}
 	ws := wait(t, ch)
 	ch.Release()
-	if got := stdout.text(t); ws.ExitStatus() != 0 || got != "from stdin bar /tmp\nerr\n" {
+	if got := stdout.text(t); ws.ExitStatus() != 0 || got != "from stdin bar /tmp\nerr\nfds 0 1 2 3\n" {
 		t.Errorf("status %v, output %q", ws, got)
 	}
 }

@@ -147,10 +147,13 @@ func start(o Options) (*Init, error) {
 		close(i.exited)
 	}()
 	m, _, err := c.recv()
-	if err == nil && m.Op != opReady {
-		err = errors.New(m.Err)
-		if m.Op != opFail {
-			err = fmt.Errorf("nsinit: start: unexpected %q from the init", m.Op)
+	if err == nil {
+		switch m.Op {
+		case opReady:
+		case opFail:
+			err = errors.New(m.Err)
+		default:
+			err = fmt.Errorf("unexpected %q from the init", m.Op)
 		}
 	}
 	if err != nil {
@@ -195,11 +198,8 @@ func (i *Init) Pid() int { return i.cmd.Process.Pid }
 // read dispatches the init's replies and events until the socket ends.
 func (i *Init) read() {
 	defer close(i.readDone)
-	var err error
 	for {
-		var m *message
-		var fds []int
-		m, fds, err = i.c.recv()
+		m, fds, err := i.c.recv()
 		if err != nil {
 			break
 		}
@@ -214,9 +214,9 @@ func (i *Init) read() {
 			continue
 		}
 		i.mu.Lock()
-		if m.Pid != 0 && m.Err == "" {
-			// A spawn's reply: the Child exists before the command's exit
-			// event, which may follow at once, is read.
+		if m.Op == opSpawn && m.Err == "" {
+			// The Child exists before the command's exit event, which
+			// may follow at once, is read.
 			i.childLocked(m.Pid)
 		}
 		w := i.pending[m.ID]
@@ -230,14 +230,14 @@ func (i *Init) read() {
 	if i.err == nil {
 		i.err = ErrInitExited
 	}
-	pending, children := i.pending, i.children
+	pending, children, err := i.pending, i.children, i.err
 	i.pending, i.children = nil, nil
 	i.mu.Unlock()
 	for _, w := range pending {
 		close(w)
 	}
 	for _, ch := range children {
-		ch.settle(0, i.err)
+		ch.settle(0, err)
 	}
 }
 
@@ -453,7 +453,9 @@ func (c *Child) KillLeftovers() error {
 // Release tells the init that the caller is done with the command: its
 // zombie is reaped (its process group id may then be reused), and what
 // it left running stays charged to it, for KillLeftovers or Close.
-// Signal, Alive and Terminate fail after Release.
+// Signal, Alive and Terminate fail after Release; call it only once none
+// of them is in flight, as the local provider reaps a shell only after
+// its kill has finished.
 func (c *Child) Release() {
 	c.i.mu.Lock()
 	if c.i.children != nil {

@@ -31,7 +31,7 @@ const maxMessage = 64 << 20
 const maxFDs = 4
 
 // Operations. Requests carry an ID and get exactly one reply with the same
-// ID (opReply), except opRelease, which has none; the init also sends
+// ID and operation, except opRelease, which has none; the init also sends
 // events with ID 0.
 const (
 	opReady     = "ready"     // init → server, once: set up, serving
@@ -43,7 +43,6 @@ const (
 	opLeftovers = "leftovers" // Pid: kill everything the command started
 	opRelease   = "release"   // Pid: the server is done with the command
 	opExit      = "exit"      // init → server event: Pid, Status (raw wait status)
-	opReply     = "reply"
 )
 
 // message is every request, reply and event; each uses the fields its
