@@ -31,22 +31,23 @@ const initFD = 3
 // server has closed the socket or died; everything left in the namespace
 // dies with it.
 func Main() int {
+	// This goroutine serves requests and forks commands: it keeps its
+	// thread, whose credentials differ (see dropCapabilities), and reads
+	// the socket with blocking calls, so that a request wakes this very
+	// thread, which forks at once.
+	runtime.LockOSThread()
 	// The init holds little: a few records per command. A low GC target
 	// keeps its resident memory near the runtime's floor.
 	debug.SetGCPercent(20)
 	// Descriptors the server's own parent leaked to it without
 	// close-on-exec reached the init through the exec: they must not
 	// reach the commands.
-	if err := closeOnExecFrom(initFD + 1); err != nil {
+	if err := closeOnExecFrom(initFD); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	c, err := newConn(os.NewFile(initFD, "nsinit"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	s := &initState{c: c, cmds: make(map[int]*command), owners: make(map[procKey][]*command), reap: make(chan struct{}, 1), spawns: make(chan spawnJob)}
+	c := &conn{rw: fdConn(initFD)}
+	s := &initState{c: c, cmds: make(map[int]*command), owners: make(map[procKey][]*command)}
 	if err := s.setUp(); err != nil {
 		c.send(&message{Op: opFail, Err: err.Error()})
 		return 1
@@ -87,9 +88,6 @@ type initState struct {
 	mu     sync.Mutex
 	cmds   map[int]*command       // by pid: commands not yet forgotten
 	owners map[procKey][]*command // every process seen, and whom it is charged to
-
-	reap   chan struct{} // a reap pass is wanted (besides SIGCHLD)
-	spawns chan spawnJob // served by the spawner thread
 }
 
 // command is the init's record of one spawned command.
@@ -99,11 +97,6 @@ type command struct {
 	exited   bool   // its exit was reported; its zombie is kept until released
 	released bool   // the server is done with it: reap it, report nothing more
 	lastLive uint64 // the last tick at which something charged to it was seen alive
-}
-
-type spawnJob struct {
-	m   *message
-	fds []int
 }
 
 // setUp makes the mounts private to the namespace, mounts its own /proc,
@@ -124,9 +117,7 @@ func (s *initState) setUp() error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("init: make non-dumpable: %w", err)
 	}
-	ready := make(chan error)
-	go s.spawner(ready)
-	if err := <-ready; err != nil {
+	if err := dropCapabilities(); err != nil {
 		return err
 	}
 	// Every signal is caught and dropped: as pid 1 the init must not die
@@ -146,28 +137,22 @@ func (s *initState) setUp() error {
 	return nil
 }
 
-// spawner is the one thread that forks commands. Capabilities belong to a
-// thread, so it drops, on its own thread only, what commands must not
-// inherit: the ambient capabilities a non-root init was started with (so
-// a non-root command has none) and, from the bounding set, CAP_SYS_ADMIN
-// (a command running as root could unmount the namespace's /proc and see
-// the host's) and CAP_SYS_PTRACE (it could reach into the init).
-func (s *initState) spawner(ready chan<- error) {
-	runtime.LockOSThread() // for good: this thread's credentials differ
+// dropCapabilities drops, on this thread only (capabilities belong to a
+// thread), what commands forked from it must not inherit: the ambient
+// capabilities a non-root init was started with (so a non-root command
+// has none) and, from the bounding set, CAP_SYS_ADMIN (a command running
+// as root could unmount the namespace's /proc and see the host's) and
+// CAP_SYS_PTRACE (it could reach into the init).
+func dropCapabilities() error {
 	for _, cp := range []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SYS_PTRACE} {
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, cp, 0, 0, 0); err != nil {
-			ready <- fmt.Errorf("init: drop capability %d from the bounding set: %w", cp, err)
-			return
+			return fmt.Errorf("init: drop capability %d from the bounding set: %w", cp, err)
 		}
 	}
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-		ready <- fmt.Errorf("init: clear ambient capabilities: %w", err)
-		return
+		return fmt.Errorf("init: clear ambient capabilities: %w", err)
 	}
-	close(ready)
-	for j := range s.spawns {
-		s.spawn(j.m, j.fds)
-	}
+	return nil
 }
 
 // spawn forks and records one command and replies.
@@ -222,7 +207,7 @@ func (s *initState) serve() {
 			return
 		}
 		if m.Op == opSpawn {
-			s.spawns <- spawnJob{m, fds}
+			s.spawn(m, fds) // on this thread: see Main
 			continue
 		}
 		closeFDs(fds)
@@ -241,13 +226,15 @@ func (s *initState) answer(m *message) {
 	s.mu.Lock()
 	c := s.cmds[m.Pid]
 	held := c != nil && !c.released
-	if m.Op == opRelease && c != nil {
+	if m.Op == opRelease && held {
 		c.released = true
+		if c.exited {
+			reap(c.pid) // else the reaper does when it exits
+		}
 	}
 	s.mu.Unlock()
 	switch {
 	case m.Op == opRelease:
-		s.wantReap()
 		return // no reply
 	case m.Op == opLeftovers:
 		if c != nil {
@@ -272,21 +259,10 @@ func (s *initState) answer(m *message) {
 	s.c.send(reply)
 }
 
-func (s *initState) wantReap() {
-	select {
-	case s.reap <- struct{}{}:
-	default:
-	}
-}
-
 // reaper reaps the namespace's zombies, reports the exits of commands and
-// keeps the ledger of who started what, on every SIGCHLD and release.
+// keeps the ledger of who started what, on every SIGCHLD.
 func (s *initState) reaper(chld <-chan os.Signal) {
-	for {
-		select {
-		case <-chld:
-		case <-s.reap:
-		}
+	for range chld {
 		s.mu.Lock()
 		// Exits first: reporting one needs no scan, and the server waits
 		// for it.
@@ -295,11 +271,20 @@ func (s *initState) reaper(chld <-chan os.Signal) {
 				s.reportExit(c)
 			}
 		}
+		s.mu.Unlock()
+		// The scan runs unlocked, so as not to hold up the next spawn.
+		// It may then miss a command spawned meanwhile (the next scan
+		// finds it) or show a zombie reaped meanwhile, whose pid a new
+		// process may hold by now: waiting for an unheld pid of ours
+		// WNOHANG is harmless whoever holds it, and held commands are
+		// looked up under the lock.
 		infos, err := proc.Scan()
-		if err == nil {
-			s.account(infos)
-			s.reapZombies(infos)
+		if err != nil {
+			continue
 		}
+		s.mu.Lock()
+		s.account(infos)
+		s.reapZombies(infos)
 		s.mu.Unlock()
 	}
 }
@@ -319,12 +304,17 @@ func (s *initState) reapZombies(infos []proc.Info) {
 			}
 			continue
 		}
-		var ws unix.WaitStatus
-		for {
-			_, err := unix.Wait4(p.Pid, &ws, unix.WNOHANG, nil)
-			if err != unix.EINTR {
-				break
-			}
+		reap(p.Pid)
+	}
+}
+
+// reap reaps pid, a child of the init, if it is a zombie.
+func reap(pid int) {
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if err != unix.EINTR {
+			return
 		}
 	}
 }

@@ -67,13 +67,23 @@ type message struct {
 // conn is one end of the socket pair. send may be called concurrently;
 // recv only from one goroutine.
 type conn struct {
-	uc  *net.UnixConn
+	rw  msgConn
 	wmu sync.Mutex
 
 	buf []byte // received bytes not yet consumed
 	fds []int  // received descriptors not yet claimed by a message
 
 	chunk, oob []byte // recv's buffers, kept: most reads are small
+}
+
+// msgConn is a unix socket that carries descriptors: a *net.UnixConn on
+// the server's side (its Close wakes a blocked reader), an fdConn in the
+// init.
+type msgConn interface {
+	ReadMsgUnix(b, oob []byte) (n, oobn, flags int, addr *net.UnixAddr, err error)
+	WriteMsgUnix(b, oob []byte, addr *net.UnixAddr) (n, oobn int, err error)
+	Write(b []byte) (int, error)
+	Close() error
 }
 
 // newConn wraps f, one end of the socket pair; f is closed (the conn holds
@@ -89,8 +99,49 @@ func newConn(f *os.File) (*conn, error) {
 		c.Close()
 		return nil, errors.New("nsinit: socket: not a unix socket")
 	}
-	return &conn{uc: uc}, nil
+	return &conn{rw: uc}, nil
 }
+
+// fdConn is a blocking socket descriptor, read and written with plain
+// system calls: a read wakes the very thread that waits in it, with no
+// hand-off through Go's network poller. Close does not wake a blocked
+// reader; the init never needs it to.
+type fdConn int
+
+func (fd fdConn) ReadMsgUnix(b, oob []byte) (n, oobn, flags int, _ *net.UnixAddr, err error) {
+	for {
+		n, oobn, flags, _, err = unix.Recvmsg(int(fd), b, oob, unix.MSG_CMSG_CLOEXEC)
+		if err != unix.EINTR {
+			return n, oobn, flags, nil, err
+		}
+	}
+}
+
+func (fd fdConn) WriteMsgUnix(b, oob []byte, _ *net.UnixAddr) (n, oobn int, err error) {
+	for {
+		n, err = unix.SendmsgN(int(fd), b, oob, nil, 0)
+		if err != unix.EINTR {
+			return n, len(oob), err
+		}
+	}
+}
+
+func (fd fdConn) Write(b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := unix.Write(int(fd), b[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		n += m
+	}
+	return n, nil
+}
+
+func (fd fdConn) Close() error { return unix.Close(int(fd)) }
 
 // socketPair returns two connected unix stream sockets, close-on-exec.
 func socketPair() (a, b *os.File, err error) {
@@ -121,11 +172,11 @@ func (c *conn) send(m *message, files ...*os.File) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	n, _, err := c.uc.WriteMsgUnix(b, oob, nil)
+	n, _, err := c.rw.WriteMsgUnix(b, oob, nil)
 	if err == nil && n < len(b) {
 		// A stream socket may take a long message in parts; the
 		// descriptors went with the first.
-		_, err = c.uc.Write(b[n:])
+		_, err = c.rw.Write(b[n:])
 	}
 	if err != nil {
 		return fmt.Errorf("nsinit: send %s: %w", m.Op, err)
@@ -171,7 +222,7 @@ func (c *conn) fill() error {
 		c.oob = make([]byte, unix.CmsgSpace(maxFDs*4))
 	}
 	chunk, oob := c.chunk, c.oob
-	n, oobn, flags, _, err := c.uc.ReadMsgUnix(chunk, oob)
+	n, oobn, flags, _, err := c.rw.ReadMsgUnix(chunk, oob)
 	if oobn > 0 {
 		msgs, perr := unix.ParseSocketControlMessage(oob[:oobn])
 		if perr == nil {
@@ -201,7 +252,7 @@ func (c *conn) fill() error {
 // errEOF is recv's error when the other end closed the socket.
 var errEOF = errors.New("nsinit: the other end closed the socket")
 
-func (c *conn) close() error { return c.uc.Close() }
+func (c *conn) close() error { return c.rw.Close() }
 
 // closeFDs closes descriptors received but not used.
 func closeFDs(fds []int) {
