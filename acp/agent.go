@@ -169,11 +169,9 @@ func (a *Agent) shutdown() {
 	for _, q := range queued {
 		a.answerCancelled(q)
 	}
-	rt := a.ts.Tasks()
 	for _, s := range a.sessions {
-		if rt != nil {
-			rt.Dispose(s.id)
-		}
+		// Its tasks and what its commands left running.
+		a.ts.EndSession(s.id)
 		if s.rec != nil {
 			if err := s.rec.close(); err != nil {
 				a.log.Warn("acp: closing a session record", "session", s.id, "err", err)

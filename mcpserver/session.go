@@ -113,12 +113,9 @@ func (s *Server) forget(x *session) {
 	}
 }
 
-// dispose kills and forgets the background tasks of x.
-func (s *Server) dispose(x *session) {
-	if rt := s.ts.Tasks(); rt != nil {
-		rt.Dispose(x.id)
-	}
-}
+// dispose kills and forgets the background tasks of x, and kills what its
+// commands left running.
+func (s *Server) dispose(x *session) { s.ts.EndSession(x.id) }
 
 // track registers a call of x: the returned ctx is cancelled when x ends
 // (or at once if it already has); done unregisters it.

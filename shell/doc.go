@@ -64,4 +64,8 @@
 // Close kills everything the executor started and waits until it is gone.
 // Providers go further where they can: shell/local also kills what a
 // command left running after it exited and what escaped its process group.
+// Each Request names its Owner (the caller's session); an executor that is
+// an OwnerEnder kills, when that owner ends, what the owner's commands left
+// running, and a Process.Kill takes what its command left outside its
+// group.
 package shell

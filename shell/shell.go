@@ -21,7 +21,7 @@ type Executor interface {
 
 	// Run runs s in the foreground and waits for it, its timeout, or ctx.
 	// It returns an error only for infrastructure failures: the workdir is
-	// missing or not a directory (*WorkdirError), bash cannot be started,
+	// missing, not a directory or not enterable (*WorkdirError), bash cannot be started,
 	// ctx was done before the spawn (ErrAbortedBeforeSpawn), or the
 	// executor is closed (ErrClosed). A non-zero exit, a timeout kill, a
 	// cancellation kill and a command that signals itself all return a
@@ -61,6 +61,17 @@ type Graceful interface {
 	Grace() time.Duration
 }
 
+// OwnerEnder is implemented by executors that can end an owner: EndOwner
+// kills every command still running for owner (Request.Owner) and
+// everything those commands and the owner's earlier ones left running
+// (group members that outlived a normal exit, and, where the provider can
+// attribute them, processes that left their group), and returns once they
+// are gone. Commands of other owners are left alone. The tool layer calls
+// it when a session ends, after disposing of the session's tasks.
+type OwnerEnder interface {
+	EndOwner(owner string)
+}
+
 // Request is what a caller asks for. Only Command is required; every other
 // field is optional and a field left at its zero value is "not given".
 type Request struct {
@@ -89,6 +100,11 @@ type Request struct {
 	// CONCH_SESSION_ID, CONCH_HOME). It is applied last and wins over
 	// everything else.
 	ManagedEnv map[string]string
+	// Owner names the caller's session that runs the command (the tool
+	// layer sets its session id). What the command leaves running lives at
+	// most until its owner ends (see OwnerEnder). "" is an owner like any
+	// other.
+	Owner string
 }
 
 // Spec is a resolved Request: Workdir and Timeout hold the effective
@@ -102,6 +118,7 @@ type Spec struct {
 	Stdin          []byte        // nil: /dev/null
 	Env            map[string]string
 	ManagedEnv     map[string]string
+	Owner          string // copied from the Request
 }
 
 // Output is the captured tail of one stream.
@@ -278,7 +295,8 @@ type RequestError struct {
 
 func (e *RequestError) Error() string { return "shell: invalid request: " + e.Field + " " + e.Reason }
 
-// WorkdirError reports a workdir that does not exist or is not a directory.
+// WorkdirError reports a workdir that does not exist, is not a directory,
+// or may not be entered (EACCES).
 type WorkdirError struct {
 	Path string
 	Err  error

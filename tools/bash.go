@@ -111,6 +111,7 @@ func (t *Toolset) Request(sess Session, b BashArgs) shell.Request {
 		Workdir:    wd,
 		Timeout:    b.Timeout,
 		ManagedEnv: t.managedEnv(sess),
+		Owner:      sess.ID,
 	}
 }
 

@@ -283,6 +283,19 @@ func (t *Toolset) textBudget(notices []Notice) int {
 	return max(t.opts.MaxResultBytes-n, t.opts.MaxResultBytes/2)
 }
 
+// EndSession ends the session id: its background tasks are disposed of
+// (cancelled, awaited and forgotten), and then, when the executor is a
+// shell.OwnerEnder, everything the session's commands left running is
+// killed. It returns once all of it is gone.
+func (t *Toolset) EndSession(id string) {
+	if t.opts.Tasks != nil {
+		t.opts.Tasks.Dispose(id)
+	}
+	if oe, ok := t.ex.(shell.OwnerEnder); ok {
+		oe.EndOwner(id)
+	}
+}
+
 // Notices drains and words the completion notices pending for a session.
 func (t *Toolset) Notices(session string) []Notice {
 	if t.opts.Tasks == nil {

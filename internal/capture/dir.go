@@ -15,7 +15,8 @@ import (
 // Why a spill file is unavailable, for Stream.SpillErr.
 var (
 	// ErrSpillTooLarge: the stream passed its maxSpill, so its file was
-	// deleted rather than left incomplete.
+	// deleted rather than left incomplete. Stream.SpillErr reports it as
+	// a *shell.SpillCapError naming the cap.
 	ErrSpillTooLarge = errors.New("spill: stream passed its spill cap")
 	// ErrBudget: the Dir's total budget had no room left, even after
 	// evicting the files of finished streams.

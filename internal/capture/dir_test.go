@@ -3,6 +3,7 @@ package capture
 import (
 	"bytes"
 	"errors"
+	"github.com/conch-dev/conch/shell"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -63,8 +64,11 @@ func TestSpillDeletedPastMaxSpill(t *testing.T) {
 	if out := s.Output(); out.SpillPath != "" || !out.Truncated {
 		t.Errorf("Output() = {Truncated:%v SpillPath:%q}", out.Truncated, out.SpillPath)
 	}
-	if !errors.Is(s.SpillErr(), ErrSpillTooLarge) {
-		t.Errorf("SpillErr() = %v, want ErrSpillTooLarge", s.SpillErr())
+	if ce, ok := s.SpillErr().(*shell.SpillCapError); !ok || ce.Cap != s.maxSpill {
+		t.Errorf("SpillErr() = %v, want a *shell.SpillCapError for %d", s.SpillErr(), s.maxSpill)
+	}
+	if out := s.Output(); out.SpillErr == nil || out.SpillErr.Error() != s.SpillErr().Error() {
+		t.Errorf("Output().SpillErr = %v, want %v", out.SpillErr, s.SpillErr())
 	}
 	if got := d.usedBytes(); got != 0 {
 		t.Errorf("budget in use %d after the file was deleted", got)
@@ -82,7 +86,7 @@ func TestFirstOverflowPastMaxSpillCreatesNothing(t *testing.T) {
 	if out := s.Output(); out.SpillPath != "" || d.Path() != "" {
 		t.Errorf("SpillPath %q, dir %q; want neither", out.SpillPath, d.Path())
 	}
-	if !errors.Is(s.SpillErr(), ErrSpillTooLarge) {
+	if _, ok := s.SpillErr().(*shell.SpillCapError); !ok {
 		t.Errorf("SpillErr() = %v", s.SpillErr())
 	}
 }

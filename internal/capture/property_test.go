@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"pgregory.net/rapid"
+
+	"github.com/conch-dev/conch/shell"
 )
 
 // runePrefixes holds every proper prefix of every valid UTF-8 encoding:
@@ -42,10 +44,12 @@ func modelPartial(b []byte) int {
 
 // model is the obvious, unbounded implementation of a Stream.
 type model struct {
-	max    int
-	all    []byte
-	cursor int
-	closed bool
+	max      int
+	headMax  int
+	all      []byte
+	cursor   int
+	closed   bool
+	released bool // closed and read to the end
 }
 
 func (m *model) lo() int { return len(m.all) - min(len(m.all), m.max) }
@@ -57,25 +61,40 @@ func (m *model) cutLead(from int) int {
 	return from
 }
 
-func (m *model) output() (string, bool) {
+func (m *model) output() shell.Output {
 	from, truncated := m.lo(), len(m.all) > m.max
+	out := shell.Output{Truncated: truncated, Size: int64(len(m.all)), Lines: int64(bytes.Count(m.all, []byte("\n")))}
+	if m.released {
+		return out
+	}
 	if truncated {
+		head := m.all[:min(m.headMax, from)]
+		head = head[:len(head)-modelPartial(head)]
+		out.Head = strings.ToValidUTF8(string(head), "\uFFFD")
 		from = m.cutLead(from)
 	}
-	return strings.ToValidUTF8(string(m.all[from:]), "\uFFFD"), truncated
+	out.Text = strings.ToValidUTF8(string(m.all[from:]), "\uFFFD")
+	return out
 }
 
-func (m *model) next() (string, bool) {
-	from, lossy := m.cursor, false
+func (m *model) next() (string, shell.Omission) {
+	if m.released {
+		return "", shell.Omission{}
+	}
+	from := m.cursor
+	var skipped shell.Omission
 	if from < m.lo() {
-		from, lossy = m.cutLead(m.lo()), true
+		from = m.cutLead(m.lo())
+		gap := m.all[m.cursor:from]
+		skipped = shell.Omission{Bytes: int64(len(gap)), Lines: int64(bytes.Count(gap, []byte("\n")))}
 	}
 	to := len(m.all)
 	if !m.closed {
 		to -= modelPartial(m.all[from:to])
 	}
 	m.cursor = to
-	return strings.ToValidUTF8(string(m.all[from:to]), "\uFFFD"), lossy
+	m.released = m.closed && to == len(m.all)
+	return strings.ToValidUTF8(string(m.all[from:to]), "\uFFFD"), skipped
 }
 
 // harness drives a Stream and the model side by side and checks every
@@ -90,14 +109,16 @@ type harness struct {
 	lossy    bool            // some read was lossy
 }
 
-func newHarness(t tb, d *Dir, maxBytes int, maxSpill int64, chunk int) *harness {
-	return &harness{
+func newHarness(t tb, d *Dir, maxBytes int, maxSpill int64, chunk, headMax int) *harness {
+	h := &harness{
 		t:        t,
 		d:        d,
 		s:        newStream(d, "stdout", maxBytes, maxSpill, chunk),
-		m:        model{max: maxBytes},
+		m:        model{max: maxBytes, headMax: headMax},
 		maxSpill: maxSpill,
 	}
+	h.s.headMax = headMax
+	return h
 }
 
 // write feeds p through Write, or through ReadFrom with reads shaped by
@@ -135,13 +156,13 @@ func (h *harness) write(p []byte, how int) {
 
 func (h *harness) next() {
 	h.t.Helper()
-	gotText, gotLossy := h.s.Next()
-	wantText, wantLossy := h.m.next()
-	if gotText != wantText || gotLossy != wantLossy {
-		h.t.Fatalf("Next() = %q, %v; want %q, %v (stream %q, max %d)", gotText, gotLossy, wantText, wantLossy, h.m.all, h.m.max)
+	gotText, gotSkipped := h.s.Next()
+	wantText, wantSkipped := h.m.next()
+	if gotText != wantText || gotSkipped != wantSkipped {
+		h.t.Fatalf("Next() = %q, %+v; want %q, %+v (stream %q, max %d)", gotText, gotSkipped, wantText, wantSkipped, h.m.all, h.m.max)
 	}
 	h.reads.WriteString(gotText)
-	h.lossy = h.lossy || gotLossy
+	h.lossy = h.lossy || gotSkipped.Bytes > 0
 }
 
 func (h *harness) close() {
@@ -154,16 +175,29 @@ func (h *harness) close() {
 // check compares the tail, the text and the spill file with the model.
 func (h *harness) check() {
 	h.t.Helper()
-	if got, want := h.s.rawTail(), tail(h.m.all, h.m.max); !bytes.Equal(got, want) {
+	if h.m.released {
+		if h.s.buf != nil || h.s.head != nil {
+			h.t.Fatalf("a released stream holds %d ring and %d head bytes", len(h.s.buf), len(h.s.head))
+		}
+	} else if got, want := h.s.rawTail(), tail(h.m.all, h.m.max); !bytes.Equal(got, want) {
 		h.t.Fatalf("raw tail %q, want %q", got, want)
 	}
 	if got := h.s.Len(); got != int64(len(h.m.all)) {
 		h.t.Fatalf("Len() = %d, want %d", got, len(h.m.all))
 	}
 	out := h.s.Output()
-	wantText, wantTruncated := h.m.output()
-	if out.Text != wantText || out.Truncated != wantTruncated {
-		h.t.Fatalf("Output() = %q, %v; want %q, %v", out.Text, out.Truncated, wantText, wantTruncated)
+	want := h.m.output()
+	wantTruncated := want.Truncated
+	if out.Text != want.Text || out.Truncated != want.Truncated || out.Head != want.Head || out.Size != want.Size || out.Lines != want.Lines {
+		h.t.Fatalf("Output() = %+v; want %+v", out, want)
+	}
+	var cap *shell.SpillCapError
+	if overCap := wantTruncated && int64(len(h.m.all)) > h.maxSpill; overCap != (errors.As(out.SpillErr, &cap) && cap.Cap == h.maxSpill) {
+		h.t.Fatalf("Output().SpillErr = %v for %d bytes (max %d, maxSpill %d)", out.SpillErr, len(h.m.all), h.m.max, h.maxSpill)
+	}
+	wantErr := wantTruncated && int64(len(h.m.all)) > h.maxSpill || wantTruncated && h.m.closed && out.SpillPath == ""
+	if (out.SpillErr != nil) != wantErr {
+		h.t.Fatalf("Output().SpillErr = %v with SpillPath %q (truncated %v, closed %v)", out.SpillErr, out.SpillPath, wantTruncated, h.m.closed)
 	}
 	shouldSpill := wantTruncated && int64(len(h.m.all)) <= h.maxSpill
 	live := h.s.SpillPath()
@@ -201,6 +235,7 @@ func (h *harness) finish() {
 	h.close()
 	h.next()
 	h.next()
+	h.check() // a released stream
 	if !h.lossy && utf8.Valid(h.m.all) && h.reads.String() != string(h.m.all) {
 		h.t.Fatalf("reads without a loss add up to %q, want %q", h.reads.String(), h.m.all)
 	}
@@ -212,9 +247,10 @@ func TestStreamProperties(t *testing.T) {
 		chunk := rapid.IntRange(1, 24).Draw(t, "chunk")
 		maxSpill := rapid.OneOf(rapid.Just(int64(1<<30)), rapid.Int64Range(1, 300)).Draw(t, "maxSpill")
 		text := rapid.Bool().Draw(t, "text")
+		headMax := rapid.IntRange(0, 50).Draw(t, "headMax")
 		d := NewDir(tempDir(t), 1<<30)
 		defer d.Close()
-		h := newHarness(t, d, maxBytes, maxSpill, chunk)
+		h := newHarness(t, d, maxBytes, maxSpill, chunk, headMax)
 
 		// Bytes are drawn into pending and written in prefixes cut at
 		// any byte, so characters get split across writes.
@@ -273,7 +309,7 @@ func FuzzStream(f *testing.F) {
 		}
 		d := NewDir(t.TempDir(), 1<<30)
 		defer d.Close()
-		h := newHarness(t, d, maxBytes, maxSpill, chunk)
+		h := newHarness(t, d, maxBytes, maxSpill, chunk, int(data[1]>>5)*7) // head: 0 to 49 bytes
 		ops := data[3:]
 		for len(ops) > 0 {
 			op, n := int(ops[0]&7), int(ops[0]>>3)

@@ -12,6 +12,7 @@
 package capture
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"math"
@@ -59,16 +60,25 @@ type Stream struct {
 	maxSpill int64
 	chunk    int // readChunk; smaller in tests so that rings wrap often
 	ringSize int // len(buf) once the ring is full grown
+	headMax  int // shell.HeadBytes; smaller in tests
 
 	mu     sync.Mutex
 	buf    []byte // stream offset o lives at buf[o % len(buf)]
+	head   []byte // the stream's first bytes, up to headMax
 	total  int64  // bytes accepted
 	cursor int64  // where Next resumes
 	closed bool
-	state  spillState
-	spill  *spillFile
-	err    error // why the spill failed
-	trash  []byte
+	// released: closed and read to its end, so buf and head are gone.
+	released bool
+	// Newline counts: in the whole stream, and before the cursor. Each
+	// byte is counted once as it is accepted; the tail's newlines are
+	// counted again only by a lossy Next, which needs what lies before
+	// the tail (lines minus the tail's).
+	lines, cursorLines int64
+	state              spillState
+	spill              *spillFile
+	err                error // why the spill failed
+	trash              []byte
 }
 
 // NewStream returns a stream that keeps its last maxBytes bytes in memory
@@ -96,6 +106,7 @@ func newStream(dir *Dir, name string, maxBytes int, maxSpill int64, chunk int) *
 		maxSpill: maxSpill,
 		chunk:    chunk,
 		ringSize: (maxBytes+chunk-1)/chunk*chunk + chunk,
+		headMax:  shell.HeadBytes,
 	}
 	if dir == nil {
 		s.state, s.err = spillFailed, ErrNoDir
@@ -121,6 +132,7 @@ func (s *Stream) Write(p []byte) (int, error) {
 		// bytes the ring still holds.
 		s.spillLocked(newTotal, p)
 	}
+	s.countLocked(p)
 	keep := p
 	if len(keep) > s.maxBytes {
 		keep = keep[len(keep)-s.maxBytes:]
@@ -193,7 +205,33 @@ func (s *Stream) commit(region []byte) {
 	if s.state == spillNone || s.state == spillActive {
 		s.spillLocked(newTotal, region)
 	}
+	s.countLocked(region)
 	s.total = newTotal
+}
+
+// countLocked accounts for p, the bytes that take the stream from s.total
+// on: the head keeps its share, and p's newlines are counted.
+func (s *Stream) countLocked(p []byte) {
+	if len(s.head) < s.headMax {
+		s.head = append(s.head, p[:min(len(p), s.headMax-len(s.head))]...)
+	}
+	s.lines += int64(bytes.Count(p, newline))
+}
+
+var newline = []byte{'\n'}
+
+// newlinesLocked counts the newlines in stream bytes [from, to), which
+// the ring holds.
+func (s *Stream) newlinesLocked(from, to int64) int64 {
+	if from >= to {
+		return 0
+	}
+	pos := int(from % int64(len(s.buf)))
+	end := pos + int(to-from)
+	if end <= len(s.buf) {
+		return int64(bytes.Count(s.buf[pos:end], newline))
+	}
+	return int64(bytes.Count(s.buf[pos:], newline) + bytes.Count(s.buf[:end-len(s.buf)], newline))
 }
 
 // spillLocked writes data, the bytes that take the stream from s.total to
@@ -292,45 +330,90 @@ func (s *Stream) Close() {
 	s.state = spillDone
 }
 
-// Output returns the tail as valid UTF-8. SpillPath is set only when the
-// stream overflowed, is closed, and its file is complete and still
-// exists: a path handed to a model must hold the whole stream.
+// Output returns the tail as valid UTF-8, and the facts about the whole
+// stream (see shell.Output). SpillPath is set only when the stream
+// overflowed, is closed, and its file is complete and still exists: a path
+// handed to a model must hold the whole stream; SpillErr then says why
+// there is none (a *shell.SpillCapError past the spill cap). Head, for a
+// stream that outgrew its tail, is its first bytes up to shell.HeadBytes,
+// but never any byte the tail holds, so that Size minus both is what lies
+// between; a character cut at its end is dropped.
+//
+// Once the stream is released (closed and read to its end by Next), its
+// bytes are no longer held: Text and Head are then empty, and every other
+// field is as before.
 func (s *Stream) Output() shell.Output {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	from := s.total - s.retainedLocked()
+	lo := s.total - s.retainedLocked()
 	truncated := s.total > int64(s.maxBytes)
-	if truncated {
-		from += s.cutLeadLocked(from)
+	out := shell.Output{Truncated: truncated, Size: s.total, Lines: s.lines}
+	if !s.released {
+		from := lo
+		if truncated {
+			from += s.cutLeadLocked(from)
+			out.Head = headText(s.head[:min(int64(len(s.head)), lo)])
+		}
+		out.Text = s.textLocked(from, s.total)
 	}
-	out := shell.Output{Text: s.textLocked(from, s.total), Truncated: truncated}
-	if truncated && s.state == spillDone && s.dir.goneErr(s.spill) == nil {
-		if fi, err := os.Lstat(s.spill.path); err == nil && fi.Mode().IsRegular() {
+	if !truncated {
+		return out
+	}
+	out.SpillErr = s.spillErrLocked()
+	if s.state == spillDone && out.SpillErr == nil {
+		switch fi, err := os.Lstat(s.spill.path); {
+		case err != nil:
+			out.SpillErr = fmt.Errorf("spill: %w", err)
+		case !fi.Mode().IsRegular():
+			out.SpillErr = fmt.Errorf("spill: %s is no longer a regular file", s.spill.path)
+		default:
 			out.SpillPath = s.spill.path
 		}
 	}
 	return out
 }
 
+// headText returns b, the start of a stream, as valid UTF-8, without the
+// incomplete character that b may end in.
+func headText(b []byte) string {
+	b = b[:len(b)-partialTail(b[max(0, len(b)-(utf8.UTFMax-1)):])]
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
 // Next returns the bytes written since the previous Next, as valid UTF-8.
-// It is meant for one consumer. lossy reports that some of those bytes
-// had already left the tail; text is then the whole tail, so nothing is
-// repeated and the gap is visible. A character split by a write is held
-// back until its end arrives or the stream closes.
-func (s *Stream) Next() (text string, lossy bool) {
+// It is meant for one consumer. When some of those bytes had already left
+// the tail, skipped measures them (bytes and newlines) and text is the
+// whole tail, so nothing is repeated and the gap is visible; a read is
+// lossy exactly when skipped.Bytes > 0. A character split by a write is
+// held back until its end arrives or the stream closes.
+//
+// The Next that finds the stream closed and reads it to its end releases
+// the stream's memory (see Output); later ones return "".
+func (s *Stream) Next() (text string, skipped shell.Omission) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.released {
+		return "", shell.Omission{}
+	}
 	from := s.cursor
 	if lo := s.total - s.retainedLocked(); from < lo {
-		lossy = true
-		from = lo + s.cutLeadLocked(lo)
+		// The lead bytes cut are continuation bytes, never newlines.
+		cut := lo + s.cutLeadLocked(lo)
+		linesBefore := s.lines - s.newlinesLocked(lo, s.total)
+		skipped = shell.Omission{Bytes: cut - from, Lines: linesBefore - s.cursorLines}
+		from, s.cursorLines = cut, linesBefore
 	}
 	to := s.total
 	if !s.closed {
 		to -= s.partialTailLocked(from, to)
 	}
+	text = s.textLocked(from, to)
+	s.cursorLines += s.newlinesLocked(from, to)
 	s.cursor = to
-	return s.textLocked(from, to), lossy
+	if s.closed && to == s.total {
+		s.released, s.buf, s.head, s.trash = true, nil, nil, nil
+	}
+	return text, skipped
 }
 
 // Peek returns the end of what Next would return now, without moving the
@@ -381,13 +464,21 @@ func (s *Stream) SpillPath() string {
 }
 
 // SpillErr says why the stream has no spill file although it
-// overflowed (ErrSpillTooLarge, ErrBudget, ErrEvicted, ErrDirClosed,
+// overflowed (a *shell.SpillCapError, ErrBudget, ErrEvicted, ErrDirClosed,
 // ErrNoDir, or a wrapped file-system error); nil otherwise.
+// Past the spill cap it is a *shell.SpillCapError.
 func (s *Stream) SpillErr() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.spillErrLocked()
+}
+
+func (s *Stream) spillErrLocked() error {
 	if s.total <= int64(s.maxBytes) {
 		return nil
+	}
+	if s.err == ErrSpillTooLarge {
+		return &shell.SpillCapError{Cap: s.maxSpill}
 	}
 	if s.err != nil {
 		return s.err

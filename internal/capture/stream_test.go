@@ -70,7 +70,7 @@ func TestExactCapIsNotTruncated(t *testing.T) {
 			t.Errorf("SpillPath() = %q before overflow", got)
 		}
 		s.Close()
-		want := shell.Output{Text: string(data)}
+		want := shell.Output{Text: string(data), Size: 100}
 		if diff := cmp.Diff(want, s.Output()); diff != "" {
 			t.Errorf("Output() mismatch (-want +got):\n%s", diff)
 		}
@@ -296,7 +296,13 @@ func TestBinaryGarbageGivesValidUTF8(t *testing.T) {
 	}
 }
 
-func first(s string, _ bool) string { return s }
+func first(s string, _ shell.Omission) string { return s }
+
+// next is Next with a lossy flag, as the older tests read it.
+func next(s *Stream) (string, bool) {
+	text, skipped := s.Next()
+	return text, skipped.Bytes > 0
+}
 
 // Memory must not depend on how much a command prints, nor on its line
 // structure.
@@ -325,7 +331,7 @@ func TestMemoryIsBounded(t *testing.T) {
 					s.Write(chunk)
 				}
 			}
-			text, lossy := s.Next()
+			text, lossy := next(s)
 			s.Close()
 			out := s.Output()
 			runtime.ReadMemStats(&after)
@@ -339,7 +345,7 @@ func TestMemoryIsBounded(t *testing.T) {
 				t.Errorf("%s: Output() has %d bytes, truncated %v, path %q; Next %d bytes, lossy %v",
 					tc.name, len(out.Text), out.Truncated, out.SpillPath, len(text), lossy)
 			}
-			if !errors.Is(s.SpillErr(), ErrSpillTooLarge) || len(spillFiles(t, d)) != 0 {
+			if _, ok := s.SpillErr().(*shell.SpillCapError); !ok || len(spillFiles(t, d)) != 0 {
 				t.Errorf("%s: SpillErr() = %v, files %v", tc.name, s.SpillErr(), spillFiles(t, d))
 			}
 		}
@@ -396,7 +402,7 @@ func TestNextIsIncrementalAndConsuming(t *testing.T) {
 	s := NewStream(nil, "stdout", 10, 1)
 	check := func(wantText string, wantLossy bool) {
 		t.Helper()
-		if text, lossy := s.Next(); text != wantText || lossy != wantLossy {
+		if text, lossy := next(s); text != wantText || lossy != wantLossy {
 			t.Errorf("Next() = %q, %v; want %q, %v", text, lossy, wantText, wantLossy)
 		}
 	}
@@ -423,7 +429,7 @@ func TestNextHoldsBackSplitCharacter(t *testing.T) {
 	s := NewStream(nil, "stdout", 100, 1)
 	check := func(wantText string) {
 		t.Helper()
-		if text, lossy := s.Next(); text != wantText || lossy {
+		if text, lossy := next(s); text != wantText || lossy {
 			t.Errorf("Next() = %q, %v; want %q, false", text, lossy, wantText)
 		}
 	}
@@ -452,15 +458,15 @@ func TestNextHoldsBackSplitCharacter(t *testing.T) {
 func TestLossyNextCleansTheTail(t *testing.T) {
 	s := NewStream(nil, "stdout", 5, 1)
 	s.Write([]byte("€€€")) // the tail is 82 AC E2 82 AC
-	if text, lossy := s.Next(); text != "€" || !lossy {
+	if text, lossy := next(s); text != "€" || !lossy {
 		t.Errorf("Next() = %q, %v; want %q, true", text, lossy, "€")
 	}
 	s.Write([]byte("xy€\xe2\x82")) // 7 new bytes: x and y dropped, then € and a partial one
-	if text, lossy := s.Next(); text != "€" || !lossy {
+	if text, lossy := next(s); text != "€" || !lossy {
 		t.Errorf("Next() = %q, %v; want %q, true", text, lossy, "€")
 	}
 	s.Write([]byte("\xac"))
-	if text, lossy := s.Next(); text != "€" || lossy {
+	if text, lossy := next(s); text != "€" || lossy {
 		t.Errorf("Next() = %q, %v; want %q, false", text, lossy, "€")
 	}
 }
@@ -495,7 +501,7 @@ func TestConcurrentReadersWhileCopying(t *testing.T) {
 				return
 			default:
 			}
-			text, lossy := s.Next()
+			text, lossy := next(s)
 			anyLossy = anyLossy || lossy
 			if !utf8.ValidString(text) {
 				t.Errorf("Next() gave invalid UTF-8")
@@ -516,7 +522,7 @@ func TestConcurrentReadersWhileCopying(t *testing.T) {
 	s.Close()
 	close(done)
 	wg.Wait()
-	text, lossy := s.Next()
+	text, lossy := next(s)
 	anyLossy = anyLossy || lossy
 	got.WriteString(text)
 	if !anyLossy && got.String() != string(data) {
@@ -524,5 +530,34 @@ func TestConcurrentReadersWhileCopying(t *testing.T) {
 	}
 	if !bytes.Equal(mustRead(t, s.Output().SpillPath), data) {
 		t.Error("spill file differs from the stream")
+	}
+}
+
+// A stream closed and read to its end lets go of its memory; its spill
+// file and its facts stay.
+func TestReleaseAfterReadToEnd(t *testing.T) {
+	d := newTestDir(t, 1<<30)
+	s := NewStream(d, "stdout", 64000, 1<<20)
+	data := bytes.Repeat([]byte("0123456789abcde\n"), 8192) // 128 KiB
+	s.Write(data)
+	if text, skipped := s.Next(); len(text) != 64000 || skipped.Bytes != int64(len(data)-64000) || s.buf == nil {
+		t.Fatalf("Next of a running stream: %d bytes, skipped %+v, ring released %v", len(text), skipped, s.buf == nil)
+	}
+	s.Close()
+	if s.buf == nil {
+		t.Fatal("released on Close, before the reader read to the end")
+	}
+	if text, _ := s.Next(); text != "" || s.buf != nil || s.head != nil {
+		t.Fatalf("the last Next: %q; ring %d bytes, head %d bytes after it", text, len(s.buf), len(s.head))
+	}
+	if text, skipped := s.Next(); text != "" || skipped != (shell.Omission{}) {
+		t.Errorf("Next after release = %q, %+v", text, skipped)
+	}
+	out := s.Output()
+	if out.Text != "" || out.Head != "" || !out.Truncated || out.Size != int64(len(data)) || out.Lines != 8192 || out.SpillPath == "" || out.SpillErr != nil {
+		t.Errorf("Output after release = %+v", out)
+	}
+	if b, err := os.ReadFile(out.SpillPath); err != nil || !bytes.Equal(b, data) {
+		t.Errorf("spill file after release: %d bytes, %v", len(b), err)
 	}
 }

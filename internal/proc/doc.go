@@ -1,16 +1,22 @@
 // Package proc starts, watches, kills and reaps the process trees of conch's commands.
 //
 // Everything here works from /proc and plain signals, so it has to live
-// with three hazards the kernel does not solve for us:
+// with four hazards the kernel does not solve for us:
 //
 //   - Pid reuse. A pid, a process group id or a session id names a process
 //     only while something holds that number: the process itself, a
 //     zombie that is not reaped yet, or (for group and session ids) any
 //     member. Once the last holder is gone the number can be handed to an
-//     unrelated process; pid_max is often only 32768. So a group that was
-//     seen gone is never signalled again, a single process is signalled
-//     through a pidfd after checking its start time (Signal), and only
-//     descendants of this process are ever signalled by the Tracker.
+//     unrelated process; pid_max is often only 32768. So a group is
+//     signalled only while an unreaped zombie of ours holds its number
+//     (its leader for Terminate, any member for a Tracker's kill), a
+//     single process is signalled through a pidfd after checking its
+//     start time (Signal), and only descendants of this process are ever
+//     signalled by the Tracker.
+//
+//   - Blind scans. A scan of /proc cannot prove a group empty: a process
+//     that forks and exits in a loop is never seen alive by one. Kills
+//     therefore end with a SIGKILL to the group whatever the scans found.
 //
 //   - Zombies. A process that exited but was not reaped still appears in
 //     /proc (state Z) and still makes kill(-pgid, 0) succeed. It runs no

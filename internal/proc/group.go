@@ -58,29 +58,31 @@ func GroupAlive(pgid int) bool {
 	return false
 }
 
-// Terminate stops process group pgid: SIGTERM to the group, then, if
-// anything of it is still alive after grace, SIGKILL, and a wait (at most
-// KillWait) until it is gone. It reports whether SIGKILL was sent.
+// Terminate stops process group pgid: SIGTERM to the group, a wait of at
+// most grace for it to go, then SIGKILL to the group, and a wait (at most
+// KillWait) until it is gone. It reports whether the group was still seen
+// alive when grace ran out.
 //
 // The group is looked at about 1 ms after each signal and then at most
 // every 8 ms, so a cooperative group costs a few milliseconds, not grace.
-// The escalation is cancelled the moment the whole group is seen gone, and
-// a group seen gone is never signalled again: its pgid may already name
-// someone else's group. A group whose only members are zombies counts as
-// gone.
+// The SIGKILL is sent even when the group was seen gone: a scan of /proc
+// cannot prove a group empty (a process that forks and exits in a loop is
+// never seen by one), and the caller's hold on pgid makes the signal safe.
+// A group whose only members are zombies counts as gone.
 //
-// pgid must be the id of a group the caller started and still holds (its
-// leader not yet reaped, or members known to be alive). Terminate refuses
-// pgid ≤ 1 (kill(-1) would signal every process) and this process's own
-// group, and then returns false without signalling.
+// pgid must be the id of a group whose leader the caller started and has
+// not reaped yet: the leader's zombie holds the number, so it cannot name
+// another group until the caller reaps it. Terminate refuses pgid ≤ 1
+// (kill(-1) would signal every process) and this process's own group, and
+// then returns false without signalling.
 func Terminate(pgid int, grace time.Duration) (escalated bool) {
 	return TerminateContext(context.Background(), pgid, grace)
 }
 
 // TerminateContext is Terminate with a way to hurry: when ctx is done
-// during the grace period, the group is SIGKILLed at once (if it is still
-// alive) instead of at the end of grace. The wait after SIGKILL is bounded
-// by KillWait and does not watch ctx.
+// during the grace period, the group is SIGKILLed at once instead of at
+// the end of grace. The wait after SIGKILL is bounded by KillWait and does
+// not watch ctx.
 func TerminateContext(ctx context.Context, pgid int, grace time.Duration) (escalated bool) {
 	if pgid <= 1 || pgid == unix.Getpgrp() {
 		return false
@@ -90,17 +92,16 @@ func TerminateContext(ctx context.Context, pgid int, grace time.Duration) (escal
 		// ours to stop.
 		return false
 	}
-	if waitGroupGone(ctx, pgid, grace) {
-		return false
-	}
-	if ctx.Err() != nil && !GroupAlive(pgid) {
-		return false // hurried, but it went in the meantime
-	}
+	gone := waitGroupGone(ctx, pgid, grace)
 	if err := unix.Kill(-pgid, unix.SIGKILL); err != nil {
 		return false
 	}
+	if gone {
+		return false
+	}
+	escalated = ctx.Err() == nil || GroupAlive(pgid)
 	waitGroupGone(context.Background(), pgid, KillWait)
-	return true
+	return escalated
 }
 
 // waitGroupGone polls GroupAlive with a short backoff until the group is

@@ -27,6 +27,11 @@ var (
 	// no scan ever sees a child that was forked but not yet claimed.
 	spawnMu sync.RWMutex
 
+	// pinned counts, per zombie child, the kills that keep it unreaped
+	// for now: while it is unreaped its process group id cannot be
+	// reused, so the kill may signal the group. Guarded by spawnMu.
+	pinned = map[int]int{}
+
 	claimMu sync.Mutex
 	claimed = map[int]int{} // pid → number of claims
 
@@ -89,7 +94,7 @@ func reapOrphans() int {
 func reapLocked(infos []Info, self, selfPgid int) int {
 	n := 0
 	for _, p := range infos {
-		if p.PPid != self || p.State != 'Z' || p.Pgid == selfPgid || isClaimed(p.Pid) {
+		if p.PPid != self || p.State != 'Z' || p.Pgid == selfPgid || isClaimed(p.Pid) || pinned[p.Pid] > 0 {
 			continue
 		}
 		// The pid cannot have been reused since the scan: it is our
@@ -120,6 +125,17 @@ func reapLocked(infos []Info, self, selfPgid int) int {
 func LockSpawn() (unlock func()) {
 	spawnMu.RLock()
 	return sync.OnceFunc(spawnMu.RUnlock)
+}
+
+// WaitSpawns returns once every spawn that holds LockSpawn at the call has
+// released it. A child forked by such a spawn holds copies of the
+// parent's descriptors until it execs, and StartCmd returns only after
+// the exec: so a pipe whose write end is still open after WaitSpawns is
+// not held by a child between fork and exec (of spawns that use
+// LockSpawn). It must not be called while holding LockSpawn.
+func WaitSpawns() {
+	spawnMu.Lock()
+	spawnMu.Unlock()
 }
 
 // Claim records that pid, a child of this process, is waited for by other

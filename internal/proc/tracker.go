@@ -2,6 +2,8 @@ package proc
 
 import (
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -9,7 +11,8 @@ import (
 )
 
 // Tracker records the sessions of one executor's commands, so that closing
-// the executor can kill everything they left behind. It is safe for
+// the executor, ending one of its callers' sessions (an owner), or killing
+// one command can kill everything they left behind. It is safe for
 // concurrent use. The zero value is not usable; call NewTracker.
 //
 // Which sessions are tracked is kept process-wide: a session id is a pid,
@@ -19,6 +22,13 @@ import (
 // never takes another executor's newer command for an old session of its
 // own. Sessions seen empty are forgotten from time to time, so a
 // long-running server does not accumulate them.
+//
+// A process that leaves its command's session (setsid) is attributed to
+// the command when a kill's scan of /proc sees it: while its parent lives,
+// by descent; once it was re-parented to this process, by its start time,
+// when it started while the commands of exactly one owner ran. Its new session is then
+// tracked for that command and owner, so its own descendants are too.
+// What a hostile command can still escape this way is said at Add.
 type Tracker struct {
 	_ [0]func() // not comparable, not copyable by accident
 	// id makes every Tracker a distinct, non-zero-size value, so that
@@ -27,9 +37,15 @@ type Tracker struct {
 }
 
 type sessionEntry struct {
-	owner   *Tracker
+	tracker *Tracker
+	owner   string // the owner the command was added with
+	root    int    // the session id of the command it came from
 	seq     uint64 // distinguishes a re-Add of the same id from the entry a prune looked at
 	suspect bool   // seen without a live member by the previous prune
+	// start and end bound when the command ran, in clock ticks since
+	// boot (end is 0 while it runs); set for a command's own session
+	// only (sid == root).
+	start, end uint64
 }
 
 var registry struct {
@@ -51,15 +67,26 @@ func NewTracker() *Tracker {
 	return &Tracker{id: registry.trackers}
 }
 
-// Add tracks the session sid: the pid of a command's shell, which is also
-// its process group id and session id. Call it right after the spawn,
-// while the shell's pid is still claimed (so the number cannot have been
-// reused).
+// Add tracks the session sid of a command run for owner (any label, ""
+// included; KillOwner takes what its commands left): sid is the pid of the
+// command's shell, which is also its process group id and session id.
+// Call it right before the spawn's lock is released, while the shell's
+// pid is claimed (so the number cannot have been reused), and call Exited
+// once the shell has exited.
 //
-// Sessions stay tracked until KillAll, or until a periodic prune sees them
-// empty: a group member that outlives its shell's normal exit (a server a
-// model started on purpose) is left running and killed by KillAll.
-func (t *Tracker) Add(sid int) {
+// Sessions stay tracked until a kill takes them, or until a periodic prune
+// sees them empty: a group member that outlives its shell's normal exit (a
+// server a model started on purpose) is left running and killed by
+// KillAll, KillOwner or KillCommand.
+//
+// What escapes the attribution (it is bookkeeping by the same user, not a
+// kernel boundary): a process that leaves its session and whose parent
+// exits before any scan saw it, when it started while commands of another
+// owner ran too, or later than its command (a re-parented grandchild of an
+// escapee that exited); and a process that calls setsid at every fork of a
+// fork loop (no scan sees it, and each zombie it leaves names a new group).
+// KillAll still takes the first kind; nothing here takes the second.
+func (t *Tracker) Add(sid int, owner string) {
 	if sid <= 1 {
 		return
 	}
@@ -68,7 +95,8 @@ func (t *Tracker) Add(sid int) {
 		registry.sessions = make(map[int]*sessionEntry)
 	}
 	registry.seq++
-	registry.sessions[sid] = &sessionEntry{owner: t, seq: registry.seq}
+	// One tick of slack: the shell may have started in the tick before.
+	registry.sessions[sid] = &sessionEntry{tracker: t, owner: owner, root: sid, seq: registry.seq, start: ticksNow() - 1}
 	prune := !registry.pruning && len(registry.sessions) >= max(registry.pruneAt, minPruneAt)
 	if prune {
 		registry.pruning = true
@@ -79,9 +107,30 @@ func (t *Tracker) Add(sid int) {
 	}
 }
 
+// Exited records that the shell of the command added as sid has exited:
+// a process that starts later is not attributed to it by its start time.
+func (t *Tracker) Exited(sid int) {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	if e := registry.sessions[sid]; e != nil && e.tracker == t && e.root == sid && e.end == 0 {
+		e.end = ticksNow()
+	}
+}
+
+// ticksNow is the time in the unit of Info.StartTime: clock ticks
+// (USER_HZ, 100 on every Linux ABI) since boot.
+func ticksNow() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return 0
+	}
+	return uint64(ts.Sec)*100 + uint64(ts.Nsec)/1e7
+}
+
 // pruneSessions forgets sessions that have no live member in two prunes in
-// a row (one Scan can miss a member forked during it). A session cannot
-// gain members once it has none, so forgetting it loses nothing.
+// a row (one Scan can miss a member forked during it), after attributing
+// the escapees the scan sees. A session cannot gain members once it has
+// none, so forgetting it loses nothing.
 func pruneSessions() {
 	registry.mu.Lock()
 	seen := make(map[int]uint64, len(registry.sessions))
@@ -90,7 +139,16 @@ func pruneSessions() {
 	}
 	registry.mu.Unlock()
 
+	// The scan also attributes escapees: a command whose session is
+	// forgotten takes with it the window by which an escapee re-parented
+	// to us is attributed.
+	spawnMu.Lock()
 	infos, err := Scan()
+	if err == nil {
+		selfSid, _ := unix.Getsid(0)
+		attributeLocked(infos, os.Getpid(), unix.Getpgrp(), selfSid)
+	}
+	spawnMu.Unlock()
 	live := make(map[int]bool)
 	for _, p := range infos {
 		if p.Alive() {
@@ -120,13 +178,39 @@ func pruneSessions() {
 	registry.pruneAt = 2*len(registry.sessions) + minPruneAt
 }
 
-// owners returns, for each tracked session id, whether t owns it.
-func (t *Tracker) owners() map[int]bool {
+// scope selects what a kill takes: every session of the tracker and every
+// escapee nobody owns (all), the sessions of one owner (byOwner), or those
+// of one command (root).
+type scope struct {
+	all     bool
+	byOwner bool
+	owner   string
+	root    int
+	// skipGroup is a process group the kill leaves to Terminate: its
+	// members are not signalled one by one (a trap would run twice), but
+	// their descendants in other groups are.
+	skipGroup int
+}
+
+func (sc scope) match(e *sessionEntry) bool {
+	switch {
+	case sc.all:
+		return true
+	case sc.byOwner:
+		return e.owner == sc.owner
+	default:
+		return e.root == sc.root
+	}
+}
+
+// sessionsFor returns, for each tracked session id, whether t's kill in
+// scope sc takes it.
+func (t *Tracker) sessionsFor(sc scope) map[int]bool {
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
 	m := make(map[int]bool, len(registry.sessions))
 	for sid, e := range registry.sessions {
-		m[sid] = e.owner == t
+		m[sid] = e.tracker == t && sc.match(e)
 	}
 	return m
 }
@@ -134,8 +218,8 @@ func (t *Tracker) owners() map[int]bool {
 func (t *Tracker) forget(sids map[int]bool) {
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
-	for sid, mine := range sids {
-		if e := registry.sessions[sid]; mine && e != nil && e.owner == t {
+	for sid := range sids {
+		if e := registry.sessions[sid]; e != nil && e.tracker == t {
 			delete(registry.sessions, sid)
 		}
 	}
@@ -150,13 +234,13 @@ func (t *Tracker) forget(sids map[int]bool) {
 //
 //	(a) every process whose session is tracked by t: group members left
 //	    running, double forks (`( ( sleep 1000 & ) & )`) and
-//	    `nohup … & disown`, which keep their session;
-//	(b) every escapee: a direct child of this process that is not claimed,
-//	    not in this process's group or session, and not in a session
-//	    another Tracker tracks. That is a process that left its session
-//	    (`setsid`) and was re-parented to us when its shell exited. Nothing
-//	    records which executor such a process came from, so ANY tracker's
-//	    KillAll takes every escapee of the process;
+//	    `nohup … & disown`, which keep their session, and the sessions of
+//	    escapees attributed to t's commands (see Tracker);
+//	(b) every escapee nobody owns: a direct child of this process that is
+//	    not claimed, not in this process's group or session, and not in a
+//	    tracked session. That is a process that left its session (setsid)
+//	    and was re-parented to us before it could be attributed. ANY
+//	    tracker's KillAll takes every such escapee of the process;
 //	(c) every descendant of a process in (a) or (b).
 //
 // Only descendants of this process are ever signalled (a tracked session
@@ -167,31 +251,153 @@ func (t *Tracker) forget(sids map[int]bool) {
 //
 // Each round scans /proc afresh: SIGTERM goes to every process once, as
 // it is found; after grace, SIGKILL goes to everything still alive, again
-// each round, so processes forked meanwhile are caught too. KillAll
-// returns when two scans in a row find nothing alive, or when KillWait has
-// passed after grace. The tracked sessions are then forgotten; Add may be
-// called again afterwards, but a session added while KillAll runs may
-// survive it.
-func (t *Tracker) KillAll(grace time.Duration) {
+// each round, so processes forked meanwhile are caught too. A process
+// that forks and exits in a loop is never seen alive by a scan, but the
+// zombies it leaves are our children and stay put: the kill keeps one of
+// them unreaped per process group (so the group id cannot be reused) and
+// signals the whole group through it. KillAll returns when two scans in a
+// row find nothing alive, or when KillWait has passed after grace; the
+// groups it holds get SIGKILL then in any case, since a scan that finds
+// nothing does not prove them empty. The sessions it took are then
+// forgotten; Add may be called again afterwards, but a session added while
+// KillAll runs may survive it.
+func (t *Tracker) KillAll(grace time.Duration) { t.kill(grace, scope{all: true}) }
+
+// KillOwner is KillAll for what the commands added for owner left: their
+// sessions (a), their descendants (c), but no escapee nobody owns (b).
+func (t *Tracker) KillOwner(owner string, grace time.Duration) {
+	t.kill(grace, scope{byOwner: true, owner: owner})
+}
+
+// KillCommand is KillAll for what the command added as sid left outside
+// its own process group (which its caller stops with Terminate, at the
+// same time): the rest of its session, the sessions of escapees
+// attributed to it, and their descendants.
+func (t *Tracker) KillCommand(sid int, grace time.Duration) {
+	t.kill(grace, scope{root: sid, skipGroup: sid})
+}
+
+// MayHaveLeftovers reports whether the command added as sid may have left
+// something outside its process group for KillCommand to take; false is
+// a promise only for the moment of the call. It reads the children of
+// the command's shell tree and of this process rather than all of /proc,
+// so a kill of a command that left nothing does not cost a scan.
+func (t *Tracker) MayHaveLeftovers(sid int) bool {
+	registry.mu.Lock()
+	for id, e := range registry.sessions {
+		if e.tracker == t && e.root == sid && id != sid {
+			registry.mu.Unlock()
+			return true // escapees already attributed to it
+		}
+	}
+	registry.mu.Unlock()
+	// A process of the shell's tree outside its group.
+	queue := []int{sid}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		kids, err := children(pid)
+		if err != nil {
+			return true
+		}
+		for _, k := range kids {
+			if p, err := Stat(k); err == nil && p.Pgid != sid {
+				return true
+			}
+		}
+		queue = append(queue, kids...)
+	}
+	// An escapee re-parented to us that nobody owns yet, or that is its.
+	self := os.Getpid()
+	kids, err := children(self)
+	if err != nil {
+		return true
+	}
+	selfPgid := unix.Getpgrp()
+	for _, k := range kids {
+		if isClaimed(k) {
+			continue
+		}
+		p, err := Stat(k)
+		if err != nil || p.Pgid == selfPgid {
+			continue
+		}
+		registry.mu.Lock()
+		e := registry.sessions[p.Sid]
+		registry.mu.Unlock()
+		if e == nil || e.tracker == t && e.root == sid {
+			return true
+		}
+	}
+	return false
+}
+
+// children lists the children of pid, from the children file of each of
+// its threads (Linux 3.5 and later, CONFIG_PROC_CHILDREN).
+func children(pid int) ([]int, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tids, err := os.ReadDir(dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, nil // gone: no children
+		}
+		return nil, err
+	}
+	var out []int
+	for _, tid := range tids {
+		b, err := os.ReadFile(dir + "/" + tid.Name() + "/children")
+		if err != nil {
+			if os.IsNotExist(err) {
+				if _, serr := os.Stat(dir + "/" + tid.Name()); serr == nil {
+					return nil, err // no children files in this kernel
+				}
+			}
+			continue // the thread went
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if k, err := strconv.Atoi(f); err == nil {
+				out = append(out, k)
+			}
+		}
+	}
+	return out, nil
+}
+
+// maxHeld bounds the zombies one kill keeps unreaped, one per process
+// group (a loop that makes a new group at every fork must not fill the
+// pid table with them).
+const maxHeld = 64
+
+func (t *Tracker) kill(grace time.Duration, sc scope) {
 	self := os.Getpid()
 	termUntil := time.Now().Add(grace)
 	giveUpAt := termUntil.Add(KillWait)
 	termed := make(map[Info]bool)
-	sids := t.owners()
+	held := make(map[int]int) // pgid → the zombie of ours that holds it
+	termedGroups := make(map[int]bool)
+	taken := make(map[int]bool)
+	defer release(held)
 	empty := 0
 	delay := firstPoll
 	for {
-		targets := t.collect(self, sids)
+		targets := t.collect(self, sc, held, taken)
 		if len(targets) == 0 {
 			empty++
-			if empty >= 2 {
-				break
-			}
 		} else {
 			empty = 0
 		}
 		now := time.Now()
-		kill := !now.Before(termUntil)
+		last := empty >= 2 || !now.Before(giveUpAt)
+		kill := last || !now.Before(termUntil)
+		for pgid := range held {
+			switch {
+			case kill:
+				unix.Kill(-pgid, unix.SIGKILL)
+			case !termedGroups[pgid]:
+				termedGroups[pgid] = true
+				unix.Kill(-pgid, unix.SIGTERM)
+			}
+		}
 		for _, p := range targets {
 			switch {
 			case kill:
@@ -201,35 +407,42 @@ func (t *Tracker) KillAll(grace time.Duration) {
 				Signal(p, unix.SIGTERM)
 			}
 		}
-		if !now.Before(giveUpAt) {
+		if last {
 			break
 		}
 		time.Sleep(delay)
 		if len(targets) > 0 {
 			delay = min(2*delay, maxPoll)
 		}
-		sids = t.owners()
 	}
-	t.forget(sids)
+	t.forget(taken)
 }
 
 // key is the identity of a process for "signalled already": pid and start
 // time, nothing that changes while it runs.
 func key(p Info) Info { return Info{Pid: p.Pid, StartTime: p.StartTime} }
 
-// collect scans /proc under the spawn lock, reaps what is reapable and
-// returns the live processes that belong to t (see KillAll). sids maps
-// every tracked session to whether t owns it.
-func (t *Tracker) collect(self int, sids map[int]bool) []Info {
+// collect scans /proc under the spawn lock, attributes escapees (see
+// Tracker), reaps what is reapable and returns the live processes that t's
+// kill in scope sc takes (see KillAll). Zombie children of ours among them
+// are kept unreaped, one per process group, in held (pgid → pid); the
+// sessions taken are added to taken.
+func (t *Tracker) collect(self int, sc scope, held map[int]int, taken map[int]bool) []Info {
 	spawnMu.Lock()
+	defer spawnMu.Unlock()
 	infos, err := Scan()
 	if err != nil {
-		spawnMu.Unlock()
 		return nil
 	}
 	selfPgid := unix.Getpgrp()
 	selfSid, _ := unix.Getsid(0)
-	reapLocked(infos, self, selfPgid)
+	attributeLocked(infos, self, selfPgid, selfSid)
+	sids := t.sessionsFor(sc)
+	for sid, take := range sids {
+		if take {
+			taken[sid] = true
+		}
+	}
 	children := make(map[int][]int, len(infos)) // ppid → indices into infos
 	for i, p := range infos {
 		children[p.PPid] = append(children[p.PPid], i)
@@ -244,22 +457,129 @@ func (t *Tracker) collect(self int, sids map[int]bool) []Info {
 		desc = append(desc, i)
 		queue = append(queue, children[infos[i].Pid]...)
 	}
-	in := make(map[int]bool) // pids that belong to t
+	in := make(map[int]bool) // pids that belong to the kill
 	var out []Info
 	for _, i := range desc {
 		p := infos[i]
-		mine, tracked := sids[p.Sid]
-		member := mine ||
+		take, tracked := sids[p.Sid]
+		member := take ||
 			in[p.PPid] ||
-			(p.PPid == self && !tracked && p.Pgid != selfPgid && p.Sid != selfSid && !isClaimed(p.Pid))
+			(sc.all && p.PPid == self && !tracked && p.Pgid != selfPgid && p.Sid != selfSid && !isClaimed(p.Pid))
 		if !member {
 			continue
 		}
 		in[p.Pid] = true
-		if p.Alive() {
+		switch {
+		case p.Pgid == sc.skipGroup:
+		case p.Alive():
 			out = append(out, p)
+		case p.PPid == self && p.State == 'Z' && p.Pgid != selfPgid && !isClaimed(p.Pid):
+			if _, ok := held[p.Pgid]; !ok && len(held) < maxHeld {
+				held[p.Pgid] = p.Pid
+				pinned[p.Pid]++
+			}
+		}
+	}
+	reapLocked(infos, self, selfPgid)
+	return out
+}
+
+// release lets the orphan reaper have the zombies a kill held, and reaps
+// them.
+func release(held map[int]int) {
+	if len(held) == 0 {
+		return
+	}
+	spawnMu.Lock()
+	for _, pid := range held {
+		if pinned[pid] <= 1 {
+			delete(pinned, pid)
+		} else {
+			pinned[pid]--
 		}
 	}
 	spawnMu.Unlock()
-	return out
+	reapOrphans()
+}
+
+// attributeLocked tracks the session of every live descendant of this
+// process (and zombie child) that is in no tracked session, for the command and owner it
+// came from: the session of its nearest ancestor that is in a tracked
+// session or, for an ancestor re-parented to us (a direct child, not
+// claimed, not in our group), the one command, or the one owner, whose
+// shell ran when that ancestor started. spawnMu must be held; infos must
+// have been read under it.
+func attributeLocked(infos []Info, self, selfPgid, selfSid int) {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	if len(registry.sessions) == 0 {
+		return
+	}
+	idx := make(map[int]int, len(infos))
+	for i, p := range infos {
+		idx[p.Pid] = i
+	}
+	memo := make(map[int]*sessionEntry) // pid → what it belongs to; nil: nothing
+	var path []int
+	for _, p := range infos {
+		// A zombie child of ours counts: it stays put until reaped, and
+		// it is all a scan sees of a process that forks in a loop.
+		zombieChild := p.State == 'Z' && p.PPid == self
+		if !p.Alive() && !zombieChild || p.Sid == selfSid || registry.sessions[p.Sid] != nil {
+			continue
+		}
+		path = path[:0]
+		var from *sessionEntry
+		for q, n := p, 0; n < len(infos); n++ {
+			if e, ok := memo[q.Pid]; ok {
+				from = e
+				break
+			}
+			path = append(path, q.Pid)
+			if e := registry.sessions[q.Sid]; e != nil {
+				from = e
+				break
+			}
+			if q.PPid == self {
+				if q.Pgid != selfPgid && !isClaimed(q.Pid) {
+					from = startedDuring(q.StartTime)
+				}
+				break
+			}
+			i, ok := idx[q.PPid]
+			if !ok {
+				break // not our descendant, or its parent went during the scan
+			}
+			q = infos[i]
+		}
+		for _, pid := range path {
+			memo[pid] = from
+		}
+		if from != nil {
+			registry.seq++
+			registry.sessions[p.Sid] = &sessionEntry{tracker: from.tracker, owner: from.owner, root: from.root, seq: registry.seq}
+		}
+	}
+}
+
+// startedDuring returns the entry of the command whose shell ran at
+// start (clock ticks since boot), when exactly one did; an entry without a
+// command (root 0) when several did, all for one owner of one tracker;
+// else nil. registry.mu must be held.
+func startedDuring(start uint64) *sessionEntry {
+	var found *sessionEntry
+	for sid, e := range registry.sessions {
+		if e.root != sid || e.start == 0 || start < e.start || e.end != 0 && start > e.end {
+			continue
+		}
+		switch {
+		case found == nil:
+			found = e
+		case found.tracker != e.tracker || found.owner != e.owner:
+			return nil
+		case found.root != e.root:
+			found = &sessionEntry{tracker: e.tracker, owner: e.owner}
+		}
+	}
+	return found
 }

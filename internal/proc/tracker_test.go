@@ -26,7 +26,7 @@ func TestTrackerKillAll(t *testing.T) {
 	}
 	other := proc.NewTracker()
 	otherCmd := startSession(t, otherMarker, "sleep 1000 &")
-	other.Add(otherCmd.Process.Pid)
+	other.Add(otherCmd.Process.Pid, "")
 	if err := proc.WaitCmd(otherCmd); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestTrackerKillAll(t *testing.T) {
 	}
 	for _, script := range exited {
 		cmd := startSession(t, marker, script)
-		tr.Add(cmd.Process.Pid)
+		tr.Add(cmd.Process.Pid, "")
 		if err := proc.WaitCmd(cmd); err != nil {
 			t.Fatalf("%q: %v", script, err)
 		}
@@ -54,7 +54,7 @@ func TestTrackerKillAll(t *testing.T) {
 	var dones []<-chan error
 	for _, script := range running {
 		cmd := startSession(t, marker, script)
-		tr.Add(cmd.Process.Pid)
+		tr.Add(cmd.Process.Pid, "")
 		dones = append(dones, waitAsync(cmd))
 	}
 	const sleeps = 8
@@ -122,8 +122,8 @@ func TestTrackerSessionMovesOnReAdd(t *testing.T) {
 	done := waitAsync(cmd)
 	waitFor(t, "sleep", func() bool { return len(withCmdline(marker, "sleep 1000")) == 1 })
 	old, cur := proc.NewTracker(), proc.NewTracker()
-	old.Add(cmd.Process.Pid) // as if an earlier session had had this id
-	cur.Add(cmd.Process.Pid) // the pid is handed to a new command
+	old.Add(cmd.Process.Pid, "") // as if an earlier session had had this id
+	cur.Add(cmd.Process.Pid, "") // the pid is handed to a new command
 	old.KillAll(time.Second)
 	if n := len(testutil.Processes(marker)); n != 2 {
 		t.Errorf("the old tracker's KillAll left %d of 2 processes", n)
@@ -138,12 +138,12 @@ func TestTrackerPrunesDeadSessions(t *testing.T) {
 	marker := clean(t)
 	tr := proc.NewTracker()
 	live := startSession(t, marker, "sleep 1000 & wait")
-	tr.Add(live.Process.Pid)
+	tr.Add(live.Process.Pid, "")
 	done := waitAsync(live)
 	// Ids above PID_MAX_LIMIT (2^22) never name a process: dead sessions.
 	const dead = 3000
 	for i := range dead {
-		tr.Add(1<<22 + 1 + i)
+		tr.Add(1<<22+1+i, "")
 	}
 	if n := proc.TrackedSessions(); n >= dead {
 		t.Errorf("%d sessions tracked after %d dead ones were added, want them pruned", n, dead)
@@ -158,4 +158,56 @@ func TestTrackerPrunesDeadSessions(t *testing.T) {
 	if n := proc.TrackedSessions(); n != 0 {
 		t.Errorf("%d sessions still tracked after KillAll", n)
 	}
+}
+
+// A fork loop that a command left running is never seen by a scan; the
+// zombies it leaves are, and KillAll signals its group through one.
+func TestTrackerKillAllForkLoop(t *testing.T) {
+	marker := clean(t)
+	loop, beat := testutil.ForkLoop(t)
+	cmd := startSession(t, marker, loop+" &")
+	tr := proc.NewTracker()
+	tr.Add(cmd.Process.Pid, "")
+	if err := proc.WaitCmd(cmd); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitBeating(t, beat)
+	tr.KillAll(100 * time.Millisecond)
+	if testutil.Beating(t, beat) {
+		t.Error("the fork loop survived KillAll")
+	}
+	if z := testutil.ZombieChildren(); len(z) > 0 {
+		t.Errorf("zombie children after KillAll: %v", z)
+	}
+}
+
+// An escapee re-parented to us is attributed by its command's window;
+// when the command's empty session is pruned, the escapee keeps its
+// owner, and KillOwner takes it, and only it.
+func TestTrackerKillOwnerAfterPrune(t *testing.T) {
+	marker := clean(t)
+	tr := proc.NewTracker()
+	for owner, script := range map[string]string{"a": "setsid sleep 1001 &", "b": "setsid sleep 1002 &"} {
+		cmd := startSession(t, marker, script)
+		tr.Add(cmd.Process.Pid, owner)
+		if err := proc.WaitCmd(cmd); err != nil {
+			t.Fatal(err)
+		}
+		tr.Exited(cmd.Process.Pid)
+		time.Sleep(50 * time.Millisecond) // the windows of a and b must not overlap
+	}
+	waitFor(t, "both sleeps", func() bool {
+		return len(withCmdline(marker, "sleep 1001")) == 1 && len(withCmdline(marker, "sleep 1002")) == 1
+	})
+	for i := range 3000 { // dead sessions: the prunes forget the commands' empty ones
+		tr.Add(1<<22+1+i, "c")
+	}
+	tr.KillOwner("a", time.Second)
+	if n := len(withCmdline(marker, "sleep 1001")); n != 0 {
+		t.Error("KillOwner(a) left a's escapee")
+	}
+	if n := len(withCmdline(marker, "sleep 1002")); n != 1 {
+		t.Error("KillOwner(a) took b's escapee")
+	}
+	tr.KillAll(time.Second)
 }

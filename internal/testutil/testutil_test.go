@@ -144,3 +144,15 @@ func TestZombieChildren(t *testing.T) {
 		t.Errorf("reaped child %d still listed as a zombie", pid)
 	}
 }
+
+func TestUnprivileged(t *testing.T) {
+	if !testutil.AsUnprivileged(t) {
+		return
+	}
+	if uid := os.Geteuid(); uid == 0 {
+		t.Fatalf("the test body runs as uid %d", uid)
+	}
+	if _, err := os.ReadFile("/proc/1/environ"); err == nil {
+		t.Error("read init's environment without privilege")
+	}
+}

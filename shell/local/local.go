@@ -50,8 +50,9 @@ type Executor struct {
 }
 
 var (
-	_ shell.Executor = (*Executor)(nil)
-	_ shell.Graceful = (*Executor)(nil)
+	_ shell.Executor   = (*Executor)(nil)
+	_ shell.Graceful   = (*Executor)(nil)
+	_ shell.OwnerEnder = (*Executor)(nil)
 )
 
 // New checks opts (nil means all defaults) and returns an Executor. It
@@ -137,6 +138,7 @@ func (e *Executor) Resolve(r shell.Request) (shell.Spec, error) {
 		Stdin:          r.Stdin,
 		Env:            r.Env,
 		ManagedEnv:     r.ManagedEnv,
+		Owner:          r.Owner,
 	}, nil
 }
 
@@ -211,6 +213,30 @@ func (e *Executor) close() error {
 	return e.spill.Close()
 }
 
+// EndOwner implements shell.OwnerEnder: it kills the commands still
+// running for owner (they report Aborted, and StatusKilled) and everything
+// the owner's commands left running, and returns once all is gone (at
+// most about the grace plus proc.KillWait). Escapees (setsid) are taken
+// when they could be attributed to one of the owner's commands: seen
+// while their parent lived, or started while only this owner's commands
+// ran; the others wait for Close.
+func (e *Executor) EndOwner(owner string) {
+	e.mu.Lock()
+	var cmds []*command
+	for c := range e.live {
+		if c.owner == owner {
+			cmds = append(cmds, c)
+		}
+	}
+	e.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range cmds {
+		wg.Go(func() { c.stop(causeKill, false) })
+	}
+	e.tracker.KillOwner(owner, e.opts.Grace)
+	wg.Wait()
+}
+
 // Kill causes; the first one recorded wins.
 const (
 	causeNone int32 = iota
@@ -224,6 +250,7 @@ const (
 // shell.Process of Start and Launch.
 type command struct {
 	e              *Executor
+	owner          string
 	cmd            *exec.Cmd
 	pgid           int
 	timeout        time.Duration // 0 for Start
@@ -234,6 +261,7 @@ type command struct {
 	stdoutR, stderrR, stdinW *os.File
 	copying                  sync.WaitGroup // the goroutines that move the pipes
 	drained                  chan struct{}  // closed when stdout and stderr reached EOF
+	leftRunning              atomic.Bool    // the drain was cut with a pipe still held open
 
 	// done is closed once the shell was collected, its pipes are drained
 	// (or their drain was cut at the grace), and any kill has finished.
@@ -252,7 +280,8 @@ type command struct {
 
 var _ shell.Process = (*command)(nil)
 
-// spawn checks the workdir and starts bash in a new session and group.
+// spawn checks the workdir (it exists, is a directory, and we may enter
+// it) and starts bash in a new session and group.
 // timed arms s.Timeout.
 func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	if fi, err := os.Stat(s.Workdir); err != nil {
@@ -260,12 +289,18 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	} else if !fi.IsDir() {
 		return nil, &shell.WorkdirError{Path: s.Workdir, Err: syscall.ENOTDIR}
 	}
+	// The child's chdir would fail the same way, but it would come back
+	// as a spawn failure that does not name the directory.
+	if err := unix.Faccessat(unix.AT_FDCWD, s.Workdir, unix.X_OK, unix.AT_EACCESS); err != nil {
+		return nil, &shell.WorkdirError{Path: s.Workdir, Err: err}
+	}
 	maxOut := e.opts.MaxOutputBytes
 	if s.StdoutMaxBytes > 0 {
 		maxOut = s.StdoutMaxBytes
 	}
 	c := &command{
 		e:      e,
+		owner:  s.Owner,
 		stdout: capture.NewStream(e.spill, "stdout", maxOut, e.opts.MaxSpillBytes),
 		stderr: capture.NewStream(e.spill, "stderr", e.opts.MaxOutputBytes, e.opts.MaxSpillBytes),
 		done:   make(chan struct{}),
@@ -324,7 +359,7 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 		return nil, &shell.SpawnError{Err: err}
 	}
 	c.pgid = cmd.Process.Pid
-	e.tracker.Add(c.pgid)
+	e.tracker.Add(c.pgid, s.Owner)
 	e.mu.Lock()
 	e.live[c] = struct{}{}
 	e.wg.Add(1)
@@ -335,6 +370,61 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	}
 	go c.wait()
 	return c, nil
+}
+
+// heldOpenWait is how long drainReady waits for the end of a pipe that
+// has no bytes left before it calls the pipe held open.
+const heldOpenWait = 20 * time.Millisecond
+
+// drainReady moves into s what pipe r holds right now, without waiting
+// for more, after a read deadline cut r's drain; r's deadline is cleared.
+// It reports whether a writer still holds the pipe open: the pipe did
+// not reach its end, or kept filling up as fast as it was read.
+func drainReady(r *os.File, s *capture.Stream) (heldOpen bool) {
+	r.SetReadDeadline(time.Time{})
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return true
+	}
+	heldOpen = true
+	rc.Read(func(fd uintptr) bool {
+		// What is there now, and at most one pipe buffer more: a writer
+		// that keeps writing must not keep us here.
+		budget, err := unix.IoctlGetInt(int(fd), unix.TIOCINQ) // FIONREAD
+		if err != nil {
+			budget = 0
+		}
+		budget += 64 << 10
+		var buf [32 << 10]byte
+		waited := false
+		for budget > 0 {
+			n, err := unix.Read(int(fd), buf[:])
+			switch {
+			case err == unix.EINTR:
+				continue
+			case n > 0:
+				s.Write(buf[:n])
+				budget -= n
+				continue
+			case n == 0 && err == nil:
+				heldOpen = false // the end: no writer is left
+			case err == unix.EAGAIN && !waited:
+				// A child another goroutine is starting holds a copy
+				// of the write end from its fork until its exec: let
+				// the spawns in flight finish, and give other forks a
+				// moment, before calling the pipe held.
+				waited = true
+				proc.WaitSpawns()
+				pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+				if k, _ := unix.Poll(pfd, int(heldOpenWait/time.Millisecond)); k > 0 {
+					continue
+				}
+			}
+			break
+		}
+		return true // never wait for readiness
+	})
+	return heldOpen
 }
 
 // openPipes makes the pipes of stdout, stderr and (with stdin) stdin.
@@ -389,7 +479,10 @@ func (c *command) startCopying(stdin []byte) {
 		s *capture.Stream
 	}{{c.stdoutR, c.stdout}, {c.stderrR, c.stderr}} {
 		c.copying.Go(func() {
-			p.s.ReadFrom(p.r)
+			_, err := p.s.ReadFrom(p.r)
+			if errors.Is(err, os.ErrDeadlineExceeded) && drainReady(p.r, p.s) {
+				c.leftRunning.Store(true)
+			}
 			if open.Add(-1) == 0 {
 				close(c.drained)
 			}
@@ -427,22 +520,36 @@ func (e *Executor) forget(c *command) {
 // that no kill ever signals the group after its leader's pid was freed.
 func (c *command) wait() {
 	exitErr := proc.WaitExited(c.pgid)
+	c.e.tracker.Exited(c.pgid)
 	c.mu.Lock()
 	c.shellExited = true
 	c.mu.Unlock()
 	if c.timer != nil {
 		c.timer.Stop()
 	}
+	drained := false
 	if exitErr == nil {
 		drain := time.NewTimer(c.e.opts.Grace)
 		select {
 		case <-c.drained:
+			drained = true
 		case <-drain.C:
 		}
 		drain.Stop()
 	}
-	c.closePipes(true) // ends a drain cut at the grace, and a stdin nobody reads
+	if !drained {
+		// The drain is cut: the readers stop waiting, take what the pipes
+		// already hold (every byte written before the shell exited is
+		// there) and end.
+		now := time.Now()
+		c.stdoutR.SetReadDeadline(now)
+		c.stderrR.SetReadDeadline(now)
+	}
+	if c.stdinW != nil {
+		c.stdinW.Close() // a stdin nobody reads
+	}
 	c.copying.Wait()
+	c.closePipes(true)
 
 	c.mu.Lock()
 	c.reaping = true
@@ -471,10 +578,11 @@ func (c *command) wait() {
 	c.e.forget(c)
 }
 
-// stop kills the command's group for cause, unless another cause came
-// first or the shell is being reaped; a timeout no longer counts once the
-// shell has exited (the exit came first). With async it returns at once,
-// else once the group is gone. It reports whether it started a kill.
+// stop kills the command's group for cause, and what the command left
+// outside it (escapees), unless another cause came first or the shell is
+// being reaped; a timeout no longer counts once the shell has exited (the
+// exit came first). With async it returns at once, else once all is gone.
+// It reports whether it started a kill.
 func (c *command) stop(cause int32, async bool) bool {
 	c.mu.Lock()
 	if c.cause != causeNone || c.reaping || cause == causeTimeout && c.shellExited {
@@ -487,7 +595,21 @@ func (c *command) stop(cause int32, async bool) bool {
 	c.mu.Unlock()
 	kill := func() {
 		defer close(done)
+		// What the command left outside its group is killed alongside
+		// the group, and looked for again once the group is gone (it may
+		// have made more while it died). Most commands leave nothing,
+		// and looking costs no scan of /proc then.
+		tr := c.e.tracker
+		var wg sync.WaitGroup
+		looked := tr.MayHaveLeftovers(c.pgid)
+		if looked {
+			wg.Go(func() { tr.KillCommand(c.pgid, c.e.opts.Grace) })
+		}
 		proc.Terminate(c.pgid, c.e.opts.Grace)
+		wg.Wait()
+		if !looked && tr.MayHaveLeftovers(c.pgid) {
+			tr.KillCommand(c.pgid, c.e.opts.Grace)
+		}
 	}
 	if async {
 		go kill() // wait() awaits it before the command settles
@@ -548,13 +670,16 @@ func (c *command) Kill() bool { return c.stop(causeKill, true) }
 // unread bytes were dropped from memory, where the whole streams are.
 func (c *command) Read() shell.ReadResult {
 	var r shell.ReadResult
-	var lossyOut, lossyErr bool
-	r.Stdout, lossyOut = c.stdout.Next()
-	r.Stderr, lossyErr = c.stderr.Next()
-	if lossyOut || lossyErr {
+	r.Stdout, r.StdoutSkipped = c.stdout.Next()
+	r.Stderr, r.StderrSkipped = c.stderr.Next()
+	if r.StdoutSkipped.Bytes > 0 || r.StderrSkipped.Bytes > 0 {
 		r.Lossy = true
-		r.StdoutSpill = c.stdout.SpillPath()
-		r.StderrSpill = c.stderr.SpillPath()
+		if r.StdoutSpill = c.stdout.SpillPath(); r.StdoutSpill == "" {
+			r.StdoutSpillErr = c.stdout.SpillErr()
+		}
+		if r.StderrSpill = c.stderr.SpillPath(); r.StderrSpill == "" {
+			r.StderrSpillErr = c.stderr.SpillErr()
+		}
 	}
 	return r
 }
@@ -569,11 +694,12 @@ func (c *command) Written() (stdout, stderr int64) { return c.stdout.Len(), c.st
 func (c *command) Result() shell.Result {
 	<-c.done
 	res := shell.Result{
-		ExitCode: c.exitCode,
-		Signal:   c.signal,
-		Timeout:  c.timeout,
-		Stdout:   c.stdout.Output(),
-		Stderr:   c.stderr.Output(),
+		ExitCode:    c.exitCode,
+		Signal:      c.signal,
+		Timeout:     c.timeout,
+		Stdout:      c.stdout.Output(),
+		Stderr:      c.stderr.Output(),
+		LeftRunning: c.leftRunning.Load(),
 	}
 	switch c.causeOf() {
 	case causeTimeout:

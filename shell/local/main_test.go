@@ -1,9 +1,15 @@
 package local_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/conch-dev/conch/internal/testutil"
 )
 
-func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(serverEnv) != "" {
+		sigkillServer()
+	}
+	testutil.VerifyTestMain(m)
+}

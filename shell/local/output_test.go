@@ -279,3 +279,44 @@ func TestManyShortCommandsLeaveNothing(t *testing.T) {
 		t.Errorf("goroutines: %d before, %d after", goroutines, got)
 	}
 }
+
+// The facts a reader needs to cut a long stream into head and tail.
+func TestOutputFacts(t *testing.T) {
+	ex, _ := newExec(t, &local.Options{MaxOutputBytes: 1000, MaxSpillBytes: 200_000})
+	var want strings.Builder
+	for i := 1; i <= 20000; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	r := run(t, ex, shell.Request{Command: "seq 1 20000"})
+	out := r.Stdout
+	if out.Size != int64(want.Len()) || out.Lines != 20000 || !out.Truncated {
+		t.Errorf("Size %d, Lines %d, Truncated %v; want %d, 20000, true", out.Size, out.Lines, out.Truncated, want.Len())
+	}
+	if out.Head != want.String()[:shell.HeadBytes] || !strings.HasSuffix(want.String(), out.Text) || len(out.Text) != 1000 {
+		t.Errorf("Head %d bytes, Text %d bytes: not the stream's start and end", len(out.Head), len(out.Text))
+	}
+	if out.SpillPath == "" || out.SpillErr != nil {
+		t.Errorf("SpillPath %q, SpillErr %v; want a spill file", out.SpillPath, out.SpillErr)
+	}
+	if r.Stderr.Size != 0 || r.Stderr.Head != "" || r.Stderr.SpillErr != nil {
+		t.Errorf("empty stderr: %+v", r.Stderr)
+	}
+
+	r = run(t, ex, shell.Request{Command: "seq 1 40000"}) // 228,894 bytes: past the spill cap
+	var ce *shell.SpillCapError
+	if !errors.As(r.Stdout.SpillErr, &ce) || ce.Cap != 200_000 || r.Stdout.SpillPath != "" {
+		t.Errorf("past the spill cap: SpillErr %v, SpillPath %q", r.Stdout.SpillErr, r.Stdout.SpillPath)
+	}
+
+	p := start(t, ex, shell.Request{Command: "seq 1 20000; echo err >&2"})
+	waitDone(t, p, 5*time.Second)
+	rr := p.Read()
+	if !rr.Lossy || rr.StdoutSkipped.Bytes+int64(len(rr.Stdout)) != int64(want.Len()) ||
+		rr.StdoutSkipped.Lines+int64(strings.Count(rr.Stdout, "\n")) != 20000 || rr.StderrSkipped != (shell.Omission{}) {
+		t.Errorf("lossy read: %d bytes, skipped %+v (stderr %+v); want the rest of %d bytes and 20000 lines",
+			len(rr.Stdout), rr.StdoutSkipped, rr.StderrSkipped, want.Len())
+	}
+	if rr.StdoutSpill == "" || rr.StdoutSpillErr != nil || rr.StderrSpillErr != nil {
+		t.Errorf("lossy read: spill %q, errors %v, %v", rr.StdoutSpill, rr.StdoutSpillErr, rr.StderrSpillErr)
+	}
+}

@@ -1,0 +1,51 @@
+package testutil
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// ForkLoop returns a bash command that ignores SIGTERM and forks and exits
+// in a loop (perl), so that at any moment one short-lived process is
+// alive and a /proc scan (a directory listing, then one read per entry)
+// sees none; and the file it touches every 64 generations, which is how a
+// test sees it run (Beating). It ends on its own after 6 s: a test that
+// fails must not leave a fork loop eating the machine's pids.
+func ForkLoop(t testing.TB) (cmd, beat string) {
+	t.Helper()
+	beat = filepath.Join(t.TempDir(), "beat")
+	if err := os.WriteFile(beat, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd = `perl -e 'use Time::HiRes qw(time); $SIG{TERM}="IGNORE"; my $end = time + 6; my $i = 0;
+while (time < $end) { exit 0 if fork; utime(undef, undef, "` + beat + `") if ++$i % 64 == 0 }'`
+	return cmd, beat
+}
+
+// Beating reports whether the loop of ForkLoop touched beat during 300 ms.
+func Beating(t testing.TB, beat string) bool {
+	t.Helper()
+	before, err := os.Stat(beat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	after, err := os.Stat(beat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return !after.ModTime().Equal(before.ModTime())
+}
+
+// WaitBeating waits up to 5 s for the loop of ForkLoop to run.
+func WaitBeating(t testing.TB, beat string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !Beating(t, beat) {
+		if time.Now().After(deadline) {
+			t.Fatal("testutil: the fork loop did not start")
+		}
+	}
+}
