@@ -53,8 +53,10 @@ func cgroupOf(pid int) string {
 func TestCgroupPerCommand(t *testing.T) {
 	marker := clean(t)
 	in, cg := cgroupInit(t)
-	ch, stdout, _ := spawn(t, in, marker, escapees+"; "+forkLoop)
+	loop, beat := forkLoop(t)
+	ch, stdout, _ := spawn(t, in, marker, escapees+"; "+loop)
 	wait(t, ch)
+	testutil.WaitBeating(t, beat)
 	waitFor(t, 10*time.Second, "the escapees", func() bool { return len(testutil.Processes(marker)) >= 3 })
 	var dir string
 	for _, p := range testutil.Processes(marker) {
@@ -77,7 +79,7 @@ func TestCgroupPerCommand(t *testing.T) {
 	if err := ch.KillLeftovers(); err != nil {
 		t.Fatal(err)
 	}
-	if running(marker) {
+	if testutil.Beating(t, beat) || len(testutil.Processes(marker)) > 0 {
 		t.Error("KillLeftovers returned with processes alive")
 	}
 	if _, err := os.Stat(hostDir); !os.IsNotExist(err) {
@@ -98,8 +100,9 @@ func TestCgroupPerCommand(t *testing.T) {
 func TestCgroupClose(t *testing.T) {
 	marker := clean(t)
 	in, cg := cgroupInit(t)
-	ch, stdout, _ := spawn(t, in, marker, "sleep 600 & "+forkLoop+" wait")
-	waitFor(t, 10*time.Second, "the command", func() bool { return len(testutil.Processes(marker)) >= 3 })
+	loop, beat := forkLoop(t)
+	ch, stdout, _ := spawn(t, in, marker, "sleep 600 & "+loop+"wait")
+	testutil.WaitBeating(t, beat)
 	ps := testutil.Processes(marker)
 	if len(ps) == 0 {
 		t.Fatal("the command is gone")
@@ -108,8 +111,8 @@ func TestCgroupClose(t *testing.T) {
 	if err := in.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if running(marker) {
-		t.Error("Close returned with processes alive")
+	if testutil.Beating(t, beat) {
+		t.Error("Close returned with the loop alive")
 	}
 	if _, err := os.Stat(session); !os.IsNotExist(err) {
 		t.Errorf("Close left the session's cgroup %s: %v", session, err)

@@ -33,7 +33,7 @@ func serverHelper() int {
 		return 1
 	}
 	marker := os.Getenv(testutil.MarkerEnv)
-	for _, script := range []string{escapees, forkLoop + " sleep 600"} {
+	for _, script := range []string{escapees, os.Getenv(loopEnv) + "sleep 600"} {
 		if _, err := in.Spawn(nsinitCommand(marker, script, nil, nil, nil)); err != nil {
 			fmt.Println(err)
 			return 1
@@ -43,6 +43,9 @@ func serverHelper() int {
 	io.Copy(io.Discard, os.Stdin) // until killed
 	return 0
 }
+
+// loopEnv carries the fork loop's command to serverHelper.
+const loopEnv = "NSINIT_TEST_LOOP"
 
 // TestServerKilled: a SIGKILLed server leaves nothing behind, escapees
 // and a fork loop included: the init dies of its parent-death signal and
@@ -54,7 +57,8 @@ func TestServerKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(testutil.Env(marker), "NSINIT_TEST_HELPER=server", noRaceSleep)
+	loop, beat := forkLoop(t)
+	cmd.Env = append(testutil.Env(marker), "NSINIT_TEST_HELPER=server", noRaceSleep, loopEnv+"="+loop)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -75,12 +79,16 @@ func TestServerKilled(t *testing.T) {
 		proc.WaitCmd(cmd)
 		t.Fatalf("server: %q", line)
 	}
-	waitFor(t, 10*time.Second, "the escapees and the loop", func() bool { return len(testutil.Processes(marker)) >= 5 })
+	waitFor(t, 10*time.Second, "the escapees", func() bool { return len(testutil.Processes(marker)) >= 5 })
+	testutil.WaitBeating(t, beat)
 	t0 := time.Now()
 	cmd.Process.Kill()
 	proc.WaitCmd(cmd)
 	waitFor(t, 2*time.Second, "the namespace to empty", func() bool { return len(testutil.Processes(marker)) == 0 })
 	t.Logf("the namespace was empty %v after the server's SIGKILL", time.Since(t0))
+	if testutil.Beating(t, beat) {
+		t.Error("the fork loop outlived the server")
+	}
 }
 
 // degradedHelper runs in a user namespace of its own: it allows no more

@@ -14,11 +14,14 @@ import (
 // fork, a setsid'd shell, and a plain background sleep.
 const escapees = `(setsid sleep 600 &); setsid sh -c 'sleep 600' & sleep 600 & echo ready`
 
-// forkLoop is a process that forks and exits, again and again, ignoring
-// SIGTERM, in a session of its own: a /proc scan never finds the same
-// process twice. It is bounded (3000 generations or 20 s) so that it can
-// never fill the pid table, whatever happens to the test.
-const forkLoop = `setsid perl -e '$SIG{TERM}="IGNORE"; my $t=time+20; my $n=0; while(time<$t && $n++<3000){ exit 0 if fork; select(undef,undef,undef,0.001) }' &`
+// forkLoop is testutil.ForkLoop (a process that forks and exits again and
+// again, ignoring SIGTERM, for 6 s at most) in a session of its own and in
+// the background, and the file it beats.
+func forkLoop(t *testing.T) (cmd, beat string) {
+	t.Helper()
+	cmd, beat = testutil.ForkLoop(t)
+	return "setsid " + cmd + " & ", beat
+}
 
 // TestKillLeftoversEscapees: what a command left running after a normal
 // exit stays alive (a model may start a server on purpose) until
@@ -79,35 +82,20 @@ func TestKillLeftoversAfterRelease(t *testing.T) {
 func TestKillLeftoversForkLoop(t *testing.T) {
 	marker := clean(t)
 	in := startInit(t)
-	ch, stdout, _ := spawn(t, in, marker, forkLoop+" echo ready")
+	loop, beat := forkLoop(t)
+	ch, stdout, _ := spawn(t, in, marker, loop+"echo ready")
 	wait(t, ch)
-	waitFor(t, 10*time.Second, "the loop", func() bool { return len(testutil.Processes(marker)) >= 1 })
-	time.Sleep(100 * time.Millisecond)
-	if !running(marker) {
-		t.Fatal("the loop ended on its own before the kill: the test proves nothing")
-	}
+	testutil.WaitBeating(t, beat)
 	t0 := time.Now()
 	if err := ch.KillLeftovers(); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("KillLeftovers took %v", time.Since(t0))
-	if running(marker) {
+	if testutil.Beating(t, beat) {
 		t.Error("KillLeftovers returned with the loop alive")
 	}
 	stdout.text(t)
 	ch.Release()
-}
-
-// running reports whether a process with marker is alive. One scan of
-// /proc often misses a fork-and-exit loop (the child forked after the
-// listing, the parent gone before it is read), so it looks for a second.
-func running(marker string) bool {
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
-		if len(testutil.Processes(marker)) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // TestCloseKillsEverything: Close ends every command and everything they
@@ -122,13 +110,14 @@ func TestCloseKillsEverything(t *testing.T) {
 	if ws := wait(t, ch1); ws.ExitStatus() != 0 {
 		t.Fatalf("status %v", ws)
 	}
-	ch2, out2, _ := spawn(t, in, marker, forkLoop+" sleep 600")
-	waitFor(t, 10*time.Second, "the processes", func() bool { return len(testutil.Processes(marker)) >= 5 })
+	loop, beat := forkLoop(t)
+	ch2, out2, _ := spawn(t, in, marker, loop+"sleep 600")
+	testutil.WaitBeating(t, beat)
 	if err := in.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if running(marker) {
-		t.Error("Close returned with processes alive")
+	if testutil.Beating(t, beat) {
+		t.Error("Close returned with the loop alive")
 	}
 	if ws, err := ch1.Wait(); err != nil || ws.ExitStatus() != 0 {
 		t.Errorf("Wait after Close, for a command that had exited 0 before: %v, %v", ws, err)
