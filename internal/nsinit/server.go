@@ -453,9 +453,10 @@ func (c *Child) KillLeftovers() error {
 // Release tells the init that the caller is done with the command: its
 // zombie is reaped (its process group id may then be reused), and what
 // it left running stays charged to it, for KillLeftovers or Close.
-// Signal, Alive and Terminate fail after Release; call it only once none
-// of them is in flight, as the local provider reaps a shell only after
-// its kill has finished.
+// Signal, Alive and Terminate fail after Release, and Wait returns
+// ErrClosed if the command had not exited; call it only once none of
+// them is in flight, as the local provider reaps a shell only after its
+// kill has finished.
 func (c *Child) Release() {
 	c.i.mu.Lock()
 	if c.i.children != nil {
