@@ -1,0 +1,140 @@
+//go:build linux
+
+package nsinit_test
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conch-dev/conch/internal/nsinit"
+	"github.com/conch-dev/conch/internal/testutil"
+)
+
+// The benchmark compares a spawn through the init with a bare exec of the
+// same command in the same run, interleaved, so a noisy machine does not
+// lie:
+//
+//	go test -run '^$' -bench . -benchtime 2000x ./internal/nsinit/
+
+// BenchmarkSpawnTrueVsBare alternates `bash -c true` spawned and waited
+// for through the init with a bare exec.Command("bash", "-c",
+// "true").Run(), and reports both and the ratio of their medians.
+func BenchmarkSpawnTrueVsBare(b *testing.B) {
+	benchSpawn(b, initOptions())
+}
+
+// BenchmarkSpawnTrueVsBareCgroup is BenchmarkSpawnTrueVsBare with a
+// cgroup per command (made, entered at the fork, removed), where cgroup
+// v2 is writable.
+func BenchmarkSpawnTrueVsBareCgroup(b *testing.B) {
+	cg := nsinit.Probe().Cgroup
+	if !cg.Writable {
+		b.Skipf("cgroup v2 is not writable here (%+v)", cg)
+	}
+	o := initOptions()
+	o.Cgroup = cg.Dir
+	benchSpawn(b, o)
+}
+
+func benchSpawn(b *testing.B, o *nsinit.Options) {
+	in, err := nsinit.Start(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer in.Close()
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer null.Close()
+	cmd := nsinit.Command{Path: bashPath, Args: []string{"bash", "-c", "true"}, Env: os.Environ(), Dir: "/tmp", Stdin: null, Stdout: null, Stderr: null}
+	viaInit := make([]time.Duration, 0, b.N)
+	bare := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		t0 := time.Now()
+		ch, err := in.Spawn(cmd)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ws, err := ch.Wait(); err != nil || ws.ExitStatus() != 0 {
+			b.Fatalf("status %v, %v", ws, err)
+		}
+		ch.Release()
+		t1 := time.Now()
+		if err := exec.Command("bash", "-c", "true").Run(); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		viaInit = append(viaInit, t1.Sub(t0))
+		bare = append(bare, t2.Sub(t1))
+	}
+	mi, mb := median(viaInit), median(bare)
+	b.ReportMetric(float64(mi.Nanoseconds()), "init-ns/op")
+	b.ReportMetric(float64(mb.Nanoseconds()), "bare-ns/op")
+	b.ReportMetric(float64(mi)/float64(mb), "ratio")
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// TestInitMemory: a running background command costs the init well under
+// 1 MiB of resident memory.
+func TestInitMemory(t *testing.T) {
+	marker := clean(t)
+	in := startInit(t)
+	// Settle the runtime with a first command.
+	run(t, in, marker, "true")
+	before := rssKiB(t, in.Pid())
+	const n = 100
+	var children []*nsinit.Child
+	for range n {
+		ch, err := in.Spawn(nsinitCommand(marker, "exec sleep 600", nil, nil, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		children = append(children, ch)
+	}
+	waitFor(t, 10*time.Second, "the sleeps", func() bool { return len(testutil.Processes(marker)) == n })
+	after := rssKiB(t, in.Pid())
+	perTask := float64(after-before) / n
+	t.Logf("init resident memory: %d KiB idle, %d KiB with %d commands running: %.1f KiB per command", before, after, n, perTask)
+	if perTask > 1024 {
+		t.Errorf("%.1f KiB per running command, want at most 1 MiB", perTask)
+	}
+	for _, ch := range children {
+		ch.Terminate(time.Second)
+		wait(t, ch)
+		ch.Release()
+	}
+}
+
+// rssKiB reads VmRSS of pid.
+func rssKiB(t *testing.T, pid int) int {
+	t.Helper()
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no VmRSS for %d", pid)
+	return 0
+}

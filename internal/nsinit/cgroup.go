@@ -1,0 +1,112 @@
+//go:build linux
+
+package nsinit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cgroups are an extra where cgroup v2 is writable (root, or a delegated
+// subtree): the session gets a cgroup of its own (the init stays outside
+// it), each command a cgroup inside that one, and killing what a command
+// left starts with its cgroup.kill, which the kernel applies to every
+// process in it at once, a fork loop included. The init's ledger still
+// runs after it: root inside the namespace may move a process out.
+type cgroups struct {
+	session string // the session's cgroup directory
+
+	mu   sync.Mutex
+	seq  int
+	dirs map[string]bool // command cgroups not removed yet
+}
+
+// newCgroups makes the session's cgroup under parent.
+func newCgroups(parent string) (*cgroups, error) {
+	var b [4]byte
+	if _, err := unix.Getrandom(b[:], 0); err != nil {
+		return nil, fmt.Errorf("nsinit: cgroup: %w", err)
+	}
+	dir := filepath.Join(parent, fmt.Sprintf("conch-%d-%x", os.Getpid(), b))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("nsinit: cgroup: %w", err)
+	}
+	return &cgroups{session: dir, dirs: make(map[string]bool)}, nil
+}
+
+// add makes a command's cgroup and opens it, for clone3's
+// CLONE_INTO_CGROUP.
+func (g *cgroups) add() (string, *os.File, error) {
+	g.mu.Lock()
+	g.seq++
+	dir := filepath.Join(g.session, "cmd-"+strconv.Itoa(g.seq))
+	g.mu.Unlock()
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", nil, fmt.Errorf("nsinit: cgroup: %w", err)
+	}
+	f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		os.Remove(dir)
+		return "", nil, fmt.Errorf("nsinit: cgroup: %w", err)
+	}
+	g.mu.Lock()
+	g.dirs[dir] = true
+	g.mu.Unlock()
+	return dir, f, nil
+}
+
+// kill kills every process in the cgroup dir.
+func kill(dir string) error {
+	err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("nsinit: cgroup: %w", err)
+	}
+	return nil
+}
+
+// remove removes the cgroup dir if it is empty; a cgroup that still
+// holds a process (something the command left running) stays, for a
+// later remove.
+func (g *cgroups) remove(dir string) {
+	if err := unix.Rmdir(dir); err == nil || err == unix.ENOENT {
+		g.mu.Lock()
+		delete(g.dirs, dir)
+		g.mu.Unlock()
+	}
+}
+
+// close kills and removes what is left, the session's cgroup last. A
+// killed process leaves its cgroup a moment after it dies, so removing
+// is retried for a while.
+func (g *cgroups) close() error {
+	g.mu.Lock()
+	dirs := make([]string, 0, len(g.dirs))
+	for d := range g.dirs {
+		dirs = append(dirs, d)
+	}
+	g.mu.Unlock()
+	for _, d := range dirs {
+		kill(d)
+	}
+	deadline := time.Now().Add(time.Second)
+	for {
+		for _, d := range dirs {
+			g.remove(d)
+		}
+		err := unix.Rmdir(g.session)
+		if err == nil || err == unix.ENOENT {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nsinit: cgroup: remove %s: %w", g.session, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

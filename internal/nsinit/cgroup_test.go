@@ -1,0 +1,124 @@
+//go:build linux
+
+package nsinit_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conch-dev/conch/internal/nsinit"
+	"github.com/conch-dev/conch/internal/testutil"
+)
+
+// cgroupInit starts an init with a cgroup per command, or skips the test
+// where cgroup v2 is not writable.
+func cgroupInit(t *testing.T) (*nsinit.Init, nsinit.Cgroup) {
+	t.Helper()
+	cg := nsinit.Probe().Cgroup
+	if !cg.Writable {
+		t.Skipf("cgroup v2 is not writable here (%+v)", cg)
+	}
+	o := initOptions()
+	o.Cgroup = cg.Dir
+	in, err := nsinit.Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close() })
+	return in, cg
+}
+
+// cgroupOf returns the cgroup v2 path of pid, as /proc/<pid>/cgroup says.
+func cgroupOf(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "0::"); ok {
+			return strings.TrimSpace(rest)
+		}
+	}
+	return ""
+}
+
+// TestCgroupPerCommand: where cgroup v2 is writable, each command and
+// everything it starts (escapees and a fork loop included) run in a
+// cgroup of the command's own, which KillLeftovers empties and removes;
+// Close removes the session's cgroup.
+func TestCgroupPerCommand(t *testing.T) {
+	marker := clean(t)
+	in, cg := cgroupInit(t)
+	loop, beat := forkLoop(t)
+	ch, stdout, _ := spawn(t, in, marker, escapees+"; "+loop)
+	wait(t, ch)
+	testutil.WaitBeating(t, beat)
+	waitFor(t, 10*time.Second, "the escapees", func() bool { return len(testutil.Processes(marker)) >= 3 })
+	var dir string
+	for _, p := range testutil.Processes(marker) {
+		got := cgroupOf(p.Pid)
+		if dir == "" {
+			dir = got
+		}
+		if got == "" || got != dir || !strings.Contains(got, "/cmd-") {
+			t.Errorf("pid %d (%s) is in cgroup %q; want the command's (%q)", p.Pid, testutil.Cmdline(p.Pid), got, dir)
+		}
+	}
+	hostDir := filepath.Join(cg.Mount, dir)
+	if _, err := os.Stat(filepath.Join(hostDir, "cgroup.kill")); err != nil {
+		t.Fatalf("the command's cgroup: %v", err)
+	}
+	ch.Release()
+	if _, err := os.Stat(hostDir); err != nil {
+		t.Errorf("Release removed the cgroup of a command that left processes running: %v", err)
+	}
+	if err := ch.KillLeftovers(); err != nil {
+		t.Fatal(err)
+	}
+	if testutil.Beating(t, beat) || len(testutil.Processes(marker)) > 0 {
+		t.Error("KillLeftovers returned with processes alive")
+	}
+	if _, err := os.Stat(hostDir); !os.IsNotExist(err) {
+		t.Errorf("the emptied cgroup %s was not removed: %v", hostDir, err)
+	}
+	stdout.text(t)
+	session := filepath.Dir(hostDir)
+	if err := in.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(session); !os.IsNotExist(err) {
+		t.Errorf("Close left the session's cgroup %s: %v", session, err)
+	}
+}
+
+// TestCgroupClose: Close kills and removes the cgroups of commands still
+// running.
+func TestCgroupClose(t *testing.T) {
+	marker := clean(t)
+	in, cg := cgroupInit(t)
+	loop, beat := forkLoop(t)
+	ch, stdout, _ := spawn(t, in, marker, "sleep 600 & "+loop+"wait")
+	testutil.WaitBeating(t, beat)
+	ps := testutil.Processes(marker)
+	if len(ps) == 0 {
+		t.Fatal("the command is gone")
+	}
+	session := filepath.Dir(filepath.Join(cg.Mount, cgroupOf(ps[0].Pid)))
+	if err := in.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if testutil.Beating(t, beat) {
+		t.Error("Close returned with the loop alive")
+	}
+	if _, err := os.Stat(session); !os.IsNotExist(err) {
+		t.Errorf("Close left the session's cgroup %s: %v", session, err)
+	}
+	if _, err := ch.Wait(); err != nsinit.ErrClosed {
+		t.Errorf("Wait after Close: %v, want ErrClosed", err)
+	}
+	stdout.text(t)
+}

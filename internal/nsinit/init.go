@@ -1,0 +1,428 @@
+//go:build linux
+
+package nsinit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/conch-dev/conch/internal/proc"
+)
+
+// initFD is the descriptor on which the init finds its end of the socket
+// (the first of exec.Cmd.ExtraFiles).
+const initFD = 3
+
+// Main is the init: the program the server's binary runs when it was
+// re-executed by Start (conch dispatches it from a hidden subcommand,
+// tests from TestMain). It returns the process's exit status, once the
+// server has closed the socket or died; everything left in the namespace
+// dies with it.
+func Main() int {
+	// This goroutine serves requests and forks commands: it keeps its
+	// thread, whose credentials differ (see dropCapabilities), and reads
+	// the socket with blocking calls, so that a request wakes this very
+	// thread, which forks at once.
+	runtime.LockOSThread()
+	// The init holds little: a few records per command. A low GC target
+	// keeps its resident memory near the runtime's floor.
+	debug.SetGCPercent(20)
+	// Descriptors the server's own parent leaked to it without
+	// close-on-exec reached the init through the exec: they must not
+	// reach the commands.
+	if err := closeOnExecFrom(initFD); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	c := &conn{rw: fdConn(initFD)}
+	s := &initState{c: c, cmds: make(map[int]*command), owners: make(map[procKey][]*command)}
+	if err := s.setUp(); err != nil {
+		c.send(&message{Op: opFail, Err: err.Error()})
+		return 1
+	}
+	if err := c.send(&message{Op: opReady}); err != nil {
+		return 1
+	}
+	s.serve()
+	return 0
+}
+
+// closeOnExecFrom marks every descriptor from first on close-on-exec.
+func closeOnExecFrom(first int) error {
+	const closeRangeCloexec = 1 << 2 // CLOSE_RANGE_CLOEXEC, Linux 5.11
+	if err := unix.CloseRange(uint(first), ^uint(0), closeRangeCloexec); err == nil {
+		return nil
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("init: list descriptors: %w", err)
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= first {
+			unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
+		}
+	}
+	return nil
+}
+
+// initState is the init's bookkeeping.
+type initState struct {
+	c *conn
+
+	// mu guards cmds and owners. A spawn holds it from before the fork
+	// until the command is recorded and its reply sent, and every scan
+	// holds it: so no scan reaps a command that exited before it was
+	// recorded, and its exit event never overtakes its spawn reply.
+	mu     sync.Mutex
+	cmds   map[int]*command       // by pid: commands not yet forgotten
+	owners map[procKey][]*command // every process seen, and whom it is charged to
+}
+
+// command is the init's record of one spawned command.
+type command struct {
+	pid      int    // also its process group and session id
+	start    uint64 // start time in clock ticks: pid and start name it for good
+	exited   bool   // its exit was reported; its zombie is kept until released
+	released bool   // the server is done with it: reap it, report nothing more
+	lastLive uint64 // the last tick at which something charged to it was seen alive
+}
+
+// setUp makes the mounts private to the namespace, mounts its own /proc,
+// prepares the spawner thread and starts listening for signals.
+func (s *initState) setUp() error {
+	if os.Getpid() != 1 {
+		return fmt.Errorf("init: pid %d, not 1: not in a new PID namespace", os.Getpid())
+	}
+	// Nothing mounted here may propagate back to the host.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("init: make / private: %w", err)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("init: mount /proc: %w", err)
+	}
+	// Commands run as the same user: without this they could read the
+	// init's memory and use its socket to the server.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("init: make non-dumpable: %w", err)
+	}
+	if err := dropCapabilities(); err != nil {
+		return err
+	}
+	// Every signal is caught and dropped: as pid 1 the init must not die
+	// of a `kill -TERM 1` from a command. Caught, not ignored: an ignored
+	// signal would stay ignored in the commands. SIGCHLD has a channel of
+	// its own: os/signal drops a signal whose channel is full, and the
+	// runtime's own SIGURGs must not crowd it out.
+	any := make(chan os.Signal, 16)
+	signal.Notify(any)
+	go func() {
+		for range any {
+		}
+	}()
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, unix.SIGCHLD)
+	go s.reaper(chld)
+	return nil
+}
+
+// dropCapabilities drops, on this thread only (capabilities belong to a
+// thread), what commands forked from it must not inherit: the ambient
+// capabilities a non-root init was started with (so a non-root command
+// has none) and, from the bounding set, CAP_SYS_ADMIN (a command running
+// as root could unmount the namespace's /proc and see the host's) and
+// CAP_SYS_PTRACE (it could reach into the init).
+func dropCapabilities() error {
+	for _, cp := range []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SYS_PTRACE} {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, cp, 0, 0, 0); err != nil {
+			return fmt.Errorf("init: drop capability %d from the bounding set: %w", cp, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("init: clear ambient capabilities: %w", err)
+	}
+	return nil
+}
+
+// spawn forks and records one command and replies.
+func (s *initState) spawn(m *message, fds []int) {
+	defer closeFDs(fds)
+	reply := &message{ID: m.ID, Op: m.Op}
+	if len(fds) != 3 && len(fds) != 4 {
+		reply.Err = fmt.Sprintf("nsinit: spawn: %d descriptors, want 3 or 4", len(fds))
+		s.c.send(reply)
+		return
+	}
+	sys := &syscall.SysProcAttr{Setsid: true}
+	if len(fds) == 4 {
+		// Born in its cgroup (clone3's CLONE_INTO_CGROUP): nothing it
+		// forks can run outside it, even for a moment.
+		sys.UseCgroupFD, sys.CgroupFD = true, fds[3]
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pid, err := syscall.ForkExec(m.Path, m.Args, &syscall.ProcAttr{
+		Dir:   m.Dir,
+		Env:   m.Env,
+		Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
+		Sys:   sys,
+	})
+	if err != nil {
+		reply.Err = (&os.PathError{Op: "fork/exec", Path: m.Path, Err: err}).Error()
+		s.c.send(reply)
+		return
+	}
+	// The child cannot be reaped before it is recorded (we hold mu), so
+	// its stat is there, a zombie's at worst.
+	info, err := proc.Stat(pid)
+	if err != nil {
+		reply.Err = fmt.Sprintf("nsinit: spawn: %v", err)
+		unix.Kill(pid, unix.SIGKILL)
+		s.c.send(reply)
+		return
+	}
+	c := &command{pid: pid, start: info.StartTime, lastLive: info.StartTime}
+	s.cmds[pid] = c
+	s.owners[procKey{pid, info.StartTime}] = []*command{c}
+	reply.Pid = pid
+	s.c.send(reply)
+}
+
+// serve answers the server's requests until it closes the socket.
+func (s *initState) serve() {
+	for {
+		m, fds, err := s.c.recv()
+		if err != nil {
+			return
+		}
+		if m.Op == opSpawn {
+			s.spawn(m, fds) // on this thread: see Main
+			continue
+		}
+		closeFDs(fds)
+		switch m.Op {
+		case opTerminate, opLeftovers:
+			go s.answer(m) // they wait: other requests go on meanwhile
+		default:
+			s.answer(m)
+		}
+	}
+}
+
+// answer runs one request other than a spawn and replies.
+func (s *initState) answer(m *message) {
+	reply := &message{ID: m.ID, Op: m.Op}
+	s.mu.Lock()
+	c := s.cmds[m.Pid]
+	held := c != nil && !c.released
+	if m.Op == opRelease && held {
+		c.released = true
+		if c.exited {
+			reap(c.pid) // else the reaper does when it exits
+		}
+	}
+	s.mu.Unlock()
+	switch {
+	case m.Op == opRelease:
+		return // no reply
+	case m.Op == opLeftovers:
+		if c != nil {
+			if err := s.killLeftovers(c); err != nil {
+				reply.Err = err.Error()
+			}
+		}
+	case !held:
+		// Its zombie was reaped: its group id may name another group.
+		reply.Err = fmt.Sprintf("nsinit: %s: no command %d", m.Op, m.Pid)
+	case m.Op == opSignal:
+		if err := unix.Kill(-c.pid, syscall.Signal(m.Sig)); err != nil && err != unix.ESRCH {
+			reply.Err = fmt.Sprintf("nsinit: signal group %d: %v", c.pid, err)
+		}
+	case m.Op == opAlive:
+		reply.Alive = proc.GroupAlive(c.pid)
+	case m.Op == opTerminate:
+		reply.Escalated = proc.TerminateContext(context.Background(), c.pid, m.Grace)
+	default:
+		reply.Err = fmt.Sprintf("nsinit: unknown operation %q", m.Op)
+	}
+	s.c.send(reply)
+}
+
+// reaper reaps the namespace's zombies, reports the exits of commands and
+// keeps the ledger of who started what, on every SIGCHLD.
+func (s *initState) reaper(chld <-chan os.Signal) {
+	for range chld {
+		s.mu.Lock()
+		// Exits first: reporting one needs no scan, and the server waits
+		// for it.
+		for _, c := range s.cmds {
+			if !c.exited && !c.released {
+				s.reportExit(c)
+			}
+		}
+		s.mu.Unlock()
+		// The scan runs unlocked, so as not to hold up the next spawn.
+		// It may then miss a command spawned meanwhile (the next scan
+		// finds it) or show a zombie reaped meanwhile, whose pid a new
+		// process may hold by now: waiting for an unheld pid of ours
+		// WNOHANG is harmless whoever holds it, and held commands are
+		// looked up under the lock.
+		infos, err := proc.Scan()
+		if err != nil {
+			continue
+		}
+		s.mu.Lock()
+		s.account(infos)
+		s.reapZombies(infos)
+		s.mu.Unlock()
+	}
+}
+
+// reapZombies reaps every zombie child of the init but the commands the
+// server still holds; a held command's exit is reported once, and its
+// zombie kept, so its process group id stays its own until it is
+// released. mu must be held.
+func (s *initState) reapZombies(infos []proc.Info) {
+	for _, p := range infos {
+		if p.PPid != 1 || p.State != 'Z' {
+			continue
+		}
+		if c := s.cmds[p.Pid]; c != nil && !c.released {
+			if !c.exited {
+				s.reportExit(c)
+			}
+			continue
+		}
+		reap(p.Pid)
+	}
+}
+
+// reap reaps pid, a child of the init, if it is a zombie.
+func reap(pid int) {
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if err != unix.EINTR {
+			return
+		}
+	}
+}
+
+// reportExit sends c's exit event if c has exited, once. mu must be held.
+func (s *initState) reportExit(c *command) {
+	status, err := exitStatus(c.pid)
+	if err != nil {
+		return // still running
+	}
+	c.exited = true
+	c.lastLive = max(c.lastLive, nowTicks())
+	s.c.send(&message{Op: opExit, Pid: c.pid, Status: status})
+}
+
+// exitStatus returns the raw wait status of pid, an exited child, without
+// reaping it.
+func exitStatus(pid int) (int, error) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		break
+	}
+	if info.Signo == 0 {
+		return 0, errNotExited // WNOHANG, and nothing to report
+	}
+	// siginfo's SIGCHLD fields (si_pid, si_uid, si_status) follow the
+	// three ints of its head, aligned as a pointer.
+	const union = (3*4 + unsafe.Sizeof(uintptr(0)) - 1) &^ (unsafe.Sizeof(uintptr(0)) - 1)
+	raw := (*[unsafe.Sizeof(info)]byte)(unsafe.Pointer(&info))
+	code := *(*int32)(unsafe.Pointer(&raw[union+8]))
+	const cldExited, cldKilled, cldDumped = 1, 2, 3 // si_code of SIGCHLD
+	switch info.Code {
+	case cldExited:
+		return int(code&0xff) << 8, nil
+	case cldKilled:
+		return int(code & 0x7f), nil
+	case cldDumped:
+		return int(code&0x7f) | 0x80, nil
+	}
+	return 0, errNotExited
+}
+
+var errNotExited = errors.New("nsinit: not exited")
+
+// killLeftovers SIGKILLs everything charged to c, again and again, until
+// two scans in a row find nothing of it alive (a process forked between
+// a scan and the kills is found by the next one), or KillWait has passed.
+func (s *initState) killLeftovers(c *command) error {
+	deadline := time.Now().Add(proc.KillWait)
+	delay := time.Millisecond
+	for empty := 0; empty < 2; {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nsinit: kill leftovers of %d: still alive after %v", c.pid, proc.KillWait)
+		}
+		s.mu.Lock()
+		infos, err := proc.Scan()
+		if err != nil {
+			s.mu.Unlock()
+			return fmt.Errorf("nsinit: kill leftovers of %d: %w", c.pid, err)
+		}
+		s.account(infos)
+		n := 0
+		if !c.released {
+			// Its group first, at once: a member forked since the scan
+			// is in it.
+			unix.Kill(-c.pid, unix.SIGKILL)
+		}
+		for _, p := range infos {
+			if p.Pid == 1 || !p.Alive() || !chargedTo(s.owners[keyOf(p)], c) {
+				continue
+			}
+			proc.Signal(p, unix.SIGKILL)
+			// Its group too, in one go: a fork-and-exit loop has forked
+			// and gone since the scan, but its children stay in the
+			// group. A group made by one of c's processes holds only
+			// c's descendants (no other command's process can join a
+			// session it did not start), but for another command's own
+			// group, to which c's may be charged by rule 4.
+			if o := s.cmds[p.Pgid]; p.Pgid > 1 && (o == nil || o == c) {
+				unix.Kill(-p.Pgid, unix.SIGKILL)
+			}
+			n++
+		}
+		s.reapZombies(infos)
+		s.mu.Unlock()
+		if n == 0 {
+			empty++
+			continue
+		}
+		empty = 0
+		time.Sleep(delay)
+		delay = min(2*delay, 8*time.Millisecond)
+	}
+	return nil
+}
+
+func chargedTo(owners []*command, c *command) bool {
+	for _, o := range owners {
+		if o == c {
+			return true
+		}
+	}
+	return false
+}

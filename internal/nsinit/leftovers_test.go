@@ -1,0 +1,133 @@
+//go:build linux
+
+package nsinit_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/conch-dev/conch/internal/nsinit"
+	"github.com/conch-dev/conch/internal/testutil"
+)
+
+// escapees leaves three processes behind and exits 0: a setsid double
+// fork, a setsid'd shell, and a plain background sleep.
+const escapees = `(setsid sleep 600 &); setsid sh -c 'sleep 600' & sleep 600 & echo ready`
+
+// forkLoop is testutil.ForkLoop (a process that forks and exits again and
+// again, ignoring SIGTERM, for 6 s at most) in a session of its own and in
+// the background, and the file it beats.
+func forkLoop(t *testing.T) (cmd, beat string) {
+	t.Helper()
+	cmd, beat = testutil.ForkLoop(t)
+	return "setsid " + cmd + " & ", beat
+}
+
+// TestKillLeftoversEscapees: what a command left running after a normal
+// exit stays alive (a model may start a server on purpose) until
+// KillLeftovers, which ends it all, escapees included.
+func TestKillLeftoversEscapees(t *testing.T) {
+	marker := clean(t)
+	in := startInit(t)
+	ch, stdout, _ := spawn(t, in, marker, escapees)
+	if ws := wait(t, ch); ws.ExitStatus() != 0 {
+		t.Fatalf("status %v", ws)
+	}
+	waitFor(t, 10*time.Second, "three sleeps", func() bool { return len(testutil.Processes(marker)) >= 3 })
+	time.Sleep(50 * time.Millisecond)
+	if n := len(testutil.Processes(marker)); n < 3 {
+		t.Fatalf("%d processes left after the exit; want the three sleeps alive", n)
+	}
+	if err := ch.KillLeftovers(); err != nil {
+		t.Fatal(err)
+	}
+	if left := testutil.Processes(marker); len(left) != 0 {
+		t.Errorf("KillLeftovers returned with %d processes alive", len(left))
+	}
+	stdout.text(t)
+	ch.Release()
+}
+
+// TestKillLeftoversAfterRelease: leftovers stay charged to their command
+// after its zombie was reaped.
+func TestKillLeftoversAfterRelease(t *testing.T) {
+	marker := clean(t)
+	in := startInit(t)
+	ch, stdout, _ := spawn(t, in, marker, escapees)
+	wait(t, ch)
+	waitFor(t, 10*time.Second, "three sleeps", func() bool { return len(testutil.Processes(marker)) >= 3 })
+	ch.Release()
+	// Another command runs meanwhile, and must survive.
+	other := testutil.Marker(t)
+	och, ostdout, _ := spawn(t, in, other, "sleep 600")
+	if err := ch.KillLeftovers(); err != nil {
+		t.Fatal(err)
+	}
+	if left := testutil.Processes(marker); len(left) != 0 {
+		t.Errorf("KillLeftovers after Release left %d processes", len(left))
+	}
+	if n := len(testutil.Processes(other)); n != 1 {
+		t.Errorf("the other command: %d processes, want its sleep alive", n)
+	}
+	och.Terminate(time.Second)
+	wait(t, och)
+	och.Release()
+	stdout.text(t)
+	ostdout.text(t)
+	testutil.AssertNoProcesses(t, other)
+}
+
+// TestKillLeftoversForkLoop: a fork-and-exit loop that ignores SIGTERM
+// and left the session is ended by KillLeftovers.
+func TestKillLeftoversForkLoop(t *testing.T) {
+	marker := clean(t)
+	in := startInit(t)
+	loop, beat := forkLoop(t)
+	ch, stdout, _ := spawn(t, in, marker, loop+"echo ready")
+	wait(t, ch)
+	testutil.WaitBeating(t, beat)
+	t0 := time.Now()
+	if err := ch.KillLeftovers(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("KillLeftovers took %v", time.Since(t0))
+	if testutil.Beating(t, beat) {
+		t.Error("KillLeftovers returned with the loop alive")
+	}
+	stdout.text(t)
+	ch.Release()
+}
+
+// TestCloseKillsEverything: Close ends every command and everything they
+// left, and returns once they are gone.
+func TestCloseKillsEverything(t *testing.T) {
+	marker := clean(t)
+	in, err := nsinit.Start(initOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch1, out1, _ := spawn(t, in, marker, escapees)
+	if ws := wait(t, ch1); ws.ExitStatus() != 0 {
+		t.Fatalf("status %v", ws)
+	}
+	loop, beat := forkLoop(t)
+	ch2, out2, _ := spawn(t, in, marker, loop+"sleep 600")
+	testutil.WaitBeating(t, beat)
+	if err := in.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if testutil.Beating(t, beat) {
+		t.Error("Close returned with the loop alive")
+	}
+	if ws, err := ch1.Wait(); err != nil || ws.ExitStatus() != 0 {
+		t.Errorf("Wait after Close, for a command that had exited 0 before: %v, %v", ws, err)
+	}
+	if _, err := ch2.Wait(); err != nsinit.ErrClosed {
+		t.Errorf("Wait after Close, for a command that was running: %v, want ErrClosed", err)
+	}
+	if _, err := in.Spawn(nsinitCommand(marker, "true", nil, nil, nil)); err == nil {
+		t.Error("Spawn after Close: no error")
+	}
+	out1.text(t)
+	out2.text(t)
+}

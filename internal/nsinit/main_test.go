@@ -1,0 +1,182 @@
+//go:build linux
+
+package nsinit_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conch-dev/conch/internal/nsinit"
+	"github.com/conch-dev/conch/internal/proc"
+	"github.com/conch-dev/conch/internal/testutil"
+)
+
+// helperEnv makes the test binary a helper instead of running the tests:
+// "init" is the init itself (what `conch __init` runs), "server" a server
+// that a test SIGKILLs, "degraded" a process in a user namespace that
+// allows no more user namespaces.
+const helperEnv = "NSINIT_TEST_HELPER"
+
+// TestMain dispatches the helpers, and otherwise makes the test binary
+// what the server is: a child subreaper running the orphan reaper.
+func TestMain(m *testing.M) {
+	switch os.Getenv(helperEnv) {
+	case "init":
+		os.Exit(nsinit.Main())
+	case "server":
+		os.Exit(serverHelper())
+	case "degraded":
+		os.Exit(degradedHelper())
+	}
+	if err := proc.BecomeSubreaper(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testutil.VerifyTestMain(m)
+}
+
+// initOptions start this test binary as the init. Under -race, a
+// process sleeps a second at exit unless GORACE says otherwise.
+func initOptions() *nsinit.Options {
+	return &nsinit.Options{Env: []string{helperEnv + "=init", noRaceSleep}, Stderr: os.Stderr}
+}
+
+const noRaceSleep = "GORACE=atexit_sleep_ms=0"
+
+// clean returns a fresh marker and registers the checks every process
+// test ends with: nothing carrying the marker survives, no goroutine
+// leaked. Cleanups run last-in first-out, so register it before
+// startInit.
+func clean(t *testing.T) string {
+	t.Helper()
+	marker := testutil.Marker(t)
+	t.Cleanup(func() {
+		testutil.AssertNoProcesses(t, marker)
+		testutil.VerifyNoLeaks(t)
+	})
+	return marker
+}
+
+func startInit(t *testing.T) *nsinit.Init {
+	t.Helper()
+	in, err := nsinit.Start(initOptions())
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { in.Close() })
+	return in
+}
+
+// output is a command's captured stdout or stderr.
+type output struct {
+	r    *os.File
+	buf  bytes.Buffer
+	done chan struct{}
+}
+
+func capture(t *testing.T) (*output, *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &output{r: r, done: make(chan struct{})}
+	go func() {
+		io.Copy(&o.buf, r)
+		r.Close()
+		close(o.done)
+	}()
+	return o, w
+}
+
+// text waits (at most 10 s) until every writer closed the pipe.
+func (o *output) text(t *testing.T) string {
+	t.Helper()
+	select {
+	case <-o.done:
+	case <-time.After(10 * time.Second):
+		o.r.Close()
+		<-o.done
+		t.Fatal("output still open after 10 s")
+	}
+	return o.buf.String()
+}
+
+// spawn starts `bash -c script` with the marker, its stdout and stderr
+// captured; the caller waits and releases.
+func spawn(t *testing.T, in *nsinit.Init, marker, script string) (*nsinit.Child, *output, *output) {
+	t.Helper()
+	stdout, ow := capture(t)
+	stderr, ew := capture(t)
+	ch, err := in.Spawn(nsinitCommand(marker, script, nil, ow, ew))
+	ow.Close()
+	ew.Close()
+	if err != nil {
+		t.Fatalf("Spawn %q: %v", script, err)
+	}
+	return ch, stdout, stderr
+}
+
+// nsinitCommand is `bash -c script` in /tmp with the marker and FOO=bar
+// in its environment.
+func nsinitCommand(marker, script string, stdin, stdout, stderr *os.File) nsinit.Command {
+	return nsinit.Command{
+		Path:   bashPath,
+		Args:   []string{"bash", "-c", script},
+		Env:    append(os.Environ(), testutil.MarkerEnv+"="+marker, "FOO=bar"),
+		Dir:    "/tmp",
+		Stdin:  stdin,
+		Stdout: stdout,
+		Stderr: stderr,
+	}
+}
+
+var bashPath = func() string {
+	p, err := exec.LookPath("bash")
+	if err != nil {
+		return "/bin/bash"
+	}
+	return p
+}()
+
+// run runs script to its end and returns its wait status and output.
+func run(t *testing.T, in *nsinit.Init, marker, script string) (syscall.WaitStatus, string, string) {
+	t.Helper()
+	ch, stdout, stderr := spawn(t, in, marker, script)
+	ws := wait(t, ch)
+	out, errOut := stdout.text(t), stderr.text(t)
+	ch.Release()
+	return ws, out, errOut
+}
+
+func wait(t *testing.T, ch *nsinit.Child) syscall.WaitStatus {
+	t.Helper()
+	select {
+	case <-ch.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("command did not exit within 10 s")
+	}
+	ws, err := ch.Wait()
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	return ws
+}
+
+// waitFor polls cond every 5 ms for up to d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

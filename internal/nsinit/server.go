@@ -1,0 +1,471 @@
+//go:build linux
+
+package nsinit
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/conch-dev/conch/internal/proc"
+)
+
+// Options say how to start the init: which program runs Main.
+type Options struct {
+	// Path is the executable to run; it must call Main when started with
+	// Args and Env (conch: its own binary, with the hidden subcommand
+	// HelperArg). Empty means os.Executable().
+	Path string
+	// Args are the arguments after the program name.
+	Args []string
+	// Env is the init's own environment (commands get theirs with each
+	// Spawn).
+	Env []string
+	// Stderr receives what the init writes on its standard error (a Go
+	// runtime crash, say); nil discards it.
+	Stderr io.Writer
+	// Cgroup, when set, is a cgroup v2 directory this process may write
+	// (Probe's Cgroup.Dir where Writable): each command then runs in a
+	// cgroup of its own under a session cgroup made there, and
+	// KillLeftovers and Close start with its cgroup.kill.
+	Cgroup string
+}
+
+// HelperArg is the hidden subcommand on which conch's binary runs Main.
+const HelperArg = "__init"
+
+// ErrClosed is returned by the methods of an Init that was closed, and of
+// its Children.
+var ErrClosed = errors.New("nsinit: closed")
+
+// ErrInitExited is returned when the init died (killed from outside, or
+// crashed): everything it ran died with it.
+var ErrInitExited = errors.New("nsinit: the init exited")
+
+// Init is a running init: pid 1 of a new user, PID and mount namespace,
+// spawning the commands of one session. Its methods are safe for
+// concurrent use.
+type Init struct {
+	cmd      *exec.Cmd
+	c        *conn
+	readDone chan struct{} // closed when the reader has ended
+
+	mu       sync.Mutex
+	nextID   uint64
+	pending  map[uint64]chan *message
+	children map[int]*Child
+	err      error // why calls fail: set when the reader ends, or by Close
+
+	closeOnce sync.Once
+	closeErr  error
+	exited    chan struct{} // closed once the init process was reaped
+
+	cg *cgroups // nil without Options.Cgroup
+}
+
+// Start starts an init. The init dies with this process (parent-death
+// signal SIGKILL, sent when the thread that called Start exits: do not
+// call it from a goroutine locked to its thread that may exit), and when
+// it dies the kernel kills everything in its namespace.
+//
+// The caller must be able to reap the init as a child started in its own
+// session (this process uses proc.StartCmd). When this host does not
+// allow the namespaces, the error is an *UnavailableError naming the
+// cause.
+func Start(opts *Options) (*Init, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Path == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("nsinit: start: %w", err)
+		}
+		o.Path = exe
+	}
+	var cg *cgroups
+	if o.Cgroup != "" {
+		var err error
+		if cg, err = newCgroups(o.Cgroup); err != nil {
+			return nil, err
+		}
+	}
+	i, err := start(o)
+	if err != nil {
+		if cg != nil {
+			cg.close()
+		}
+		return nil, err
+	}
+	i.cg = cg
+	return i, nil
+}
+
+func start(o Options) (*Init, error) {
+	ours, theirs, err := socketPair()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(o.Path, o.Args...)
+	cmd.Env = o.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
+	cmd.Stderr = o.Stderr
+	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.SysProcAttr = namespaceAttr()
+	err = proc.StartCmd(cmd)
+	theirs.Close()
+	if err != nil {
+		ours.Close()
+		return nil, unavailable(fmt.Errorf("nsinit: start the init %s: %w", o.Path, err))
+	}
+	c, err := newConn(ours)
+	if err != nil {
+		cmd.Process.Kill()
+		proc.WaitCmd(cmd)
+		return nil, err
+	}
+	i := &Init{
+		cmd:      cmd,
+		c:        c,
+		readDone: make(chan struct{}),
+		pending:  make(map[uint64]chan *message),
+		children: make(map[int]*Child),
+		exited:   make(chan struct{}),
+	}
+	go func() {
+		proc.WaitCmd(cmd)
+		close(i.exited)
+	}()
+	m, _, err := c.recv()
+	if err == nil {
+		switch m.Op {
+		case opReady:
+		case opFail:
+			err = errors.New(m.Err)
+		default:
+			err = fmt.Errorf("unexpected %q from the init", m.Op)
+		}
+	}
+	if err != nil {
+		c.close()
+		<-i.exited
+		return nil, unavailable(fmt.Errorf("nsinit: start: %w", err))
+	}
+	go i.read()
+	return i, nil
+}
+
+// namespaceAttr starts the init in new user, PID and mount namespaces,
+// as pid 1, in a session of its own, mapping this process's uid and gid
+// to themselves so that `id -u` and file owners read the same inside.
+// Root maps every id to itself; another user can map only its own, and
+// must give up setgroups. A non-root init needs CAP_SYS_ADMIN (to mount
+// /proc) and CAP_SETPCAP (to shrink the commands' bounding set) after
+// exec, which only ambient capabilities carry; the init clears them
+// before it runs a command.
+func namespaceAttr() *syscall.SysProcAttr {
+	uid, gid := os.Getuid(), os.Getgid()
+	a := &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS,
+		Setsid:     true,
+		Pdeathsig:  syscall.SIGKILL,
+	}
+	if uid == 0 {
+		all := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1<<32 - 1}}
+		a.UidMappings, a.GidMappings = all, all
+		a.GidMappingsEnableSetgroups = true
+		return a
+	}
+	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP}
+	return a
+}
+
+// Pid returns the init's pid (outside its namespace).
+func (i *Init) Pid() int { return i.cmd.Process.Pid }
+
+// read dispatches the init's replies and events until the socket ends.
+func (i *Init) read() {
+	defer close(i.readDone)
+	for {
+		m, fds, err := i.c.recv()
+		if err != nil {
+			break
+		}
+		closeFDs(fds) // the init sends none
+		if m.Op == opExit {
+			i.mu.Lock()
+			ch := i.children[m.Pid]
+			i.mu.Unlock()
+			if ch != nil {
+				ch.settle(syscall.WaitStatus(m.Status), nil)
+			}
+			continue
+		}
+		i.mu.Lock()
+		if m.Op == opSpawn && m.Err == "" {
+			// The Child exists before the command's exit event, which
+			// may follow at once, is read.
+			i.childLocked(m.Pid)
+		}
+		w := i.pending[m.ID]
+		delete(i.pending, m.ID)
+		i.mu.Unlock()
+		if w != nil {
+			w <- m
+		}
+	}
+	i.mu.Lock()
+	if i.err == nil {
+		i.err = ErrInitExited
+	}
+	pending, children, err := i.pending, i.children, i.err
+	i.pending, i.children = nil, nil
+	i.mu.Unlock()
+	for _, w := range pending {
+		close(w)
+	}
+	for _, ch := range children {
+		ch.settle(0, err)
+	}
+}
+
+// call sends a request and waits for its reply.
+func (i *Init) call(m *message, files ...*os.File) (*message, error) {
+	w := make(chan *message, 1)
+	i.mu.Lock()
+	if i.pending == nil {
+		err := i.err
+		i.mu.Unlock()
+		return nil, err
+	}
+	i.nextID++
+	m.ID = i.nextID
+	i.pending[m.ID] = w
+	i.mu.Unlock()
+	if err := i.c.send(m, files...); err != nil {
+		i.mu.Lock()
+		delete(i.pending, m.ID)
+		ierr := i.err
+		i.mu.Unlock()
+		if ierr != nil {
+			return nil, ierr
+		}
+		return nil, err
+	}
+	r, ok := <-w
+	if !ok {
+		i.mu.Lock()
+		defer i.mu.Unlock()
+		return nil, i.err
+	}
+	if r.Err != "" {
+		return r, errors.New(r.Err)
+	}
+	return r, nil
+}
+
+// Command is what Spawn runs.
+type Command struct {
+	// Path is the executable (absolute, or relative to Dir); Args its
+	// arguments, Args[0] included.
+	Path string
+	Args []string
+	// Env is the whole environment; Dir the working directory (a path as
+	// the namespace sees it: the same as outside).
+	Env []string
+	Dir string
+	// Stdin, Stdout and Stderr become descriptors 0, 1 and 2; nil means
+	// /dev/null. They are passed to the init and may be closed once
+	// Spawn returns.
+	Stdin, Stdout, Stderr *os.File
+}
+
+// Spawn starts c in a new session and process group inside the
+// namespace. The returned Child must be released (Child.Release) once the
+// caller is done with it.
+func (i *Init) Spawn(c Command) (*Child, error) {
+	files := []*os.File{c.Stdin, c.Stdout, c.Stderr}
+	for k, f := range files {
+		if f != nil {
+			continue
+		}
+		null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		if err != nil {
+			return nil, fmt.Errorf("nsinit: spawn: %w", err)
+		}
+		defer null.Close()
+		files[k] = null
+	}
+	var cgroup string
+	if i.cg != nil {
+		dir, f, err := i.cg.add()
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		cgroup = dir
+		files = append(files, f)
+	}
+	r, err := i.call(&message{Op: opSpawn, Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir}, files...)
+	if err != nil {
+		if cgroup != "" {
+			i.cg.remove(cgroup)
+		}
+		return nil, fmt.Errorf("nsinit: spawn %s: %w", c.Path, err)
+	}
+	ch := i.child(r.Pid)
+	ch.cgroup = cgroup
+	return ch, nil
+}
+
+// child returns the Child of pid, which the reader recorded when the
+// spawn's reply came.
+func (i *Init) child(pid int) *Child {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.childLocked(pid)
+}
+
+// childLocked returns the Child of pid, recording it if it is new; i.mu
+// must be held.
+func (i *Init) childLocked(pid int) *Child {
+	if ch := i.children[pid]; ch != nil {
+		return ch
+	}
+	ch := &Child{i: i, Pid: pid, exited: make(chan struct{})}
+	if i.children == nil {
+		ch.settle(0, i.err)
+		return ch
+	}
+	i.children[pid] = ch
+	return ch
+}
+
+// Close ends the init: it stops serving, and the kernel kills everything
+// in its namespace. Close returns once the init and all of it are gone.
+func (i *Init) Close() error {
+	i.closeOnce.Do(func() {
+		i.mu.Lock()
+		if i.err == nil {
+			i.err = ErrClosed
+		}
+		i.mu.Unlock()
+		i.c.close()
+		<-i.exited
+		<-i.readDone
+		if i.cg != nil {
+			i.closeErr = i.cg.close()
+		}
+	})
+	return i.closeErr
+}
+
+// Child is a command spawned by an Init. Its pid is also its process group
+// and session id, inside the namespace.
+type Child struct {
+	i      *Init
+	Pid    int    // inside the namespace
+	cgroup string // its cgroup; "" without Options.Cgroup
+
+	once   sync.Once
+	exited chan struct{}
+	status syscall.WaitStatus
+	err    error
+}
+
+func (c *Child) settle(ws syscall.WaitStatus, err error) {
+	c.once.Do(func() {
+		c.status, c.err = ws, err
+		close(c.exited)
+	})
+}
+
+// Exited is closed when the command's shell has exited (or the init is
+// gone); Wait then returns at once.
+func (c *Child) Exited() <-chan struct{} { return c.exited }
+
+// Wait waits for the command to exit and returns its raw wait status: an
+// exit code or the signal that killed it, as the kernel reported it. The
+// command's zombie is kept until Release, so its process group id stays
+// its own and Signal, Alive and Terminate stay safe after the exit. The
+// error is ErrClosed or ErrInitExited when the init went first.
+func (c *Child) Wait() (syscall.WaitStatus, error) {
+	<-c.exited
+	return c.status, c.err
+}
+
+// Signal sends sig to the command's process group.
+func (c *Child) Signal(sig syscall.Signal) error {
+	_, err := c.i.call(&message{Op: opSignal, Pid: c.Pid, Sig: int(sig)})
+	return err
+}
+
+// Alive reports whether any member of the command's process group is
+// alive (zombies count as gone).
+func (c *Child) Alive() (bool, error) {
+	r, err := c.i.call(&message{Op: opAlive, Pid: c.Pid})
+	if err != nil {
+		return false, err
+	}
+	return r.Alive, nil
+}
+
+// Terminate stops the command's process group as proc.Terminate does:
+// SIGTERM, then SIGKILL if anything of it is alive after grace, and a
+// bounded wait until it is gone. It reports whether SIGKILL was sent.
+func (c *Child) Terminate(grace time.Duration) (escalated bool, err error) {
+	r, err := c.i.call(&message{Op: opTerminate, Pid: c.Pid, Grace: grace})
+	if err != nil {
+		return false, err
+	}
+	return r.Escalated, nil
+}
+
+// KillLeftovers SIGKILLs everything the command started that is still
+// alive, the members of its group, the descendants that left it (setsid,
+// double fork) and the orphans charged to it, and returns once they are
+// gone. It may be called before or after Release.
+func (c *Child) KillLeftovers() error {
+	if c.cgroup != "" {
+		if err := kill(c.cgroup); err != nil {
+			return err
+		}
+	}
+	_, err := c.i.call(&message{Op: opLeftovers, Pid: c.Pid})
+	if c.cgroup != "" {
+		c.i.cg.remove(c.cgroup)
+	}
+	return err
+}
+
+// Release tells the init that the caller is done with the command: its
+// zombie is reaped (its process group id may then be reused), and what
+// it left running stays charged to it, for KillLeftovers or Close.
+// Signal, Alive and Terminate fail after Release, and Wait returns
+// ErrClosed if the command had not exited; call it only once none of
+// them is in flight, as the local provider reaps a shell only after its
+// kill has finished.
+func (c *Child) Release() {
+	c.i.mu.Lock()
+	if c.i.children != nil {
+		delete(c.i.children, c.Pid)
+	}
+	c.i.mu.Unlock()
+	c.i.c.send(&message{Op: opRelease, Pid: c.Pid}) // no reply; a dead init needs none
+	c.settle(0, ErrClosed)
+	if c.cgroup != "" {
+		c.i.cg.remove(c.cgroup) // unless something it left runs on
+	}
+}

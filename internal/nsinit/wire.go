@@ -1,0 +1,262 @@
+//go:build linux
+
+package nsinit
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The server and the init talk over a unix stream socket pair: each
+// message is a 4-byte big-endian length and a JSON object. A message that
+// carries file descriptors (a spawn's stdin, stdout and stderr) sends them
+// as SCM_RIGHTS with its first bytes, so they have arrived by the time the
+// whole message has been read.
+
+// maxMessage bounds one message: argv and environment together cannot
+// exceed the kernel's ARG_MAX, a few MiB at most.
+const maxMessage = 64 << 20
+
+// maxFDs is the most descriptors one message carries.
+const maxFDs = 4
+
+// Operations. Requests carry an ID and get exactly one reply with the same
+// ID and operation, except opRelease, which has none; the init also sends
+// events with ID 0.
+const (
+	opReady     = "ready"     // init → server, once: set up, serving
+	opFail      = "fail"      // init → server, once: set-up failed; Err says why
+	opSpawn     = "spawn"     // Path, Args, Env, Dir, three descriptors → Pid
+	opSignal    = "signal"    // Pid, Sig: signal the command's process group
+	opAlive     = "alive"     // Pid → Alive: a member of its group still runs
+	opTerminate = "terminate" // Pid, Grace → Escalated
+	opLeftovers = "leftovers" // Pid: kill everything the command started
+	opRelease   = "release"   // Pid: the server is done with the command
+	opExit      = "exit"      // init → server event: Pid, Status (raw wait status)
+)
+
+// message is every request, reply and event; each uses the fields its
+// operation names.
+type message struct {
+	ID        uint64        `json:"id,omitempty"`
+	Op        string        `json:"op"`
+	Pid       int           `json:"pid,omitempty"`
+	Path      string        `json:"path,omitempty"`
+	Args      []string      `json:"args,omitempty"`
+	Env       []string      `json:"env,omitempty"`
+	Dir       string        `json:"dir,omitempty"`
+	NFDs      int           `json:"nfds,omitempty"`
+	Sig       int           `json:"sig,omitempty"`
+	Grace     time.Duration `json:"grace,omitempty"`
+	Status    int           `json:"status,omitempty"`
+	Alive     bool          `json:"alive,omitempty"`
+	Escalated bool          `json:"escalated,omitempty"`
+	Err       string        `json:"err,omitempty"`
+}
+
+// conn is one end of the socket pair. send may be called concurrently;
+// recv only from one goroutine.
+type conn struct {
+	rw  msgConn
+	wmu sync.Mutex
+
+	buf []byte // received bytes not yet consumed
+	fds []int  // received descriptors not yet claimed by a message
+
+	chunk, oob []byte // recv's buffers, kept: most reads are small
+}
+
+// msgConn is a unix socket that carries descriptors: a *net.UnixConn on
+// the server's side (its Close wakes a blocked reader), an fdConn in the
+// init.
+type msgConn interface {
+	ReadMsgUnix(b, oob []byte) (n, oobn, flags int, addr *net.UnixAddr, err error)
+	WriteMsgUnix(b, oob []byte, addr *net.UnixAddr) (n, oobn int, err error)
+	Write(b []byte) (int, error)
+	Close() error
+}
+
+// newConn wraps f, one end of the socket pair; f is closed (the conn holds
+// its own duplicate).
+func newConn(f *os.File) (*conn, error) {
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("nsinit: socket: %w", err)
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, errors.New("nsinit: socket: not a unix socket")
+	}
+	return &conn{rw: uc}, nil
+}
+
+// fdConn is a blocking socket descriptor, read and written with plain
+// system calls: a read wakes the very thread that waits in it, with no
+// hand-off through Go's network poller. Close does not wake a blocked
+// reader; the init never needs it to.
+type fdConn int
+
+func (fd fdConn) ReadMsgUnix(b, oob []byte) (n, oobn, flags int, _ *net.UnixAddr, err error) {
+	for {
+		n, oobn, flags, _, err = unix.Recvmsg(int(fd), b, oob, unix.MSG_CMSG_CLOEXEC)
+		if err != unix.EINTR {
+			return n, oobn, flags, nil, err
+		}
+	}
+}
+
+func (fd fdConn) WriteMsgUnix(b, oob []byte, _ *net.UnixAddr) (n, oobn int, err error) {
+	for {
+		n, err = unix.SendmsgN(int(fd), b, oob, nil, 0)
+		if err != unix.EINTR {
+			return n, len(oob), err
+		}
+	}
+}
+
+func (fd fdConn) Write(b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := unix.Write(int(fd), b[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		n += m
+	}
+	return n, nil
+}
+
+func (fd fdConn) Close() error { return unix.Close(int(fd)) }
+
+// socketPair returns two connected unix stream sockets, close-on-exec.
+func socketPair() (a, b *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("nsinit: socketpair: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "nsinit-server"), os.NewFile(uintptr(fds[1]), "nsinit-init"), nil
+}
+
+// send writes m with files attached.
+func (c *conn) send(m *message, files ...*os.File) error {
+	m.NFDs = len(files)
+	body, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("nsinit: encode %s: %w", m.Op, err)
+	}
+	b := make([]byte, 4+len(body))
+	binary.BigEndian.PutUint32(b, uint32(len(body)))
+	copy(b[4:], body)
+	var oob []byte
+	if len(files) > 0 {
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = int(f.Fd())
+		}
+		oob = unix.UnixRights(fds...)
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	n, _, err := c.rw.WriteMsgUnix(b, oob, nil)
+	if err == nil && n < len(b) {
+		// A stream socket may take a long message in parts; the
+		// descriptors went with the first.
+		_, err = c.rw.Write(b[n:])
+	}
+	if err != nil {
+		return fmt.Errorf("nsinit: send %s: %w", m.Op, err)
+	}
+	return nil
+}
+
+// recv reads the next message and the descriptors it carries (owned by
+// the caller, close-on-exec).
+func (c *conn) recv() (*message, []int, error) {
+	for {
+		if len(c.buf) >= 4 {
+			n := int(binary.BigEndian.Uint32(c.buf))
+			if n > maxMessage {
+				return nil, nil, fmt.Errorf("nsinit: receive: message of %d bytes", n)
+			}
+			if len(c.buf) >= 4+n {
+				m := new(message)
+				err := json.Unmarshal(c.buf[4:4+n], m)
+				c.buf = c.buf[4+n:]
+				if err != nil {
+					return nil, nil, fmt.Errorf("nsinit: receive: %w", err)
+				}
+				if m.NFDs < 0 || m.NFDs > len(c.fds) {
+					return nil, nil, fmt.Errorf("nsinit: receive %s: %d descriptors announced, %d arrived", m.Op, m.NFDs, len(c.fds))
+				}
+				fds := c.fds[:m.NFDs:m.NFDs]
+				c.fds = c.fds[m.NFDs:]
+				return m, fds, nil
+			}
+		}
+		if err := c.fill(); err != nil {
+			return nil, nil, err
+		}
+	}
+}
+
+// fill reads what the socket has, keeping the descriptors that came with
+// it.
+func (c *conn) fill() error {
+	if c.chunk == nil {
+		c.chunk = make([]byte, 64<<10)
+		c.oob = make([]byte, unix.CmsgSpace(maxFDs*4))
+	}
+	chunk, oob := c.chunk, c.oob
+	n, oobn, flags, _, err := c.rw.ReadMsgUnix(chunk, oob)
+	if oobn > 0 {
+		msgs, perr := unix.ParseSocketControlMessage(oob[:oobn])
+		if perr == nil {
+			for _, cm := range msgs {
+				if fds, err := unix.ParseUnixRights(&cm); err == nil {
+					c.fds = append(c.fds, fds...)
+				}
+			}
+		}
+	}
+	if flags&syscall.MSG_CTRUNC != 0 {
+		return errors.New("nsinit: receive: descriptors cut off")
+	}
+	if n > 0 {
+		if len(c.buf) == 0 && cap(c.buf) > 1<<20 {
+			c.buf = nil // let a long message's buffer go
+		}
+		c.buf = append(c.buf, chunk[:n]...)
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return errEOF
+	}
+	return fmt.Errorf("nsinit: receive: %w", err)
+}
+
+// errEOF is recv's error when the other end closed the socket.
+var errEOF = errors.New("nsinit: the other end closed the socket")
+
+func (c *conn) close() error { return c.rw.Close() }
+
+// closeFDs closes descriptors received but not used.
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
