@@ -34,7 +34,7 @@ type Snapshot struct {
 }
 
 // Bridge draws the tool calls of one session as ACP session updates
-// (CONTRACT 7). It remembers which calls it drew as terminals, so that a
+// (docs/presentation.md#acp-terminal-cards). It remembers which calls it drew as terminals, so that a
 // terminal result for any other call is sent as text (the orphan guard):
 // a client must never receive terminal output for a terminal it was not
 // told about. It is safe for concurrent use.

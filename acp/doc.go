@@ -4,7 +4,7 @@
 // # The bridge
 //
 // A Bridge turns the views of tools.PresentCall and tools.PresentResult
-// into the session/update notifications of CONTRACT 7, as values of
+// into the session/update notifications of docs/presentation.md#acp-terminal-cards, as values of
 // github.com/coder/acp-go-sdk, so that a Go program that already speaks
 // ACP can draw conch's tools with it alone:
 //

@@ -17,7 +17,7 @@ import (
 	"github.com/conch-dev/conch/tools"
 )
 
-// TestBackgroundGolden pins the texts of CONTRACT 3.4 (background start),
+// TestBackgroundGolden pins the texts of docs/tools.md#background-start,
 // 4 and 5 from real background commands.
 func TestBackgroundGolden(t *testing.T) {
 	t.Parallel()

@@ -14,7 +14,7 @@ import (
 	"github.com/conch-dev/conch/tasks"
 )
 
-// Validation messages of CONTRACT 3.2.
+// Validation messages (docs/tools.md#validation).
 const (
 	msgCommand            = "invalid command: expected a non-empty string"
 	msgDescription        = "invalid description: expected a non-empty string"

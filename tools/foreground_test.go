@@ -15,7 +15,7 @@ import (
 )
 
 // TestForegroundGolden pins the text and the structured value of every
-// foreground result shape of CONTRACT 3.4 and 3.5, from real commands.
+// foreground result shape of docs/tools.md (foreground result, structured value), from real commands.
 func TestForegroundGolden(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
@@ -167,7 +167,7 @@ func mapsEqual(a, b map[string]string) bool {
 	return true
 }
 
-// TestWorkdir checks CONTRACT 3.3.
+// TestWorkdir checks docs/tools.md#workdir.
 func TestWorkdir(t *testing.T) {
 	t.Parallel()
 	exCwd := realDir(t)

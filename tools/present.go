@@ -12,8 +12,8 @@ const (
 	CardGeneric  = "generic"
 )
 
-// View is how an editor should draw a tool call or its result (CONTRACT
-// 6). Which fields are set depends on Card and on call vs result.
+// View is how an editor should draw a tool call or its result (see
+// docs/presentation.md). Which fields are set depends on Card and on call vs result.
 type View struct {
 	Card string `json:"card"`
 	// Call fields.

@@ -17,7 +17,7 @@ import (
 
 func ptr[T any](v T) *T { return &v }
 
-// TestPresentCall checks every call shape of CONTRACT 6.
+// TestPresentCall checks every call shape of docs/presentation.md#presentcall.
 func TestPresentCall(t *testing.T) {
 	cases := []struct {
 		name string
@@ -71,7 +71,7 @@ func TestPresentCall(t *testing.T) {
 	}
 }
 
-// TestPresentResult checks every result shape of CONTRACT 6, including
+// TestPresentResult checks every result shape of docs/presentation.md#presentresult, including
 // the three defects the seed commit fixed.
 func TestPresentResult(t *testing.T) {
 	fg := `{"command":"make","description":"Build"}`
@@ -300,7 +300,7 @@ func TestParseExitStatusRoundTrip(t *testing.T) {
 	})
 }
 
-// TestRenderForegroundRules checks the rendering rules of CONTRACT 3.4 on
+// TestRenderForegroundRules checks the rendering rules of docs/tools.md#foreground-result on
 // random results: the body comes first, verbatim; the markers follow in
 // order, each on its own line; no markers means the body verbatim.
 func TestRenderForegroundRules(t *testing.T) {

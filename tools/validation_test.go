@@ -13,7 +13,7 @@ import (
 	"github.com/conch-dev/conch/tools"
 )
 
-// TestValidation checks every message of CONTRACT 3.2 in its order, and
+// TestValidation checks every message of docs/tools.md#validation in its order, and
 // that a refused call spawns nothing and consumes no task number: each
 // command would create a file, and the first real start after them all
 // gets bash-1.

@@ -10,7 +10,7 @@ import (
 	"github.com/conch-dev/conch/internal/capture"
 )
 
-// Defaults of CONTRACT 2.1.
+// Defaults (docs/executor.md#defaults).
 const (
 	DefaultTimeout        = 120 * time.Second
 	DefaultMaxTimeout     = 600 * time.Second
