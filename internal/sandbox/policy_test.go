@@ -1,0 +1,88 @@
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func git(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+// TestResolveFindsRepositories: the hooks and config of every repository
+// under the workspace are protected, nested ones included; a linked
+// worktree's git directories outside the workspace become writable with
+// their hooks and config protected; a missing hooks directory is created.
+func TestResolveFindsRepositories(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := filepath.Join(base, "main")
+	ws := filepath.Join(base, "ws")
+	nested := filepath.Join(ws, "a", "b", "nested")
+	for _, d := range []string{main, nested} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		git(t, d, "init", "-q")
+	}
+	os.RemoveAll(filepath.Join(nested, ".git", "hooks"))
+	git(t, main, "commit", "-q", "--allow-empty", "-m", "x")
+	git(t, main, "worktree", "add", "-q", filepath.Join(ws, "wt"))
+
+	tmp := filepath.Join(base, "tmp")
+	pl, err := Policy{Workspace: ws, TempDirs: []string{tmp}}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.Mode != WorkspaceWrite || pl.Network != NetworkOn {
+		t.Errorf("defaults: %s %s", pl.Mode, pl.Network)
+	}
+	for _, p := range []string{
+		filepath.Join(nested, ".git", "hooks"),
+		filepath.Join(nested, ".git", "config"),
+		filepath.Join(main, ".git", "hooks"),
+		filepath.Join(main, ".git", "config"),
+	} {
+		if !slices.Contains(pl.Protected, p) {
+			t.Errorf("%s not protected: %q", p, pl.Protected)
+		}
+	}
+	for _, p := range []string{ws, tmp, filepath.Join(main, ".git"), filepath.Join(main, ".git", "worktrees", "wt")} {
+		if !slices.Contains(pl.Writable, p) {
+			t.Errorf("%s not writable: %q", p, pl.Writable)
+		}
+	}
+	if slices.Contains(pl.Writable, main) {
+		t.Errorf("the main checkout became writable: %q", pl.Writable)
+	}
+}
+
+func TestResolveModes(t *testing.T) {
+	ro, err := Policy{Mode: ReadOnly, Workspace: "/w", TempDirs: []string{"/tmp"}, CacheDir: "/c"}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ro.Writable, []string{"/tmp"}) {
+		t.Errorf("read-only writable = %q, want only the temp dirs", ro.Writable)
+	}
+	full, err := Policy{Mode: FullAccess, Workspace: "/w"}.Resolve()
+	if err != nil || full.Writable != nil {
+		t.Errorf("full-access: %v %q", err, full.Writable)
+	}
+	for _, p := range []Policy{{Mode: "yolo", Workspace: "/w"}, {Network: "maybe", Workspace: "/w"}, {}} {
+		if _, err := p.Resolve(); err == nil {
+			t.Errorf("Resolve(%+v) accepted", p)
+		}
+	}
+}
