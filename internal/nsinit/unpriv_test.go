@@ -30,6 +30,10 @@ var unprivTests = []string{
 	"TestServerKilled",
 	"TestUserNamespacesOff",
 	"TestProbe",
+	"TestSandboxAttacks",
+	"TestSandboxKeepsWorking",
+	"TestSandboxUnixSockets",
+	"TestSandboxNetworkOff",
 }
 
 // TestUnprivileged runs unprivTests as uid 65534 (with a copy of this test

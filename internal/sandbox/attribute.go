@@ -60,11 +60,18 @@ const (
 var (
 	// denialLine finds the errors a denied write produces: EACCES from
 	// Landlock, EROFS from a read-only bind mount, EPERM.
-	denialLine = regexp.MustCompile(`(?i)permission denied|read-only file system|operation not permitted`)
+	denialLine = regexp.MustCompile(`(?i)permission denied|read-only file system|operation not permitted|device or resource busy`)
+	// busyLine: replacing a protected file by a rename (git's lock files)
+	// fails with EBUSY, since it is a mount point; EBUSY names a denial
+	// of the sandbox only on a protected path.
+	busyLine = regexp.MustCompile(`(?i)device or resource busy`)
+	// virtual paths are bash's network redirections, not files.
+	virtual = regexp.MustCompile(`^/dev/(tcp|udp)/`)
 	// quoted finds the quoted operands of GNU tools ('x', ‘x’, "x", `x').
 	quoted = regexp.MustCompile("'([^']+)'|‘([^’]+)’|\"([^\"]+)\"|`([^']+)'")
 	// networkLine finds the errors of a command without a network.
-	networkLine = regexp.MustCompile(`(?i)network is unreachable|could not resolve host|temporary failure in name resolution|name or service not known|name resolution|no address associated with hostname|getaddrinfo|unable to resolve host|cannot assign requested address`)
+	// Landlock's TCP denial is a "Permission denied" from connect.
+	networkLine = regexp.MustCompile(`(?i)network is unreachable|connect: permission denied|could not resolve host|temporary failure in name resolution|name or service not known|name resolution|no address associated with hostname|getaddrinfo|unable to resolve host|cannot assign requested address`)
 	// resolvers fail silently without a network.
 	resolvers = regexp.MustCompile(`(^|[\s;&|(])(getent|host|dig|nslookup)\s`)
 )
@@ -94,11 +101,15 @@ func Attribute(plan *Plan, f Failure, h Host) (markers []string, r Report) {
 	}
 	unnamed := false // a denial error with no path in it
 	for _, line := range strings.Split(f.Stderr, "\n") {
-		if !denialLine.MatchString(line) {
-			continue
+		if !denialLine.MatchString(line) || plan.Network == NetworkOff && networkLine.MatchString(line) {
+			continue // not a denial, or the network's
 		}
 		paths := pathsIn(line)
-		if len(paths) == 0 {
+		if slices.ContainsFunc(paths, virtual.MatchString) {
+			continue // a connection, not a file
+		}
+		busy := busyLine.MatchString(line)
+		if len(paths) == 0 && !busy {
 			unnamed = true
 			continue
 		}
@@ -117,7 +128,7 @@ func Attribute(plan *Plan, f Failure, h Host) (markers []string, r Report) {
 			switch {
 			case within(p, plan.Protected) && within(p, plan.Writable):
 				m = fmt.Sprintf(markerProtected, p)
-			case !within(p, plan.Writable) && h.CanWrite(p):
+			case !busy && !within(p, plan.Writable) && h.CanWrite(p):
 				m = fmt.Sprintf(markerWrite, p, plan.Mode, strings.Join(plan.Writable, ", "))
 			default:
 				continue

@@ -99,6 +99,25 @@ func TestAttribute(t *testing.T) {
 			denied:  []Denial{{Op: "network"}},
 		},
 		{
+			name: "TCP denied by Landlock with network off",
+			plan: &off, host: root,
+			f:       Failure{Stderr: "bash: connect: Permission denied\nbash: line 1: /dev/tcp/127.0.0.1/80: Permission denied\n", ExitCode: 1, Workdir: "/home/u/proj"},
+			markers: []string{"[sandbox: network is off for commands]"},
+			denied:  []Denial{{Op: "network"}},
+		},
+		{
+			name: "git replacing a protected config by rename",
+			plan: ws, host: user,
+			f:       Failure{Stderr: "error: could not write config file .git/config: Device or resource busy\n", ExitCode: 4, Workdir: "/home/u/proj"},
+			markers: []string{"[sandbox: /home/u/proj/.git/config is read-only (protected)]"},
+			denied:  []Denial{{Path: "/home/u/proj/.git/config", Op: "write"}},
+		},
+		{
+			name: "a busy device elsewhere is not the sandbox",
+			plan: ws, host: root,
+			f: Failure{Stderr: "rmdir: failed to remove '/mnt/x': Device or resource busy\n", ExitCode: 1, Workdir: "/home/u/proj"},
+		},
+		{
 			name: "getent hosts with network off fails silently",
 			plan: &off, host: user,
 			f:       Failure{ExitCode: 2, Workdir: "/home/u/proj", Command: "getent hosts example.com"},

@@ -104,12 +104,16 @@ func Restrict(plan *Plan) (unenforced []string, err error) {
 		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/tty").WithIoctlDev().IgnoreIfMissing(),
 		landlock.RWDirs("/dev/pts", "/dev/shm").WithIoctlDev().IgnoreIfMissing(),
 	}
-	cfg := landlock.V7.BestEffort()
-	if plan.Network == NetworkOn {
-		// Landlock restricts TCP only in the rule sets that handle it:
-		// handling files alone leaves the network open.
-		cfg = landlock.MustConfig(landlock.V7.HandledAccessFS).BestEffort()
+	// No IPC scopes: before ABI 8, go-landlock restricts each thread on
+	// its own, so the init's threads end up in sibling domains, and a
+	// scope on signals then lost the exits of commands killed from
+	// another thread (measured here). Landlock restricts TCP only in the
+	// rule sets that handle it.
+	cfg := landlock.Config{HandledAccessFS: landlock.V7.HandledAccessFS}
+	if plan.Network == NetworkOff {
+		cfg.HandledAccessNet = landlock.V7.HandledAccessNet
 	}
+	cfg = cfg.BestEffort()
 	if err := cfg.Restrict(rules...); err != nil {
 		return nil, fmt.Errorf("sandbox: landlock: %w", err)
 	}

@@ -1,0 +1,360 @@
+//go:build linux
+
+package nsinit_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conch-dev/conch/internal/nsinit"
+	"github.com/conch-dev/conch/internal/sandbox"
+	"github.com/conch-dev/conch/internal/testutil"
+)
+
+// sandboxHost is a user's world for the sandbox tests: a home with a
+// .bashrc, conch's configuration and a secret, and a workspace in it
+// holding a repository with a commit and a symlink pointing out. It lives
+// in /var/tmp, so that /tmp can be a writable root without making the
+// whole fixture writable.
+type sandboxHost struct {
+	home, ws, conf, secret string
+	env                    []string
+}
+
+func newSandboxHost(t *testing.T, marker string) *sandboxHost {
+	t.Helper()
+	base, err := os.MkdirTemp("/var/tmp", "conch-sandbox-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	h := &sandboxHost{
+		home:   filepath.Join(base, "home"),
+		ws:     filepath.Join(base, "home", "ws"),
+		conf:   filepath.Join(base, "home", ".config", "conch"),
+		secret: filepath.Join(base, "home", "secret"),
+	}
+	for _, d := range []string{h.ws, h.conf, h.secret, filepath.Join(h.home, ".cache")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(path, s string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(h.home, ".bashrc"), "# bashrc\n")
+	write(filepath.Join(h.conf, "config.toml"), "# conch\n")
+	write(filepath.Join(h.secret, "key"), "s3cret\n")
+	if err := os.Symlink(h.home, filepath.Join(h.ws, "out")); err != nil {
+		t.Fatal(err)
+	}
+	h.env = []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + h.home, "LANG=C",
+		testutil.MarkerEnv + "=" + marker,
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t",
+	}
+	git := exec.Command("bash", "-c", "git init -q && git commit -q --allow-empty -m first")
+	git.Dir, git.Env = h.ws, h.env
+	if out, err := git.CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	return h
+}
+
+func (h *sandboxHost) policy(network sandbox.Network) sandbox.Policy {
+	return sandbox.Policy{
+		Network:   network,
+		Workspace: h.ws,
+		TempDirs:  []string{"/tmp"},
+		CacheDir:  filepath.Join(h.home, ".cache"),
+		DenyRead:  []string{h.secret},
+		Protected: []string{h.conf},
+	}
+}
+
+// startSandboxed starts an init enforcing p (resolved), or none when p is
+// nil.
+func startSandboxed(t *testing.T, p *sandbox.Policy) (*nsinit.Init, *sandbox.Plan) {
+	t.Helper()
+	opts := initOptions()
+	if p != nil {
+		plan, err := p.Resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Sandbox = plan
+	}
+	in, err := nsinit.Start(opts)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { in.Close() })
+	if u := in.Unenforced(); len(u) > 0 {
+		t.Errorf("this host should enforce everything; unenforced: %q", u)
+	}
+	return in, opts.Sandbox
+}
+
+// runIn runs `bash -c script` in h's workspace with h's environment.
+func (h *sandboxHost) runIn(t *testing.T, in *nsinit.Init, script string) (code int, stdout, stderr string) {
+	t.Helper()
+	so, ow := capture(t)
+	se, ew := capture(t)
+	ch, err := in.Spawn(nsinit.Command{Path: bashPath, Args: []string{"bash", "-c", script}, Env: h.env, Dir: h.ws, Stdout: ow, Stderr: ew})
+	ow.Close()
+	ew.Close()
+	if err != nil {
+		t.Fatalf("Spawn %q: %v", script, err)
+	}
+	ws := wait(t, ch)
+	stdout, stderr = so.text(t), se.text(t)
+	ch.Release()
+	return ws.ExitStatus(), stdout, stderr
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestSandboxAttacks: in workspace-write mode, each write that would let
+// a command persist or escape fails, the host's file is intact, and
+// attribution names the path with the marker the model will see.
+func TestSandboxAttacks(t *testing.T) {
+	marker := clean(t)
+	h := newSandboxHost(t, marker)
+	p := h.policy(sandbox.NetworkOn)
+	in, plan := startSandboxed(t, &p)
+	hook := filepath.Join(h.ws, ".git", "hooks", "pre-commit")
+	writable := strings.Join(plan.Writable, ", ")
+	attacks := []struct {
+		name, script string
+		intact       string // a host file that must not change
+		marker       string // the marker attribution must give
+	}{
+		{"write ~/.bashrc", `echo evil >> ~/.bashrc`, filepath.Join(h.home, ".bashrc"),
+			"[sandbox: write to " + h.home + "/.bashrc denied under workspace-write mode; writable: " + writable + "]"},
+		{"write a protected hook", `echo evil > .git/hooks/pre-commit`, "",
+			"[sandbox: " + hook + " is read-only (protected)]"},
+		{"rewrite the repository's config", `git config core.hooksPath /tmp/evil`, filepath.Join(h.ws, ".git", "config"),
+			"[sandbox: " + h.ws + "/.git/config is read-only (protected)]"},
+		{"escape through a symlink", `echo evil > out/escaped`, "",
+			"[sandbox: write to " + h.home + "/escaped denied under workspace-write mode; writable: " + writable + "]"},
+		{"rewrite conch's configuration", `echo evil >> ~/.config/conch/config.toml`, filepath.Join(h.conf, "config.toml"),
+			"[sandbox: write to " + h.conf + "/config.toml denied under workspace-write mode; writable: " + writable + "]"},
+		{"python3 writing outside", `python3 -c 'open("` + h.home + `/py", "w")'`, "",
+			"[sandbox: write to " + h.home + "/py denied under workspace-write mode; writable: " + writable + "]"},
+	}
+	for _, a := range attacks {
+		t.Run(a.name, func(t *testing.T) {
+			var before string
+			if a.intact != "" {
+				before = readFile(t, a.intact)
+			}
+			code, _, stderr := h.runIn(t, in, a.script)
+			if code == 0 {
+				t.Fatalf("%q succeeded in the sandbox", a.script)
+			}
+			if a.intact != "" && readFile(t, a.intact) != before {
+				t.Errorf("%s changed", a.intact)
+			}
+			if a.name == "python3 writing outside" && strings.Contains(stderr, "No such file") {
+				t.Skipf("no python3 for this user: %s", stderr)
+			}
+			markers, _ := sandbox.Attribute(plan, sandbox.Failure{Stderr: stderr, ExitCode: code, Workdir: h.ws, Command: a.script}, sandbox.OSHost{})
+			if len(markers) != 1 || markers[0] != a.marker {
+				t.Errorf("stderr %q gave markers %q, want %q", stderr, markers, a.marker)
+			}
+		})
+	}
+	for _, f := range []string{hook, filepath.Join(h.home, "escaped")} {
+		if _, err := os.Lstat(f); err == nil {
+			t.Errorf("%s was created", f)
+		}
+	}
+
+	// A denyRead directory is shown as empty, and cannot be filled.
+	code, stdout, _ := h.runIn(t, in, `ls -A ~/secret; cat ~/secret/key; echo x > ~/secret/new`)
+	if code == 0 || strings.Contains(stdout, "key") || strings.Contains(stdout, "s3cret") {
+		t.Errorf("denyRead: status %d, stdout %q", code, stdout)
+	}
+	if readFile(t, filepath.Join(h.secret, "key")) != "s3cret\n" {
+		t.Error("the hidden secret changed on the host")
+	}
+
+	// Remounting the workspace's protected hook read-write, as root
+	// inside, fails: no capability, and Landlock forbids mounts.
+	if code, _, _ := h.runIn(t, in, `mount -o remount,rw .git/hooks`); code == 0 {
+		t.Error("a command remounted a protected path read-write")
+	}
+}
+
+// TestSandboxKeepsWorking: what a developer needs still works in
+// workspace-write mode.
+func TestSandboxKeepsWorking(t *testing.T) {
+	marker := clean(t)
+	h := newSandboxHost(t, marker)
+	p := h.policy(sandbox.NetworkOn)
+	in, _ := startSandboxed(t, &p)
+	tmp := "/tmp/conch-sandbox-" + marker
+	t.Cleanup(func() { os.Remove(tmp) })
+	works := []struct{ name, script string }{
+		{"git commit in the workspace's repository", `echo a > a && git add a && git commit -q -m a && git log --oneline | wc -l`},
+		{"git init and commit in a new repository", `mkdir fresh && cd fresh && git init -q && echo b > b && git add b && git commit -q -m b`},
+		{"write /tmp", `echo x > ` + tmp + ` && cat ` + tmp},
+		{"the Go build cache is writable", `d=$(go env GOCACHE) && mkdir -p "$d" && touch "$d/conch-probe" && rm "$d/conch-probe"`},
+		{"npm --version", `npm --version`},
+		{"write /dev/null", `echo x > /dev/null`},
+	}
+	for _, w := range works {
+		t.Run(w.name, func(t *testing.T) {
+			if code, stdout, stderr := h.runIn(t, in, w.script); code != 0 {
+				t.Errorf("%q: status %d\nstdout %q\nstderr %q", w.script, code, stdout, stderr)
+			}
+		})
+	}
+
+	// A process-group kill of a sandboxed command.
+	ch, err := in.Spawn(nsinit.Command{Path: bashPath, Args: []string{"bash", "-c", "sleep 300 & sleep 300 & wait"}, Env: h.env, Dir: h.ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.Terminate(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if ws := wait(t, ch); ws.Signal() != syscall.SIGTERM {
+		t.Errorf("killed command: %v, want killed by SIGTERM", ws)
+	}
+	if alive, err := ch.Alive(); err != nil || alive {
+		t.Errorf("after Terminate, Alive = %v, %v", alive, err)
+	}
+	ch.Release()
+}
+
+// TestSandboxUnixSockets: connecting to a unix socket fails in the
+// sandbox and works without it.
+func TestSandboxUnixSockets(t *testing.T) {
+	marker := clean(t)
+	h := newSandboxHost(t, marker)
+	sock := filepath.Join(h.home, "sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	os.Chmod(sock, 0o777)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	script := `perl -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Peer => $ARGV[0]) or die "connect: $!\n"' ` + sock
+	bare, _ := startSandboxed(t, nil)
+	if code, _, stderr := h.runIn(t, bare, script); code != 0 {
+		t.Fatalf("without a sandbox the connect failed: %s", stderr)
+	}
+	p := h.policy(sandbox.NetworkOn)
+	in, _ := startSandboxed(t, &p)
+	code, _, stderr := h.runIn(t, in, script)
+	if code == 0 || !strings.Contains(stderr, "Permission denied") {
+		t.Errorf("in the sandbox: status %d, stderr %q; want Permission denied", code, stderr)
+	}
+}
+
+// TestSandboxNetworkOff: with the network off, TCP, UDP and DNS fail;
+// with it on, the same commands reach the test's listeners.
+func TestSandboxNetworkOff(t *testing.T) {
+	marker := clean(t)
+	h := newSandboxHost(t, marker)
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	go func() {
+		for {
+			c, err := tcp.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	tcpScript := fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d`, tcp.Addr().(*net.TCPAddr).Port)
+	udpScript := fmt.Sprintf(`echo %s > /dev/udp/127.0.0.1/%d`, marker, udp.LocalAddr().(*net.UDPAddr).Port)
+	received := func() bool {
+		udp.SetReadDeadline(time.Now().Add(2 * time.Second))
+		buf := make([]byte, 256)
+		n, _, err := udp.ReadFrom(buf)
+		return err == nil && strings.Contains(string(buf[:n]), marker)
+	}
+
+	on := h.policy(sandbox.NetworkOn)
+	in, _ := startSandboxed(t, &on)
+	if code, _, stderr := h.runIn(t, in, tcpScript); code != 0 {
+		t.Fatalf("network on: TCP failed: %s", stderr)
+	}
+	if code, _, stderr := h.runIn(t, in, udpScript); code != 0 || !received() {
+		t.Fatalf("network on: UDP failed: %s", stderr)
+	}
+
+	off := h.policy(sandbox.NetworkOff)
+	in, plan := startSandboxed(t, &off)
+	checks := []struct{ name, script string }{
+		{"TCP", tcpScript},
+		{"UDP", udpScript},
+		{"DNS", `getent hosts example.com`},
+	}
+	if ns := nameserver(); ns != "" {
+		checks = append(checks, struct{ name, script string }{"DNS server", `echo x > /dev/udp/` + ns + `/53`})
+	}
+	for _, c := range checks {
+		code, stdout, stderr := h.runIn(t, in, c.script)
+		if code == 0 {
+			t.Errorf("network off: %s worked (%q)", c.name, stdout)
+		}
+		markers, _ := sandbox.Attribute(plan, sandbox.Failure{Stderr: stderr, ExitCode: code, Workdir: h.ws, Command: c.script}, sandbox.OSHost{})
+		if len(markers) != 1 || markers[0] != "[sandbox: network is off for commands]" {
+			t.Errorf("network off: %s: stderr %q gave markers %q", c.name, stderr, markers)
+		}
+	}
+	if received() {
+		t.Error("network off: the UDP datagram arrived")
+	}
+}
+
+// nameserver returns the first nameserver of /etc/resolv.conf, or "".
+func nameserver() string {
+	b, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "nameserver" && !strings.Contains(f[1], ":") {
+			return f[1]
+		}
+	}
+	return ""
+}
