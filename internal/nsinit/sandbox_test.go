@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -357,4 +358,49 @@ func nameserver() string {
 		}
 	}
 	return ""
+}
+
+// TestSandboxReadOnly: in read-only mode the workspace is not writable,
+// the temp dirs and /dev/null are, and attribution says which mode.
+func TestSandboxReadOnly(t *testing.T) {
+	marker := clean(t)
+	h := newSandboxHost(t, marker)
+	p := h.policy(sandbox.NetworkOn)
+	p.Mode = sandbox.ReadOnly
+	in, plan := startSandboxed(t, &p)
+	code, _, stderr := h.runIn(t, in, `touch built`)
+	if code == 0 {
+		t.Fatal("read-only mode: a write in the workspace succeeded")
+	}
+	markers, _ := sandbox.Attribute(plan, sandbox.Failure{Stderr: stderr, ExitCode: code, Workdir: h.ws}, sandbox.OSHost{})
+	want := "[sandbox: write to " + h.ws + "/built denied under read-only mode; writable: /tmp]"
+	if len(markers) != 1 || markers[0] != want {
+		t.Errorf("stderr %q gave markers %q, want %q", stderr, markers, want)
+	}
+	tmp := "/tmp/conch-sandbox-ro-" + marker
+	t.Cleanup(func() { os.Remove(tmp) })
+	if code, _, stderr := h.runIn(t, in, `echo x > `+tmp+` && echo x > /dev/null && git status --short`); code != 0 {
+		t.Errorf("read-only mode: /tmp, /dev/null or git status failed: %s", stderr)
+	}
+}
+
+// TestSandboxUnenforced: listed unix sockets cannot be told apart by
+// seccomp, so every unix socket is allowed and the init says so.
+func TestSandboxUnenforced(t *testing.T) {
+	clean(t)
+	plan, err := sandbox.Policy{Workspace: t.TempDir(), UnixSockets: []string{"/run/docker.sock"}}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := initOptions()
+	o.Sandbox = plan
+	in, err := nsinit.Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	want := []string{"unix sockets by path (seccomp cannot see a path; all unix sockets allowed)"}
+	if got := in.Unenforced(); !slices.Equal(got, want) {
+		t.Errorf("Unenforced = %q, want %q", got, want)
+	}
 }

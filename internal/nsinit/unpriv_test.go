@@ -34,6 +34,7 @@ var unprivTests = []string{
 	"TestSandboxKeepsWorking",
 	"TestSandboxUnixSockets",
 	"TestSandboxNetworkOff",
+	"TestSandboxReadOnly",
 }
 
 // TestUnprivileged runs unprivTests as uid 65534 (with a copy of this test

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -84,5 +85,18 @@ func TestResolveModes(t *testing.T) {
 		if _, err := p.Resolve(); err == nil {
 			t.Errorf("Resolve(%+v) accepted", p)
 		}
+	}
+}
+
+// TestProbe: this host (Linux 6.x with Landlock enabled) reports a
+// Landlock ABI and seccomp.
+func TestProbe(t *testing.T) {
+	lsm, err := os.ReadFile("/sys/kernel/security/lsm")
+	if err != nil || !strings.Contains(string(lsm), "landlock") {
+		t.Skipf("Landlock is not enabled on this host (%q, %v)", lsm, err)
+	}
+	s := Probe()
+	if s.LandlockABI < 1 || s.LandlockErr != nil || !s.Seccomp {
+		t.Errorf("Probe() = %+v, want a Landlock ABI and seccomp", s)
 	}
 }
