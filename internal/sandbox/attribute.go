@@ -46,6 +46,11 @@ type Failure struct {
 	Command string
 }
 
+// DegradedNote is the sentence the bash tool's description gains when the
+// default mode runs without a file sandbox because the host cannot
+// enforce it.
+const DegradedNote = "Commands run without a file sandbox on this host."
+
 // maxNamed bounds the paths one result names.
 const maxNamed = 5
 

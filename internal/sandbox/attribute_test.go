@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -183,5 +184,27 @@ func TestAttribute(t *testing.T) {
 				t.Errorf("report (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestReportJSON pins the structured value as a client receives it.
+func TestReportJSON(t *testing.T) {
+	b, err := json.Marshal(Report{Mode: WorkspaceWrite, Network: NetworkOff, Denied: []Denial{{Path: "/x", Op: "write"}, {Op: "network"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"mode":"workspace-write","network":"off","denied":[{"path":"/x","op":"write"},{"op":"network"}]}`
+	if string(b) != want {
+		t.Errorf("JSON %s, want %s", b, want)
+	}
+	_, r := Attribute(&Plan{Mode: ReadOnly, Network: NetworkOn}, Failure{}, tableHost{})
+	if b, _ := json.Marshal(r); string(b) != `{"mode":"read-only","network":"on","denied":[]}` {
+		t.Errorf("nothing denied: JSON %s, want an empty denied list", b)
+	}
+}
+
+func TestDegradedNote(t *testing.T) {
+	if DegradedNote != "Commands run without a file sandbox on this host." {
+		t.Errorf("DegradedNote = %q", DegradedNote)
 	}
 }
