@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/conch-dev/conch/internal/syncio"
 	"io"
 	"log/slog"
 	"os"
@@ -20,6 +19,7 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
+	"github.com/conch-dev/conch/internal/syncio"
 	"github.com/conch-dev/conch/tools"
 )
 

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/conch-dev/conch/internal/syncio"
 	"io"
 	"slices"
 	"strconv"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conch-dev/conch/internal/syncio"
 )
 
 // ServeStdio serves one session over MCP's stdio transport: requests are
