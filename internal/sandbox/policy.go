@@ -94,7 +94,8 @@ const (
 // (relative to the workspace), symlinks resolved, and for every
 // repository found under the workspace and the writable roots (to depth
 // 6, at most 20000 directories, node_modules skipped), its .git/hooks and
-// .git/config protected. A repository's git directory that lies outside
+// .git/config protected, and so those of its submodules (in
+// .git/modules) and every linked worktree's config.worktree. A repository's git directory that lies outside
 // the writable roots (the workspace is a subdirectory of a repository, or
 // a linked worktree whose gitdir is in the main checkout) is made
 // writable, so that commits work, with its hooks and config protected.
@@ -158,12 +159,18 @@ func (p Policy) Resolve() (*Plan, error) {
 	protected := absAll(p.Protected)
 	var gitDirs []string
 	for _, root := range searched {
-		for _, dir := range findRepos(root) {
-			gitDirs = append(gitDirs, gitDirsOf(dir)...)
-		}
+		repos := findRepos(root)
 		// The workspace may be a subdirectory of a repository.
 		if top := enclosingRepo(root); top != "" {
-			gitDirs = append(gitDirs, gitDirsOf(top)...)
+			repos = append(repos, top)
+		}
+		for _, dir := range repos {
+			for _, gd := range gitDirsOf(dir) {
+				gitDirs = append(gitDirs, gd)
+				// Submodules keep their git directories, hooks and
+				// config included, in the superproject's.
+				gitDirs = append(gitDirs, findGitDirs(filepath.Join(gd, "modules"))...)
+			}
 		}
 	}
 	for _, gd := range gitDirs {
@@ -178,6 +185,11 @@ func (p Policy) Resolve() (*Plan, error) {
 			}
 		}
 		protected = append(protected, hooks, filepath.Join(gd, "config"), filepath.Join(gd, "config.worktree"))
+		// Every linked worktree's own configuration (it may set
+		// core.hooksPath for that worktree).
+		if wts, err := filepath.Glob(filepath.Join(gd, "worktrees", "*", "config.worktree")); err == nil {
+			protected = append(protected, wts...)
+		}
 	}
 	for _, path := range protected {
 		if _, err := os.Lstat(path); err == nil && within(path, pl.Writable) && !slices.Contains(pl.Protected, path) {
@@ -220,6 +232,32 @@ func findRepos(root string) []string {
 	}
 	walk(root, 0)
 	return repos
+}
+
+// findGitDirs returns the git directories (holding objects and HEAD)
+// under dir, to depth 4: the submodules' under a superproject's
+// .git/modules, nested ones included.
+func findGitDirs(dir string) []string {
+	var out []string
+	var walk func(dir string, depth int)
+	walk = func(dir string, depth int) {
+		ents, err := os.ReadDir(dir)
+		if err != nil || depth > 4 {
+			return
+		}
+		if _, err := os.Lstat(filepath.Join(dir, "HEAD")); err == nil {
+			if _, err := os.Lstat(filepath.Join(dir, "objects")); err == nil {
+				out = append(out, dir)
+			}
+		}
+		for _, e := range ents {
+			if e.IsDir() && e.Name() != "objects" && e.Name() != "refs" && e.Name() != "logs" {
+				walk(filepath.Join(dir, e.Name()), depth+1)
+			}
+		}
+	}
+	walk(dir, 0)
+	return out
 }
 
 // enclosingRepo returns the nearest proper ancestor of dir holding a .git

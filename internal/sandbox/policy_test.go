@@ -22,7 +22,8 @@ func git(t *testing.T, dir string, args ...string) {
 // TestResolveFindsRepositories: the hooks and config of every repository
 // under the workspace are protected, nested ones included; a linked
 // worktree's git directories outside the workspace become writable with
-// their hooks and config protected; a missing hooks directory is created.
+// their hooks and config protected; a submodule's hooks and config are
+// protected; a missing hooks directory is created.
 func TestResolveFindsRepositories(t *testing.T) {
 	base, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -38,6 +39,9 @@ func TestResolveFindsRepositories(t *testing.T) {
 		git(t, d, "init", "-q")
 	}
 	os.RemoveAll(filepath.Join(nested, ".git", "hooks"))
+	// A submodule's git directory, as git keeps it in the superproject.
+	sub := filepath.Join(nested, ".git", "modules", "lib")
+	git(t, base, "init", "-q", "--bare", sub)
 	git(t, main, "commit", "-q", "--allow-empty", "-m", "x")
 	git(t, main, "worktree", "add", "-q", filepath.Join(ws, "wt"))
 
@@ -54,6 +58,8 @@ func TestResolveFindsRepositories(t *testing.T) {
 		filepath.Join(nested, ".git", "config"),
 		filepath.Join(main, ".git", "hooks"),
 		filepath.Join(main, ".git", "config"),
+		filepath.Join(sub, "hooks"),
+		filepath.Join(sub, "config"),
 	} {
 		if !slices.Contains(pl.Protected, p) {
 			t.Errorf("%s not protected: %q", p, pl.Protected)
