@@ -188,8 +188,33 @@ func TestSandboxAttacks(t *testing.T) {
 		}
 	}
 
+	// /etc is not the user's to write, sandbox or not: as root the
+	// sandbox denied it, as anyone else the system did, and attribution
+	// says nothing.
+	code, _, stderr := h.runIn(t, in, `echo x > /etc/conch-sandbox-test`)
+	if code == 0 {
+		os.Remove("/etc/conch-sandbox-test")
+		t.Fatal("a command wrote /etc")
+	}
+	markers, _ := sandbox.Attribute(plan, sandbox.Failure{Stderr: stderr, ExitCode: code, Workdir: h.ws}, sandbox.OSHost{})
+	want := []string{"[sandbox: write to /etc/conch-sandbox-test denied under workspace-write mode; writable: " + writable + "]"}
+	if os.Geteuid() != 0 {
+		want = nil
+	}
+	if !slices.Equal(markers, want) {
+		t.Errorf("uid %d, echo > /etc/x: stderr %q gave markers %q, want %q", os.Geteuid(), stderr, markers, want)
+	}
+
+	// No capabilities, even as root; no_new_privs; a seccomp filter.
+	_, stdout, _ := h.runIn(t, in, `grep -E '^(CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status | tr -s '\t' ' '`)
+	for _, line := range []string{"CapEff: 0000000000000000", "CapBnd: 0000000000000000", "CapAmb: 0000000000000000", "NoNewPrivs: 1", "Seccomp: 2"} {
+		if !strings.Contains(stdout, line+"\n") {
+			t.Errorf("a command's status lacks %q:\n%s", line, stdout)
+		}
+	}
+
 	// A denyRead directory is shown as empty, and cannot be filled.
-	code, stdout, _ := h.runIn(t, in, `ls -A ~/secret; cat ~/secret/key; echo x > ~/secret/new`)
+	code, stdout, _ = h.runIn(t, in, `ls -A ~/secret; cat ~/secret/key; echo x > ~/secret/new`)
 	if code == 0 || strings.Contains(stdout, "key") || strings.Contains(stdout, "s3cret") {
 		t.Errorf("denyRead: status %d, stdout %q", code, stdout)
 	}
@@ -471,5 +496,35 @@ func main() {
 	in, _ := startSandboxed(t, &p)
 	if code, _, stderr := h.runIn(t, in, script); code == 0 {
 		t.Errorf("in the sandbox an i386 program connected to a unix socket (%q)", stderr)
+	}
+}
+
+// TestSandboxGoBuild: `go build` works in the workspace with the user's
+// build cache writable. Root only: it uses this user's warm cache (a cold
+// one would rebuild the standard library, for minutes on a loaded
+// machine).
+func TestSandboxGoBuild(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("uses root's warm Go build cache")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	out, err := exec.Command(goBin, "env", "GOCACHE").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Dir(strings.TrimSpace(string(out)))
+	marker := clean(t)
+	h := newSandboxHost(t, marker)
+	p := h.policy(sandbox.NetworkOn)
+	p.CacheDir = cache
+	in, _ := startSandboxed(t, &p)
+	h.env = append(h.env, "GOCACHE="+strings.TrimSpace(string(out)), "GOFLAGS=-buildvcs=false", "GOTOOLCHAIN=local")
+	script := `printf 'module hello\n\ngo 1.21\n' > go.mod && printf 'package main\n\nfunc main() { println("built") }\n' > main.go && go build -o hello . && ./hello`
+	code, _, stderr := h.runIn(t, in, script)
+	if code != 0 || !strings.Contains(stderr, "built") {
+		t.Errorf("go build: status %d, stderr %q", code, stderr)
 	}
 }
