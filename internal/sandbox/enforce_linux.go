@@ -107,9 +107,10 @@ func Restrict(plan *Plan) (unenforced []string, err error) {
 		landlock.RWDirs("/dev/pts", "/dev/shm").WithIoctlDev().IgnoreIfMissing(),
 	}
 	// No IPC scopes: before ABI 8, go-landlock restricts each thread on
-	// its own, so the init's threads end up in sibling domains, and a
-	// scope on signals then lost the exits of commands killed from
-	// another thread (measured here). Landlock restricts TCP only in the
+	// its own, so the init's threads end up in sibling domains, and with
+	// a scope on signals the init's other threads could no longer manage
+	// the commands its spawner thread forked (tried here: a terminated
+	// command's exit was never reported). Landlock restricts TCP only in the
 	// rule sets that handle it.
 	cfg := landlock.Config{HandledAccessFS: landlock.V7.HandledAccessFS}
 	if plan.Network == NetworkOff {
