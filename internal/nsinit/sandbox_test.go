@@ -153,6 +153,8 @@ func TestSandboxAttacks(t *testing.T) {
 			"[sandbox: " + hook + " is read-only (protected)]"},
 		{"rewrite the repository's config", `git config core.hooksPath /tmp/evil`, filepath.Join(h.ws, ".git", "config"),
 			"[sandbox: " + h.ws + "/.git/config is read-only (protected)]"},
+		{"replace .git by a copy with writable hooks", `mv .git .git2 && cp -a .git2 .git && echo evil > .git/hooks/pre-commit`, "",
+			"[sandbox: " + h.ws + "/.git is read-only (protected)]"},
 		{"escape through a symlink", `echo evil > out/escaped`, "",
 			"[sandbox: write to " + h.home + "/escaped denied under workspace-write mode; writable: " + writable + "]"},
 		{"rewrite conch's configuration", `echo evil >> ~/.config/conch/config.toml`, filepath.Join(h.conf, "config.toml"),

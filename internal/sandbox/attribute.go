@@ -131,7 +131,7 @@ func Attribute(plan *Plan, f Failure, h Host) (markers []string, r Report) {
 			}
 			var m string
 			switch {
-			case within(p, plan.Protected) && within(p, plan.Writable):
+			case within(p, plan.Protected) && within(p, plan.Writable), busy && slices.Contains(plan.Pinned, p):
 				m = fmt.Sprintf(markerProtected, p)
 			case !busy && !within(p, plan.Writable) && h.CanWrite(p):
 				m = fmt.Sprintf(markerWrite, p, plan.Mode, strings.Join(plan.Writable, ", "))

@@ -33,6 +33,7 @@ func TestAttribute(t *testing.T) {
 		Network:   NetworkOn,
 		Writable:  []string{"/home/u/proj", "/tmp", "/home/u/.cache"},
 		Protected: []string{"/home/u/proj/.git/hooks", "/home/u/proj/.git/config"},
+		Pinned:    []string{"/home/u/proj/.git"},
 	}
 	off := *ws
 	off.Network = NetworkOff
@@ -112,6 +113,13 @@ func TestAttribute(t *testing.T) {
 			f:       Failure{Stderr: "error: could not write config file .git/config: Device or resource busy\n", ExitCode: 4, Workdir: "/home/u/proj"},
 			markers: []string{"[sandbox: /home/u/proj/.git/config is read-only (protected)]"},
 			denied:  []Denial{{Path: "/home/u/proj/.git/config", Op: "write"}},
+		},
+		{
+			name: "moving a pinned .git aside",
+			plan: ws, host: user,
+			f:       Failure{Stderr: "mv: cannot move '.git' to '.git2': Device or resource busy\n", ExitCode: 1, Workdir: "/home/u/proj"},
+			markers: []string{"[sandbox: /home/u/proj/.git is read-only (protected)]"},
+			denied:  []Denial{{Path: "/home/u/proj/.git", Op: "write"}},
 		},
 		{
 			name: "a busy device elsewhere is not the sandbox",

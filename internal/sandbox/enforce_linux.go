@@ -18,7 +18,9 @@ func access(path string) bool { return unix.Access(path, unix.W_OK) == nil }
 
 // Mount applies the mount half of plan. It must run in a private mount
 // namespace of its own, with CAP_SYS_ADMIN there, before Restrict (which
-// forbids mounting): each protected path is bind-mounted onto itself and
+// forbids mounting): each pinned git directory is bound onto itself
+// (read-write: a mount point cannot be renamed or removed), each
+// protected path is bind-mounted onto itself and
 // remounted read-only (a file as well as a directory: Landlock rules can
 // only add rights, so a read-only spot inside a writable root needs a
 // mount), and each denyRead path is covered by an empty read-only tmpfs
@@ -27,6 +29,13 @@ func access(path string) bool { return unix.Access(path, unix.W_OK) == nil }
 func Mount(plan *Plan) error {
 	if plan.Mode == FullAccess {
 		return nil
+	}
+	// Pinned first: the read-only binds inside them must be made on the
+	// pinned mount, not hidden under it.
+	for _, p := range plan.Pinned {
+		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("sandbox: pin %s: %w", p, err)
+		}
 	}
 	for _, p := range plan.Protected {
 		if err := bindReadOnly(p, p); err != nil {

@@ -77,7 +77,12 @@ type Plan struct {
 	Writable []string `json:"writable,omitempty"`
 	// Protected are existing files and directories inside Writable made
 	// read-only.
-	Protected   []string `json:"protected,omitempty"`
+	Protected []string `json:"protected,omitempty"`
+	// Pinned are the git directories of the repositories found: each is
+	// made a mount point of its own, which cannot be renamed or removed,
+	// so a command cannot move a repository's .git aside and put a copy
+	// with writable hooks in its place.
+	Pinned      []string `json:"pinned,omitempty"`
 	DenyRead    []string `json:"denyRead,omitempty"`
 	UnixSockets []string `json:"unixSockets,omitempty"`
 }
@@ -100,7 +105,9 @@ const (
 // a linked worktree whose gitdir is in the main checkout) is made
 // writable, so that commits work, with its hooks and config protected.
 // A missing .git/hooks is created first: it could otherwise be created by
-// a command and run by the next git outside the sandbox.
+// a command and run by the next git outside the sandbox. Each git
+// directory is pinned (see Plan.Pinned), and a linked worktree's or
+// submodule's .git file is protected.
 func (p Policy) Resolve() (*Plan, error) {
 	pl := &Plan{Mode: p.Mode, Network: p.Network}
 	if pl.Mode == "" {
@@ -165,6 +172,11 @@ func (p Policy) Resolve() (*Plan, error) {
 			repos = append(repos, top)
 		}
 		for _, dir := range repos {
+			// A linked worktree's or a submodule's .git file: rewritten,
+			// it could point at a git directory with any hooks.
+			if fi, err := os.Lstat(filepath.Join(dir, ".git")); err == nil && fi.Mode().IsRegular() {
+				protected = append(protected, filepath.Join(dir, ".git"))
+			}
 			for _, gd := range gitDirsOf(dir) {
 				gitDirs = append(gitDirs, gd)
 				// Submodules keep their git directories, hooks and
@@ -174,6 +186,10 @@ func (p Policy) Resolve() (*Plan, error) {
 		}
 	}
 	for _, gd := range gitDirs {
+		if slices.Contains(pl.Pinned, gd) {
+			continue
+		}
+		pl.Pinned = append(pl.Pinned, gd)
 		if !within(gd, pl.Writable) {
 			pl.Writable = append(pl.Writable, gd)
 		}

@@ -60,6 +60,7 @@ func TestResolveFindsRepositories(t *testing.T) {
 		filepath.Join(main, ".git", "config"),
 		filepath.Join(sub, "hooks"),
 		filepath.Join(sub, "config"),
+		filepath.Join(ws, "wt", ".git"),
 	} {
 		if !slices.Contains(pl.Protected, p) {
 			t.Errorf("%s not protected: %q", p, pl.Protected)
@@ -68,6 +69,11 @@ func TestResolveFindsRepositories(t *testing.T) {
 	for _, p := range []string{ws, tmp, filepath.Join(main, ".git"), filepath.Join(main, ".git", "worktrees", "wt")} {
 		if !slices.Contains(pl.Writable, p) {
 			t.Errorf("%s not writable: %q", p, pl.Writable)
+		}
+	}
+	for _, p := range []string{filepath.Join(nested, ".git"), sub, filepath.Join(main, ".git"), filepath.Join(main, ".git", "worktrees", "wt")} {
+		if !slices.Contains(pl.Pinned, p) {
+			t.Errorf("%s not pinned: %q", p, pl.Pinned)
 		}
 	}
 	if slices.Contains(pl.Writable, main) {
