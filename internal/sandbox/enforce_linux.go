@@ -129,6 +129,11 @@ func Restrict(plan *Plan) (unenforced []string, err error) {
 	if err := cfg.Restrict(rules...); err != nil {
 		return nil, fmt.Errorf("sandbox: landlock: %w", err)
 	}
+	// Landlock sets it when the kernel has Landlock; the filter below
+	// needs it too.
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("sandbox: no_new_privs: %w", err)
+	}
 	if len(plan.UnixSockets) > 0 {
 		unenforced = append(unenforced, "unix sockets by path (seccomp cannot see a path; all unix sockets allowed)")
 		return unenforced, nil
