@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	seccomp "github.com/elastic/go-seccomp-bpf"
+
 	"github.com/conch-dev/conch/internal/nsinit"
 	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/internal/testutil"
@@ -528,5 +530,81 @@ func TestSandboxGoBuild(t *testing.T) {
 	code, _, stderr := h.runIn(t, in, script)
 	if code != 0 || !strings.Contains(stderr, "built") {
 		t.Errorf("go build: status %d, stderr %q", code, stderr)
+	}
+}
+
+// noLandlockHelper hides Landlock from itself and its children (a seccomp
+// filter makes landlock_create_ruleset fail with ENOSYS, as on a kernel
+// without it), starts a sandboxed init for the workspace in
+// SANDBOX_TEST_WS, and prints what it reports and what two writes did.
+func noLandlockHelper() int {
+	hide := seccomp.Filter{
+		NoNewPrivs: true,
+		Flag:       seccomp.FilterFlagTSync,
+		Policy: seccomp.Policy{
+			DefaultAction: seccomp.ActionAllow,
+			Syscalls: []seccomp.SyscallGroup{{
+				Action: seccomp.ActionErrno | seccomp.Action(syscall.ENOSYS),
+				Names:  []string{"landlock_create_ruleset"},
+			}},
+		},
+	}
+	if err := seccomp.LoadFilter(hide); err != nil {
+		fmt.Println("set-up:", err)
+		return 1
+	}
+	ws := os.Getenv("SANDBOX_TEST_WS")
+	plan, err := sandbox.Policy{Workspace: ws, TempDirs: []string{"/tmp"}}.Resolve()
+	if err != nil {
+		fmt.Println("resolve:", err)
+		return 1
+	}
+	o := initOptions()
+	o.Sandbox = plan
+	in, err := nsinit.Start(o)
+	if err != nil {
+		fmt.Println("start:", err)
+		return 1
+	}
+	defer in.Close()
+	fmt.Printf("unenforced: %q\n", in.Unenforced())
+	for _, target := range []string{filepath.Join(filepath.Dir(ws), "outside"), filepath.Join(ws, ".git", "hooks", "pre-commit")} {
+		ch, err := in.Spawn(nsinit.Command{Path: bashPath, Args: []string{"bash", "-c", "echo x > " + target}, Dir: ws})
+		if err != nil {
+			fmt.Println("spawn:", err)
+			return 1
+		}
+		ws, _ := ch.Wait()
+		ch.Release()
+		fmt.Printf("write %s: %d\n", filepath.Base(target), ws.ExitStatus())
+	}
+	return 0
+}
+
+// TestSandboxWithoutLandlock: on a kernel without Landlock, the init says
+// the file sandbox is not enforced, and what the mounts enforce still
+// holds: a protected hook stays read-only while a write outside the
+// workspace goes through.
+func TestSandboxWithoutLandlock(t *testing.T) {
+	marker := clean(t)
+	h := newSandboxHost(t, marker)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(testutil.Env(marker), helperEnv+"=nolandlock", "SANDBOX_TEST_WS="+h.ws, noRaceSleep)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		`unenforced: ["file sandbox (Landlock unavailable: function not implemented)"]`,
+		"write outside: 0\n",
+		"write pre-commit: 1\n",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("helper output lacks %q:\n%s", want, out)
+		}
 	}
 }

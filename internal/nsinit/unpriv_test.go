@@ -35,6 +35,7 @@ var unprivTests = []string{
 	"TestSandboxUnixSockets",
 	"TestSandboxNetworkOff",
 	"TestSandboxReadOnly",
+	"TestSandboxWithoutLandlock",
 }
 
 // TestUnprivileged runs unprivTests as uid 65534 (with a copy of this test
