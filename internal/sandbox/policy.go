@@ -167,9 +167,13 @@ func (p Policy) Resolve() (*Plan, error) {
 	var gitDirs []string
 	for _, root := range searched {
 		repos := findRepos(root)
-		// The workspace may be a subdirectory of a repository.
-		if top := enclosingRepo(root); top != "" {
-			repos = append(repos, top)
+		// The workspace may be a subdirectory of a repository (and only
+		// then is the repository above it its own: a dotfiles repository
+		// in the home above a project is not).
+		if !slices.Contains(repos, root) {
+			if top := enclosingRepo(root); top != "" {
+				repos = append(repos, top)
+			}
 		}
 		for _, dir := range repos {
 			// A linked worktree's or a submodule's .git file: rewritten,

@@ -115,3 +115,38 @@ func TestProbe(t *testing.T) {
 	}
 	t.Logf("Landlock ABI %d, seccomp %v", s.LandlockABI, s.Seccomp)
 }
+
+// TestResolveEnclosingRepository: a workspace inside a repository gets
+// that repository's git directory writable (commits work) with its hooks
+// protected; a workspace that is a repository of its own leaves a
+// repository above it (a dotfiles repository in the home) alone.
+func TestResolveEnclosingRepository(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	git(t, base, "init", "-q")
+	sub := filepath.Join(base, "sub")
+	own := filepath.Join(base, "own")
+	for _, d := range []string{sub, own} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(t, own, "init", "-q")
+	top := filepath.Join(base, ".git")
+	pl, err := Policy{Workspace: sub}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pl.Writable, top) || !slices.Contains(pl.Protected, filepath.Join(top, "hooks")) {
+		t.Errorf("workspace in a repository: writable %q, protected %q", pl.Writable, pl.Protected)
+	}
+	pl, err = Policy{Workspace: own}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(pl.Writable, top) || slices.Contains(pl.Pinned, top) {
+		t.Errorf("a repository of its own made the one above it writable: %q, pinned %q", pl.Writable, pl.Pinned)
+	}
+}
