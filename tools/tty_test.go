@@ -1,6 +1,7 @@
 package tools_test
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -149,5 +150,21 @@ func TestTTYNotOffered(t *testing.T) {
 		if tool.Name == tools.NameTaskInput {
 			t.Error("task_input listed without a runtime")
 		}
+	}
+}
+
+// The session of docs/terminal.md, with a real python3 where there is one.
+func TestTTYPython(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 here")
+	}
+	e := newEnv(t, envOpts{})
+	id := moved(t, e.ttyCall("python3 -q"), ">>> ")
+	if got := e.input(id, "6*7", "Enter").Text; got != ">>> 6*7\n42\n>>> \n[status: running]" {
+		t.Errorf("6*7: %q", got)
+	}
+	if got := e.input(id, "", "C-d").Text; got != ">>>\n[status: completed, exit code: 0]" {
+		t.Errorf("C-d: %q", got)
 	}
 }
