@@ -18,7 +18,13 @@ func TestTTYAndInput(t *testing.T) {
 	c.initialize(true)
 	sid := c.newSession(t.TempDir())
 
-	_, us := c.prompt(sid, `/tty while IFS= read -r -p '> ' l; do [ "$l" = quit ] && break; echo "= ${l^^}"; done`)
+	// A tty command that ends is a terminal card with its output and exit.
+	_, us := c.prompt(sid, "/tty test -t 0 && echo on a tty; exit 2")
+	if len(us) != 2 || get(us[1], "_meta", "terminal_output", "data") != "on a tty" || get(us[1], "_meta", "terminal_exit", "exit_code") != float64(2) {
+		t.Errorf("/tty that ends: %s", jsonString(us))
+	}
+
+	_, us = c.prompt(sid, `/tty while IFS= read -r -p '> ' l; do [ "$l" = quit ] && break; echo "= ${l^^}"; done`)
 	if len(us) != 2 || get(us[0], "_meta", "terminal_info") == nil {
 		t.Fatalf("/tty is not a terminal card: %s", jsonString(us))
 	}
