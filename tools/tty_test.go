@@ -168,3 +168,20 @@ func TestTTYPython(t *testing.T) {
 		t.Errorf("C-d: %q", got)
 	}
 }
+
+// A tty call that keeps printing is moved by the yield window, with the
+// same marker, and its output goes on in the task.
+func TestTTYYield(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{tools: tools.Options{YieldAfter: 500 * time.Millisecond}})
+	r := e.ttyCall("for i in $(seq 1 100); do echo tick $i; sleep 0.05; done")
+	v, ok := r.Value.(tools.YieldedValue)
+	if !ok || !strings.HasPrefix(r.Text, "tick 1\n") || !strings.HasSuffix(r.Text, "\n[waiting for input; moved to background task "+v.TaskID+
+		": send input with task_input, read it with task_output, stop it with task_kill]") {
+		t.Fatalf("yielded tty call = %q (value %#v)", r.Text, r.Value)
+	}
+	e.readUntil(e.sess, v.TaskID, "tick 100\n")
+	if got := e.call(tools.NameTaskKill, map[string]any{"task_id": v.TaskID}).Text; !strings.Contains(got, v.TaskID) {
+		t.Errorf("kill: %q", got)
+	}
+}
