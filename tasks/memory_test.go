@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unicode/utf8"
 	"weak"
@@ -162,19 +163,22 @@ func TestNoticeShowsUnreadOutputWithoutConsumingIt(t *testing.T) {
 
 // TestElapsed: a running task's elapsed time grows; a settled one's is
 // its run time and stays.
+// It runs in a synctest bubble, whose clock makes the times exact.
 func TestElapsed(t *testing.T) {
-	r := newRuntime(t, nil)
-	h, info := startManual(t, r, "a", "bash", "x")
-	time.Sleep(30 * time.Millisecond)
-	if e := must(r.Get("a", info.ID)).Elapsed; e < 30*time.Millisecond {
-		t.Fatalf("running elapsed %v", e)
-	}
-	h.finish(exit0)
-	settled := settle(t, r, "a", info.ID).Elapsed
-	time.Sleep(30 * time.Millisecond)
-	if e := must(r.Get("a", info.ID)).Elapsed; e != settled || e < 30*time.Millisecond {
-		t.Fatalf("settled elapsed %v, then %v", settled, e)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := newRuntime(t, nil)
+		h, info := startManual(t, r, "a", "bash", "x")
+		time.Sleep(30 * time.Millisecond)
+		if e := must(r.Get("a", info.ID)).Elapsed; e != 30*time.Millisecond {
+			t.Fatalf("running elapsed %v, want 30ms", e)
+		}
+		h.finish(exit0)
+		settled := settle(t, r, "a", info.ID).Elapsed
+		time.Sleep(30 * time.Millisecond)
+		if e := must(r.Get("a", info.ID)).Elapsed; e != settled || e != 30*time.Millisecond {
+			t.Fatalf("settled elapsed %v, then %v, want 30ms", settled, e)
+		}
+	})
 }
 
 func TestLastLines(t *testing.T) {

@@ -69,18 +69,6 @@ func recv(t *testing.T, done <-chan error) error {
 	}
 }
 
-// waitFor polls cond every millisecond for up to 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // withCmdline returns the live processes carrying marker whose command
 // line is exactly cmdline. Each is read again after its command line
 // matched: a process found while it was still the forked shell (before
