@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package bench measures conch end to end: the built binary as an MCP
 // server on stdio, driven by the go-sdk client, against a bare bash spawn
 // measured in the same run.

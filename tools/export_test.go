@@ -1,3 +1,5 @@
+//go:build linux
+
 package tools
 
 import "github.com/conch-dev/conch/shell"

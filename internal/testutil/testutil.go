@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package testutil checks that tests leave no process, zombie, file descriptor or goroutine behind.
 //
 // Every test that starts processes takes a Marker, puts it in the
