@@ -53,7 +53,7 @@
 // shell command, run through the bash tool of its session and drawn as its
 // card. A prompt starting with & runs in the background; /tasks,
 // /output <id> and /kill <id> call task_list, task_output and task_kill.
-// A blank prompt and /help get the help text (HelpText), /output or /kill
+// A blank prompt and /help get the help text, /output or /kill
 // without an id a usage line, and an unknown /word (a slash and a name:
 // a word with a second slash is a path, and runs) the help text after
 // "Unknown command `/word`."; none of them runs anything. Completion

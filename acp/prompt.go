@@ -17,9 +17,9 @@ import (
 // person who typed the command needs no summary of it.
 const promptDescription = "Run a command typed at the prompt"
 
-// HelpText is what conch acp answers to a blank prompt, to /help and,
+// helpText is what conch acp answers to a blank prompt, to /help and,
 // after a line naming it, to an unknown /word.
-const HelpText = "conch runs each prompt as one bash command in the session's folder. " +
+const helpText = "conch runs each prompt as one bash command in the session's folder. " +
 	"Start it with `&` to run it in the background; `/tasks` lists background tasks, " +
 	"`/output <id>` reads one's new output, `/kill <id>` stops one."
 
@@ -31,7 +31,7 @@ const (
 
 // unknownCommand is the answer to a /word that is not a conch command.
 func unknownCommand(word string) string {
-	return "Unknown command `" + word + "`. " + HelpText
+	return "Unknown command `" + word + "`. " + helpText
 }
 
 // slashWord is what a conch command looks like: a slash and a name. A
@@ -50,13 +50,13 @@ type promptCall struct {
 // instead of any call. `/tasks`, `/output <id>` and `/kill <id>` call the
 // task tools, `&<command>` is a background bash call, anything else a
 // foreground bash call. A blank prompt and `/help` are answered with
-// HelpText, an unknown /word with unknownCommand, `/output` and `/kill`
+// helpText, an unknown /word with unknownCommand, `/output` and `/kill`
 // without an id with their usage line. `&` alone still makes a call, so
 // that the tool reports the error.
 func parsePrompt(text string) (c promptCall, reply string) {
 	t := strings.TrimSpace(text)
 	if t == "" {
-		return c, HelpText
+		return c, helpText
 	}
 	fields := strings.Fields(t)
 	taskID := ""
@@ -70,7 +70,7 @@ func parsePrompt(text string) (c promptCall, reply string) {
 	}
 	switch fields[0] {
 	case "/help":
-		return c, HelpText
+		return c, helpText
 	case "/tasks":
 		c.tool, c.draw = tools.NameTaskList, mustJSON(struct{}{})
 		c.exec = c.draw

@@ -17,9 +17,9 @@ func TestParsePrompt(t *testing.T) {
 	for _, c := range []struct {
 		in, tool, draw, exec, reply string
 	}{
-		{in: "", reply: HelpText},
-		{in: "  \n\t", reply: HelpText},
-		{in: "/help", reply: HelpText},
+		{in: "", reply: helpText},
+		{in: "  \n\t", reply: helpText},
+		{in: "/help", reply: helpText},
 		{in: "echo hi", tool: "bash"},
 		{in: "  ls -la \n", tool: "bash"},
 		{"&sleep 1", "bash", `{"command":"sleep 1","run_in_background":true}`, `{"command":"sleep 1","description":"` + promptDescription + `","run_in_background":true}`, ""},
@@ -30,8 +30,8 @@ func TestParsePrompt(t *testing.T) {
 		{"/kill bash-2", "task_kill", `{"task_id":"bash-2"}`, `{"task_id":"bash-2"}`, ""},
 		{in: "/kill", reply: usageKill},
 		{in: "/output  ", reply: usageOutput},
-		{in: "/tasksx", reply: "Unknown command `/tasksx`. " + HelpText},
-		{in: "/x-y_2 a", reply: "Unknown command `/x-y_2`. " + HelpText},
+		{in: "/tasksx", reply: "Unknown command `/tasksx`. " + helpText},
+		{in: "/x-y_2 a", reply: "Unknown command `/x-y_2`. " + helpText},
 		// A path is a command, not a slash command.
 		{in: "/bin/echo hi", tool: "bash"},
 		{in: "/tmp/", tool: "bash"},

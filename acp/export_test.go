@@ -1,0 +1,4 @@
+package acp
+
+// HelpText is helpText, for the external tests.
+const HelpText = helpText
