@@ -287,9 +287,9 @@ func (t *Toolset) yields() bool {
 // Prompt is the system-prompt section for hosts that build one.
 func (t *Toolset) Prompt() string {
 	if t.opts.Tasks == nil {
-		return BashPrompt
+		return bashPrompt
 	}
-	return BashPrompt + "\n" + TasksPrompt
+	return bashPrompt + "\n" + tasksPrompt
 }
 
 // Call runs tool name for sess with the model's raw JSON arguments. It
@@ -331,7 +331,7 @@ func (t *Toolset) Call(ctx context.Context, sess Session, name string, args json
 
 // checkTaskKeys refuses a task tool's call with a key the tool does not
 // take, before anything else about it is checked. (bash checks its own in
-// ParseBashArgs: its parameters depend on the deployment.)
+// parseBashArgs: its parameters depend on the deployment.)
 func checkTaskKeys(name string, args json.RawMessage) error {
 	switch name {
 	case NameTaskOutput:
@@ -379,16 +379,7 @@ func (t *Toolset) Notices(session string) []Notice {
 	}
 	var out []Notice
 	for _, n := range t.opts.Tasks.Notices(session) {
-		out = append(out, Notice{TaskID: n.ID, Text: RenderNotice(n), Task: n})
-	}
-	return out
-}
-
-// NoticeTexts returns the texts of notices, in order.
-func NoticeTexts(notices []Notice) []string {
-	var out []string
-	for _, n := range notices {
-		out = append(out, n.Text)
+		out = append(out, Notice{TaskID: n.ID, Text: renderNotice(n), Task: n})
 	}
 	return out
 }
