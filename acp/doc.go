@@ -1,6 +1,10 @@
 // Package acp draws conch's tool calls as Agent Client Protocol cards, and
 // serves conch as an ACP agent for editors (conch acp).
 //
+// To be an agent, make one with NewAgent over a tools.Toolset and run
+// Agent.Serve on the editor's pipes (see Example). A program that already
+// speaks ACP draws conch's calls with a Bridge instead.
+//
 // # The bridge
 //
 // A Bridge turns the views of tools.PresentCall and tools.PresentResult

@@ -2,6 +2,11 @@
 // task_list, task_kill): their schemas, the validation of a model's
 // arguments, the text and structured value a model gets back, and how an
 // editor draws each call (PresentCall, PresentResult).
+//
+// To embed conch without a transport, build an executor (shell/local.New)
+// and a task runtime (tasks.New), make the tools over them with New, list
+// them for the model with Toolset.Tools, and hand each of the model's
+// calls, raw JSON arguments and all, to Toolset.Call (see Example).
 package tools
 
 import (
