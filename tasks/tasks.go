@@ -584,6 +584,13 @@ func (r *Runtime) lookup(owner, id string) (*task, error) {
 	return t, nil
 }
 
+// ownerNamed returns the owner called name, or nil.
+func (r *Runtime) ownerNamed(name string) *owner {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.owners[name]
+}
+
 // newestIDs returns the ids of o's tasks, newest first, at most n; nil
 // for a nil o.
 func (o *owner) newestIDs(n int) []string {
@@ -670,9 +677,7 @@ func (r *Runtime) Wait(ctx context.Context, owner, id string, timeout time.Durat
 // List returns owner's tasks in start order, settled ones included until the
 // owner is disposed. It returns nil when owner has none.
 func (r *Runtime) List(owner string) []Info {
-	r.mu.RLock()
-	o := r.owners[owner]
-	r.mu.RUnlock()
+	o := r.ownerNamed(owner)
 	if o == nil {
 		return nil
 	}
@@ -720,9 +725,7 @@ func (r *Runtime) Kill(owner, id, reason string) (info Info, alreadyFinished boo
 // each with the end of the output its owner has not read (Handle.Peek:
 // nothing is consumed). It returns nil when none is pending.
 func (r *Runtime) Notices(owner string) []Notice {
-	r.mu.RLock()
-	o := r.owners[owner]
-	r.mu.RUnlock()
+	o := r.ownerNamed(owner)
 	if o == nil {
 		return nil
 	}
