@@ -27,6 +27,11 @@ import (
 // binary and fails the run if goroutines leaked.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "conch-config-")
+	if err == nil {
+		// Searchable by all: a conch run as an unprivileged user must
+		// find no file there, not fail to look.
+		err = os.Chmod(dir, 0o755)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
