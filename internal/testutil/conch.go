@@ -27,6 +27,16 @@ var (
 // which removes the build.
 func ConchBinary(t testing.TB) string {
 	t.Helper()
+	bin, err := BuildConch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// BuildConch is ConchBinary for where no test can be failed (a dial
+// hook, say): it returns the build's error instead.
+func BuildConch() (string, error) {
 	buildOnce.Do(func() {
 		if binDir, buildErr = os.MkdirTemp("", "conch-bin-"); buildErr != nil {
 			return
@@ -42,10 +52,7 @@ func ConchBinary(t testing.TB) string {
 			buildErr = fmt.Errorf("go build cmd/conch: %v\n%s", err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return binPath, buildErr
 }
 
 // removeConchBinary removes what ConchBinary built, if anything.

@@ -86,12 +86,17 @@ func pipeDialer(t *testing.T, marker string) (remote.Dialer, func()) {
 
 // processDialer starts `conch agent` for each dial.
 func processDialer(t *testing.T, marker string) (remote.Dialer, func()) {
-	bin := testutil.ConchBinary(t)
 	var (
 		mu    sync.Mutex
 		procs []*agentProc
 	)
 	d := remote.DialFunc(func(ctx context.Context) (io.ReadWriteCloser, error) {
+		// Built on first use: a test that never dials (or is re-run as
+		// another user) does not build it.
+		bin, err := testutil.BuildConch()
+		if err != nil {
+			return nil, err
+		}
 		p, err := startAgent(bin)
 		if err != nil {
 			return nil, err
