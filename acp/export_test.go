@@ -1,3 +1,5 @@
+//go:build linux
+
 package acp
 
 // HelpText is helpText, for the external tests.
