@@ -17,9 +17,9 @@ import (
 // person who typed the command needs no summary of it.
 const promptDescription = "Run a command typed at the prompt"
 
-// HelpText is what conch acp answers to a blank prompt, to /help and,
+// helpText is what conch acp answers to a blank prompt, to /help and,
 // after a line naming it, to an unknown /word.
-const HelpText = "conch runs each prompt as one bash command in the session's folder. " +
+const helpText = "conch runs each prompt as one bash command in the session's folder. " +
 	"Start it with `&` to run it in the background; `/tty <command>` runs a program that asks for input on a terminal " +
 	"(it becomes a background task when it waits for input); `/tasks` lists background tasks, " +
 	"`/output <id>` reads one's new output, `/input <id> <text>` types a line into one, `/kill <id>` stops one."
@@ -34,7 +34,7 @@ const (
 
 // unknownCommand is the answer to a /word that is not a conch command.
 func unknownCommand(word string) string {
-	return "Unknown command `" + word + "`. " + HelpText
+	return "Unknown command `" + word + "`. " + helpText
 }
 
 // slashWord is what a conch command looks like: a slash and a name. A
@@ -54,14 +54,14 @@ type promptCall struct {
 // task tools, `/input <id> <text>` types text and Enter into a task
 // (task_input), `&<command>` is a background bash call, `/tty <command>`
 // a bash call on a terminal, anything else a foreground bash call. A
-// blank prompt and `/help` are answered with HelpText, an unknown /word
+// blank prompt and `/help` are answered with helpText, an unknown /word
 // with unknownCommand, `/output`, `/kill` and `/input` without an id and
 // `/tty` without a command with their usage line. `&` alone still makes a call, so
 // that the tool reports the error.
 func parsePrompt(text string) (c promptCall, reply string) {
 	t := strings.TrimSpace(text)
 	if t == "" {
-		return c, HelpText
+		return c, helpText
 	}
 	fields := strings.Fields(t)
 	taskID := ""
@@ -75,7 +75,7 @@ func parsePrompt(text string) (c promptCall, reply string) {
 	}
 	switch fields[0] {
 	case "/help":
-		return c, HelpText
+		return c, helpText
 	case "/tasks":
 		c.tool, c.draw = tools.NameTaskList, mustJSON(struct{}{})
 		c.exec = c.draw

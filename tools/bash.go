@@ -27,9 +27,9 @@ const (
 	msgHostType           = "invalid host: expected a string"
 )
 
-// BashArgs are the bash tool's arguments once validated. Nothing else a
+// bashArgs are the bash tool's arguments once validated. Nothing else a
 // model sends (env, stdin, stdoutMaxBytes, …) is kept.
-type BashArgs struct {
+type bashArgs struct {
 	Command     string
 	Description string
 	Timeout     time.Duration // 0: not given
@@ -37,13 +37,13 @@ type BashArgs struct {
 	Background  bool
 }
 
-// ParseBashArgs validates a model's arguments in the contract's order,
+// parseBashArgs validates a model's arguments in the contract's order,
 // after refusing any key the schema does not offer (run_in_background
 // included when the deployment disabled it: a model that sends it anyway
 // is told that, not that the key is unknown). backgroundAllowed is false
 // when the deployment disabled background runs.
-func ParseBashArgs(raw json.RawMessage, backgroundAllowed bool) (BashArgs, error) {
-	var b BashArgs
+func parseBashArgs(raw json.RawMessage, backgroundAllowed bool) (bashArgs, error) {
+	var b bashArgs
 	if backgroundAllowed {
 		if err := checkKeys(NameBash, raw, bashParams); err != nil {
 			return b, err
@@ -95,10 +95,10 @@ func (t *Toolset) managedEnv(sess Session) map[string]string {
 	}
 }
 
-// Request builds the executor request of a validated call: the workdir,
+// request builds the executor request of a validated call: the workdir,
 // "~" expanded, is resolved against the session's cwd; nothing but the
 // named arguments and the managed overlay reaches it.
-func (t *Toolset) Request(sess Session, b BashArgs) shell.Request {
+func (t *Toolset) request(sess Session, b bashArgs) shell.Request {
 	wd := expandHome(b.Workdir)
 	if sess.Cwd != "" {
 		switch {
@@ -122,8 +122,8 @@ func (t *Toolset) Request(sess Session, b BashArgs) shell.Request {
 const readReserve = 200
 
 // handle makes p a task whose reads fit a task_output result.
-func (t *Toolset) handle(p shell.Process) *ProcessHandle {
-	return NewProcessHandle(p, t.opts.MaxResultBytes-readReserve)
+func (t *Toolset) handle(p shell.Process) *processHandle {
+	return newProcessHandle(p, t.opts.MaxResultBytes-readReserve)
 }
 
 // expandHome expands "~" and "~/…" to the home directory, as a shell
@@ -150,7 +150,7 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 	}
 	host, raw, hostErr := t.takeHost(raw)
 	tty, raw, ttyErr := t.takeTTY(raw)
-	b, err := ParseBashArgs(raw, t.background())
+	b, err := parseBashArgs(raw, t.background())
 	if err != nil {
 		return errorResult(err.Error()), nil
 	}
@@ -172,7 +172,7 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 			return errorResult("tty is not available on host " + host), nil
 		}
 	}
-	req := t.Request(sess, b)
+	req := t.request(sess, b)
 	if host != HostLocal {
 		req.Workdir = b.Workdir
 	}
@@ -208,9 +208,9 @@ type target struct {
 // on returns the target of host (HostLocal or a configured name).
 func (t *Toolset) on(host string) target {
 	if host == HostLocal {
-		return target{ex: t.ex, kind: KindBash}
+		return target{ex: t.ex, kind: kindBash}
 	}
-	return target{ex: t.hosts[host], kind: KindBash + "@" + host}
+	return target{ex: t.hosts[host], kind: kindBash + "@" + host}
 }
 
 // takeHost takes the host parameter out of raw, so that the remaining
@@ -278,7 +278,7 @@ func (t *Toolset) hostNames() []string {
 	return names
 }
 
-func (t *Toolset) startBackground(sess Session, b BashArgs, on target, spec shell.Spec) Result {
+func (t *Toolset) startBackground(sess Session, b bashArgs, on target, spec shell.Spec) Result {
 	info, err := t.opts.Tasks.Start(sess.ID, on.kind, b.Command, func() (tasks.Handle, error) {
 		p, err := on.ex.Start(spec)
 		if err != nil {
@@ -295,7 +295,7 @@ func (t *Toolset) startBackground(sess Session, b BashArgs, on target, spec shel
 	}
 }
 
-func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, on target, spec shell.Spec, co CallOptions) (Result, func(int) Result) {
+func (t *Toolset) foreground(ctx context.Context, sess Session, b bashArgs, on target, spec shell.Spec, co CallOptions) (Result, func(int) Result) {
 	p, err := on.ex.Launch(spec)
 	if err != nil {
 		return errorResult(err.Error()), nil
@@ -403,7 +403,7 @@ func finished(p shell.Process) (Result, func(int) Result) {
 // What it printed so far goes in this result; the task's reads carry on
 // from there, so no byte is lost or repeated. Its timeout still applies,
 // and the marker says so.
-func (t *Toolset) yieldToTask(sess Session, b BashArgs, on target, spec shell.Spec, p shell.Process) (func(int) Result, bool) {
+func (t *Toolset) yieldToTask(sess Session, b bashArgs, on target, spec shell.Spec, p shell.Process) (func(int) Result, bool) {
 	h := t.handle(p)
 	info, err := t.opts.Tasks.Start(sess.ID, on.kind, b.Command, func() (tasks.Handle, error) { return h, nil })
 	if err != nil {

@@ -106,7 +106,7 @@ func PresentResult(tool string, args json.RawMessage, texts []string, isError bo
 	if isError || !call.Terminal() || yieldedMarker.MatchString(text) {
 		return View{Card: CardGeneric, Content: []string{ConsoleFence(text)}}, true
 	}
-	st := ParseExitStatus(text)
+	st := parseExitStatus(text)
 	out := st.Output
 	v = View{Card: CardTerminal, Output: &out}
 	if st.Signal != "" {

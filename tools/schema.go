@@ -80,12 +80,12 @@ func bashDescription(l bashLimits) string {
 	return b.String()
 }
 
-// BashPrompt is the bash section for hosts that build system prompts.
-const BashPrompt = "Check the [exit code: N] marker on every bash result; investigate failures before moving on."
+// bashPrompt is the bash section for hosts that build system prompts.
+const bashPrompt = "Check the [exit code: N] marker on every bash result; investigate failures before moving on."
 
-// TasksPrompt is the task tools' section for hosts that build system
+// tasksPrompt is the task tools' section for hosts that build system
 // prompts.
-const TasksPrompt = "Track every background task id you start. When a task finishes you are told so with the session's next tool result, so do not busy-poll it; " +
+const tasksPrompt = "Track every background task id you start. When a task finishes you are told so with the session's next tool result, so do not busy-poll it; " +
 	"to wait for a task now, call task_output with wait: true. " +
 	"Before a final answer, collect the output of tasks that still matter with task_output, and stop those that stopped mattering with task_kill."
 

@@ -2,6 +2,11 @@
 // task_list, task_kill): their schemas, the validation of a model's
 // arguments, the text and structured value a model gets back, and how an
 // editor draws each call (PresentCall, PresentResult).
+//
+// To embed conch without a transport, build an executor (shell/local.New)
+// and a task runtime (tasks.New), make the tools over them with New, list
+// them for the model with Toolset.Tools, and hand each of the model's
+// calls, raw JSON arguments and all, to Toolset.Call (see Example).
 package tools
 
 import (
@@ -295,12 +300,12 @@ func (t *Toolset) yields() bool {
 // Prompt is the system-prompt section for hosts that build one.
 func (t *Toolset) Prompt() string {
 	if t.opts.Tasks == nil {
-		return BashPrompt
+		return bashPrompt
 	}
 	if t.terminals() != nil {
-		return BashPrompt + "\n" + TasksPrompt + "\n" + TTYPrompt
+		return bashPrompt + "\n" + tasksPrompt + "\n" + ttyPrompt
 	}
-	return BashPrompt + "\n" + TasksPrompt
+	return bashPrompt + "\n" + tasksPrompt
 }
 
 // Call runs tool name for sess with the model's raw JSON arguments. It
@@ -344,7 +349,7 @@ func (t *Toolset) Call(ctx context.Context, sess Session, name string, args json
 
 // checkTaskKeys refuses a task tool's call with a key the tool does not
 // take, before anything else about it is checked. (bash checks its own in
-// ParseBashArgs: its parameters depend on the deployment.)
+// parseBashArgs: its parameters depend on the deployment.)
 func checkTaskKeys(name string, args json.RawMessage) error {
 	switch name {
 	case NameTaskOutput:
@@ -394,16 +399,7 @@ func (t *Toolset) Notices(session string) []Notice {
 	}
 	var out []Notice
 	for _, n := range t.opts.Tasks.Notices(session) {
-		out = append(out, Notice{TaskID: n.ID, Text: RenderNotice(n), Task: n})
-	}
-	return out
-}
-
-// NoticeTexts returns the texts of notices, in order.
-func NoticeTexts(notices []Notice) []string {
-	var out []string
-	for _, n := range notices {
-		out = append(out, n.Text)
+		out = append(out, Notice{TaskID: n.ID, Text: renderNotice(n), Task: n})
 	}
 	return out
 }

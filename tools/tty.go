@@ -52,9 +52,9 @@ func inputFinished(info tasks.Info) string {
 	return "task " + info.ID + " has already finished " + info.Outcome.StatusLine()
 }
 
-// TTYPrompt is the terminal section for hosts that build system prompts,
+// ttyPrompt is the terminal section for hosts that build system prompts,
 // for deployments that offer tty.
-const TTYPrompt = "A program that asks for input (a prompt, a REPL, a y/n question) needs `tty: true`; " +
+const ttyPrompt = "A program that asks for input (a prompt, a REPL, a y/n question) needs `tty: true`; " +
 	"when it waits for input its call returns the screen and moves it to a background task: " +
 	"answer it with task_input (text, then keys such as Enter or C-c), and stop it with task_kill when done."
 
@@ -118,7 +118,7 @@ const taskInputDescription = "Type into a background task started with `tty: tru
 	"It waits up to `wait_ms` (default 2000 ms, at most 30000 ms) and returns early once the output has been quiet for 300 ms or the task ended."
 
 // startTerminalTask starts a tty call in the background.
-func (t *Toolset) startTerminalTask(sess Session, b BashArgs, on target, spec shell.Spec) Result {
+func (t *Toolset) startTerminalTask(sess Session, b bashArgs, on target, spec shell.Spec) Result {
 	info, err := t.opts.Tasks.Start(sess.ID, on.kind, b.Command, func() (tasks.Handle, error) {
 		tm, err := on.terms.StartTerminal(spec)
 		if err != nil {
@@ -135,15 +135,15 @@ func (t *Toolset) startTerminalTask(sess Session, b BashArgs, on target, spec sh
 	}
 }
 
-func (t *Toolset) terminalHandle(tm shell.Terminal) *TerminalHandle {
-	return NewTerminalHandle(tm, t.opts.MaxResultBytes-readReserve)
+func (t *Toolset) terminalHandle(tm shell.Terminal) *terminalHandle {
+	return newTerminalHandle(tm, t.opts.MaxResultBytes-readReserve)
 }
 
 // foregroundTerminal runs a tty call in the foreground: until it ends,
 // its timeout, or ctx, unless it waits for input (alive and silent for
 // InputIdle) or passes the yield window first; then it moves to a task,
 // where no timeout applies (a session at a prompt may last).
-func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b BashArgs, on target, spec shell.Spec, co CallOptions) (Result, func(int) Result) {
+func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashArgs, on target, spec shell.Spec, co CallOptions) (Result, func(int) Result) {
 	tm, err := on.terms.StartTerminal(spec)
 	if err != nil {
 		return errorResult(err.Error()), nil
@@ -223,7 +223,7 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b BashAr
 
 // moveTerminal makes the running terminal tm a task of sess; the result
 // shows the screen so far and says how to go on.
-func (t *Toolset) moveTerminal(sess Session, b BashArgs, on target, tm shell.Terminal, after time.Duration) (func(int) Result, error) {
+func (t *Toolset) moveTerminal(sess Session, b bashArgs, on target, tm shell.Terminal, after time.Duration) (func(int) Result, error) {
 	h := t.terminalHandle(tm)
 	info, err := t.opts.Tasks.Start(sess.ID, on.kind, b.Command, func() (tasks.Handle, error) { return h, nil })
 	if err != nil {
@@ -282,7 +282,7 @@ func (t *Toolset) taskInput(ctx context.Context, sess Session, raw json.RawMessa
 	if err != nil {
 		return errorResult(taskError(err))
 	}
-	th, ok := h.(*TerminalHandle)
+	th, ok := h.(*terminalHandle)
 	if !ok {
 		return errorResult(noTerminal(id))
 	}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -48,7 +50,7 @@ func TestTSClient(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "script.mjs", conchBin, root)
+	cmd := exec.CommandContext(ctx, node, "script.mjs", testutil.ConchBinary(t), root)
 	cmd.Dir = tsClientDir
 	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
 	var stdout, stderr bytes.Buffer

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package term runs a command on a pseudo-terminal and renders what it shows for a model.
 //
 // A program on a terminal does not print a transcript: it echoes what is
