@@ -106,7 +106,7 @@ func loadSettings(fs *flag.FlagSet, args []string, known func(key string) bool) 
 	if entries != nil {
 		s.file = path
 	}
-	if s.rules, err = rulesFromConfig(entries); err != nil {
+	if s.rules, err = cfgfile.Rules(entries); err != nil {
 		return nil, err
 	}
 	return s, s.apply(entries, known)

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// The composition root turns project files on: a project's deny rule
+// stops a command the user's rules allow, in the project only.
+func TestProjectFileConfigured(t *testing.T) {
+	cfg := writeConfig(t, checkConfig)
+	project := t.TempDir()
+	p := filepath.Join(project, ".conch", "config.toml")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("[rules]\ndeny = [\"Bash(echo:*)\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := runConch(t, "", "run", "--config", cfg, "--cwd", project, "--", "echo hi")
+	if code != 125 || out != "Error: denied by rule Bash(echo:*): echo hi\n" {
+		t.Errorf("conch run in the project: %q exit %d", out, code)
+	}
+	out, _, code = runConch(t, "", "run", "--config", cfg, "--cwd", t.TempDir(), "--", "echo hi")
+	if code != 0 || out != "hi\n" {
+		t.Errorf("conch run elsewhere: %q exit %d", out, code)
+	}
+}
+
+// conch check decides by the project file of the current directory too,
+// and names a refused one.
+func TestCheckProjectFile(t *testing.T) {
+	project := t.TempDir()
+	p := filepath.Join(project, ".conch", "config.toml")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	check := func() (string, string, int) {
+		cmd := exec.Command(conchBin, "check", "--", "ls && git push origin")
+		cmd.Dir = project
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			if _, ok := err.(*exec.ExitError); !ok {
+				t.Fatal(err)
+			}
+		}
+		return out.String(), errb.String(), cmd.ProcessState.ExitCode()
+	}
+	if err := os.WriteFile(p, []byte("[rules]\ndeny = [\"Bash(git push:*)\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code := check(); code != 4 || out != "deny\nls\ngit push origin\nrule Bash(git push:*): git push origin\n" {
+		t.Errorf("conch check in the project: %q exit %d", out, code)
+	}
+	if err := os.WriteFile(p, []byte("[rules]\nallow = [\"Bash(git push:*)\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := "conch check: config " + p + ":2: rules.allow: a project file may only add rules.deny and rules.ask\n"
+	if out, stderr, code := check(); code != 2 || out != "" || stderr != want {
+		t.Errorf("conch check with a refused project file: %q %q exit %d; want %q", out, stderr, code, want)
+	}
+}
