@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -62,5 +63,47 @@ func TestCheckProjectFile(t *testing.T) {
 	want := "conch check: config " + p + ":2: rules.allow: a project file may only add rules.deny and rules.ask\n"
 	if out, stderr, code := check(); code != 2 || out != "" || stderr != want {
 		t.Errorf("conch check with a refused project file: %q %q exit %d; want %q", out, stderr, code, want)
+	}
+}
+
+// conch config prints the rules with their sources: the user's file,
+// the defaults, and what the project file of the cwd setting adds.
+func TestConfigRules(t *testing.T) {
+	cfg := writeConfig(t, "[rules]\ndeny = [\"Bash(rm -rf:*)\"]\nunmatched = \"ask\"\n")
+	project := t.TempDir()
+	p := filepath.Join(project, ".conch", "config.toml")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("[rules]\nask = [\"Bash(git push:*)\", \"Bash(npm publish:*)\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := runConch(t, "", "config", "--config", cfg, "--cwd", project)
+	if code != 0 {
+		t.Fatalf("conch config: exit %d, stderr %q", code, stderr)
+	}
+	want := `rules.deny = ["Bash(rm -rf:*)"]  # ` + cfg + `:2
+rules.ask = []  # default
+rules.allow = []  # default
+rules.unmatched = "ask"  # ` + cfg + `:3
+# project file: ` + p + `
+rules.ask += ["Bash(git push:*)", "Bash(npm publish:*)"]  # ` + p + `:2
+`
+	if !strings.HasSuffix(out, want) {
+		t.Errorf("conch config:\n%s\nwant it to end with:\n%s", out, want)
+	}
+
+	elsewhere := t.TempDir()
+	out, _, _ = runConch(t, "", "config", "run", "--cwd", elsewhere)
+	if want := "rules.unmatched = \"allow\"  # default\n# project file: none in " + elsewhere + "\n"; !strings.HasSuffix(out, want) {
+		t.Errorf("conch config without rules:\n%s\nwant it to end with:\n%s", out, want)
+	}
+
+	if err := os.WriteFile(p, []byte("[rules]\nunmatched = \"allow\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code = runConch(t, "", "config", "--cwd", project)
+	if want := "conch config: config " + p + ":2: rules.unmatched: a project file may only add rules.deny and rules.ask\n"; code != 2 || stderr != want {
+		t.Errorf("conch config with a refused project file: %q exit %d; want %q", stderr, code, want)
 	}
 }
