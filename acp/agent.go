@@ -115,6 +115,11 @@ func NewAgent(ts *tools.Toolset, opts *AgentOptions) *Agent {
 	return a
 }
 
+// handler answers the SDK's requests for an Agent. It is a type of its
+// own so that the methods the SDK calls, which need the connection Serve
+// makes, are not methods of Agent.
+type handler struct{ *Agent }
+
 // Serve speaks ACP on in and out (JSON-RPC, one message a line) until in
 // ends or ctx is done. Then it cancels every prompt in flight, waits for
 // them, answers the queued ones cancelled, kills and forgets every task
@@ -128,7 +133,7 @@ func (a *Agent) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		a.mu.Unlock()
 		return errors.New("acp: agent already served a connection")
 	}
-	a.conn = sdk.NewAgentSideConnection(a, w, pr)
+	a.conn = sdk.NewAgentSideConnection(handler{a}, w, pr)
 	a.conn.SetLogger(a.log)
 	a.input, a.output = pw, w
 	conn := a.conn
@@ -209,7 +214,7 @@ func resourceNotFound(id sdk.SessionId) error {
 
 // Initialize answers initialize and notes the client's terminal
 // capability for the sessions created or loaded from now on.
-func (a *Agent) Initialize(ctx context.Context, p sdk.InitializeRequest) (_ sdk.InitializeResponse, err error) {
+func (a handler) Initialize(ctx context.Context, p sdk.InitializeRequest) (_ sdk.InitializeResponse, err error) {
 	defer a.guard("initialize", &err)
 	a.mu.Lock()
 	a.terminal = TerminalOutput(p.ClientCapabilities)
@@ -263,7 +268,7 @@ func newSessionID() string {
 
 // NewSession creates a session in the request's cwd, snapshotting the
 // terminal capability, and starts its record.
-func (a *Agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (_ sdk.NewSessionResponse, err error) {
+func (a handler) NewSession(ctx context.Context, p sdk.NewSessionRequest) (_ sdk.NewSessionResponse, err error) {
 	if !a.enter() {
 		return sdk.NewSessionResponse{}, errShuttingDown
 	}
@@ -289,7 +294,7 @@ func (a *Agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (_ sdk.
 // LoadSession replays a recorded session through the presenters with the
 // loading session's snapshot (user message chunks for prompts, then its
 // cards and messages), and makes it live again in the request's cwd.
-func (a *Agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (_ sdk.LoadSessionResponse, err error) {
+func (a handler) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (_ sdk.LoadSessionResponse, err error) {
 	if !a.enter() {
 		return sdk.LoadSessionResponse{}, errShuttingDown
 	}
@@ -442,7 +447,7 @@ func nextCallNumber(recs []record) int {
 
 // Prompt runs the prompt's command through the session's tools, drawing
 // its card, and answers end_turn, or cancelled after session/cancel.
-func (a *Agent) Prompt(ctx context.Context, p sdk.PromptRequest) (_ sdk.PromptResponse, err error) {
+func (a handler) Prompt(ctx context.Context, p sdk.PromptRequest) (_ sdk.PromptResponse, err error) {
 	if !a.enter() {
 		return sdk.PromptResponse{}, errShuttingDown
 	}
@@ -535,7 +540,7 @@ func (a *Agent) Prompt(ctx context.Context, p sdk.PromptRequest) (_ sdk.PromptRe
 // killed and its prompt answers cancelled. (Serve cancels as it reads a
 // session/cancel, queued prompts included, see cancelRead; this is for a
 // cancel sent as a request.)
-func (a *Agent) Cancel(ctx context.Context, p sdk.CancelNotification) (err error) {
+func (a handler) Cancel(ctx context.Context, p sdk.CancelNotification) (err error) {
 	defer a.guard("session/cancel", &err)
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -707,31 +712,31 @@ func (a *Agent) send(sid string, u sdk.SessionUpdate) {
 
 // The methods below are not offered (not advertised at initialize).
 
-func (a *Agent) Authenticate(context.Context, sdk.AuthenticateRequest) (sdk.AuthenticateResponse, error) {
+func (a handler) Authenticate(context.Context, sdk.AuthenticateRequest) (sdk.AuthenticateResponse, error) {
 	return sdk.AuthenticateResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodAuthenticate)
 }
 
-func (a *Agent) CloseSession(context.Context, sdk.CloseSessionRequest) (sdk.CloseSessionResponse, error) {
+func (a handler) CloseSession(context.Context, sdk.CloseSessionRequest) (sdk.CloseSessionResponse, error) {
 	return sdk.CloseSessionResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionClose)
 }
 
-func (a *Agent) ListSessions(context.Context, sdk.ListSessionsRequest) (sdk.ListSessionsResponse, error) {
+func (a handler) ListSessions(context.Context, sdk.ListSessionsRequest) (sdk.ListSessionsResponse, error) {
 	return sdk.ListSessionsResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionList)
 }
 
-func (a *Agent) ResumeSession(context.Context, sdk.ResumeSessionRequest) (sdk.ResumeSessionResponse, error) {
+func (a handler) ResumeSession(context.Context, sdk.ResumeSessionRequest) (sdk.ResumeSessionResponse, error) {
 	return sdk.ResumeSessionResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionResume)
 }
 
-func (a *Agent) SetSessionConfigOption(context.Context, sdk.SetSessionConfigOptionRequest) (sdk.SetSessionConfigOptionResponse, error) {
+func (a handler) SetSessionConfigOption(context.Context, sdk.SetSessionConfigOptionRequest) (sdk.SetSessionConfigOptionResponse, error) {
 	return sdk.SetSessionConfigOptionResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionSetConfigOption)
 }
 
-func (a *Agent) SetSessionMode(context.Context, sdk.SetSessionModeRequest) (sdk.SetSessionModeResponse, error) {
+func (a handler) SetSessionMode(context.Context, sdk.SetSessionModeRequest) (sdk.SetSessionModeResponse, error) {
 	return sdk.SetSessionModeResponse{}, sdk.NewMethodNotFound(sdk.AgentMethodSessionSetMode)
 }
 
 var (
-	_ sdk.Agent       = (*Agent)(nil)
-	_ sdk.AgentLoader = (*Agent)(nil)
+	_ sdk.Agent       = handler{}
+	_ sdk.AgentLoader = handler{}
 )

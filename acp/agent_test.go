@@ -1,3 +1,5 @@
+//go:build linux
+
 package acp_test
 
 import (
@@ -193,14 +195,17 @@ func TestPromptReplies(t *testing.T) {
 	work := t.TempDir()
 	sid := c.newSession(work)
 	const help = "conch runs each prompt as one bash command in the session's folder. " +
-		"Start it with `&` to run it in the background; `/tasks` lists background tasks, " +
-		"`/output <id>` reads one's new output, `/kill <id>` stops one."
+		"Start it with `&` to run it in the background; `/tty <command>` runs a program that asks for input on a terminal " +
+		"(it becomes a background task when it waits for input); `/tasks` lists background tasks, " +
+		"`/output <id>` reads one's new output, `/input <id> <text>` types a line into one, `/kill <id>` stops one."
 	for _, r := range []struct{ prompt, reply string }{
 		{"   ", help},
 		{"/help", help},
 		{"/kill", "Usage: `/kill <id>` stops a background task; `/tasks` lists them."},
 		{" /kill  ", "Usage: `/kill <id>` stops a background task; `/tasks` lists them."},
 		{"/output", "Usage: `/output <id>` reads a background task's new output; `/tasks` lists them."},
+		{"/input", "Usage: `/input <id> <text>` types a line into a background task started with `/tty`; `/tasks` lists them."},
+		{"/tty", "Usage: `/tty <command>` runs a command on a terminal; answer it with `/input <id> <text>`."},
 		{"/taks", "Unknown command `/taks`. " + help},
 		{"/rm -rf x", "Unknown command `/rm`. " + help},
 	} {
@@ -299,9 +304,7 @@ func TestCancel(t *testing.T) {
 	if get(first.update(t), "sessionUpdate") != "tool_call" {
 		t.Fatalf("first update %s", first.raw)
 	}
-	if !waitFor(5*time.Second, func() bool { _, err := os.Stat(filepath.Join(work, "up")); return err == nil }) {
-		t.Fatal("the command did not start")
-	}
+	testutil.WaitFor(t, 5*time.Second, "the command to start", func() bool { _, err := os.Stat(filepath.Join(work, "up")); return err == nil })
 	start := time.Now()
 	c.notify("session/cancel", map[string]any{"sessionId": sid})
 	resp, notes := c.await(id)
@@ -346,9 +349,7 @@ func TestExitKillsTasks(t *testing.T) {
 	}
 	// A foreground command in flight too.
 	c.start("session/prompt", promptParams(c.newSession(t.TempDir()), "sleep 60"))
-	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) >= 3 }) {
-		t.Fatalf("the commands did not start: %v", testutil.Processes(marker))
-	}
+	testutil.WaitFor(t, 5*time.Second, "the commands to start", func() bool { return len(testutil.Processes(marker)) >= 3 })
 	c.w.Close()
 	// The in-flight prompt may still answer before the output closes.
 	for range c.in {
@@ -696,9 +697,7 @@ func TestLoadOfALiveSession(t *testing.T) {
 	if first := c.recv(10 * time.Second); get(first.update(t), "sessionUpdate") != "tool_call" {
 		t.Fatalf("first update %s", first.raw)
 	}
-	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) > 0 }) {
-		t.Fatal("the command did not start")
-	}
+	testutil.WaitFor(t, 5*time.Second, "the command to start", func() bool { return len(testutil.Processes(marker)) > 0 })
 	lid := c.start("session/load", map[string]any{"sessionId": sid, "cwd": work, "mcpServers": []any{}})
 	// The load waits for the prompt's turn to end, so the prompt's live
 	// result comes first and the replay after it; the prompt's answer is
@@ -1061,9 +1060,7 @@ func TestCancelWithQueuedPrompts(t *testing.T) {
 	if m := c.recv(10 * time.Second); get(m.update(t), "sessionUpdate") != "tool_call" {
 		t.Fatalf("first update %s", m.raw)
 	}
-	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) > 0 }) {
-		t.Fatal("the command did not start")
-	}
+	testutil.WaitFor(t, 5*time.Second, "the command to start", func() bool { return len(testutil.Processes(marker)) > 0 })
 	p2 := c.start("session/prompt", promptParams(sid, "touch queued"))
 	start := time.Now()
 	c.notify("session/cancel", map[string]any{"sessionId": sid})

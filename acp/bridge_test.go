@@ -1,10 +1,10 @@
+//go:build linux
+
 package acp_test
 
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,10 +13,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/conch-dev/conch/acp"
+	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/tools"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // goldenDir holds one file per case: the case's session/update
 // notifications, indented, one after the other.
@@ -168,22 +167,7 @@ func TestGoldenShapes(t *testing.T) {
 				buf.WriteByte('\n')
 			}
 			path := filepath.Join(goldenDir, c.name+".json")
-			if *update {
-				if err := os.MkdirAll(goldenDir, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (go test ./acp -run TestGoldenShapes -update writes it)", err)
-			}
-			if d := cmp.Diff(string(want), buf.String()); d != "" {
-				t.Errorf("%s differs (-want +got; -update rewrites it):\n%s", path, d)
-			}
+			testutil.Golden(t, path, buf.String())
 		})
 	}
 	files, _ := filepath.Glob(filepath.Join(goldenDir, "*.json"))

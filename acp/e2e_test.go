@@ -1,3 +1,5 @@
+//go:build linux
+
 package acp_test
 
 import (
@@ -5,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -14,40 +15,6 @@ import (
 
 	"github.com/conch-dev/conch/internal/testutil"
 )
-
-// The conch binary the end-to-end tests drive, built once per run (by the
-// first test that needs it) and removed by TestMain.
-var (
-	binOnce sync.Once
-	binDir  string
-	binPath string
-	binErr  error
-)
-
-func conchBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		if binDir, binErr = os.MkdirTemp("", "conch-acp-e2e-"); binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "conch")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/conch-dev/conch/cmd/conch").CombinedOutput()
-		if err != nil {
-			binErr = &buildError{err: err, out: string(out)}
-		}
-	})
-	if binErr != nil {
-		t.Fatalf("building conch: %v", binErr)
-	}
-	return binPath
-}
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
 
 // conchProc is a running `conch acp`.
 type conchProc struct {
@@ -60,7 +27,7 @@ type conchProc struct {
 
 func startConch(t *testing.T, state, work, marker string) *conchProc {
 	t.Helper()
-	cmd := exec.Command(conchBinary(t), "acp", "--grace-ms", "500")
+	cmd := exec.Command(testutil.ConchBinary(t), "acp", "--grace-ms", "500")
 	cmd.Dir = work
 	cmd.Env = append(testutil.Env(marker), "XDG_STATE_HOME="+state)
 	stderr := &syncBuffer{}
@@ -207,9 +174,7 @@ func TestEndToEnd(t *testing.T) {
 	if call["sessionUpdate"] != "tool_call" {
 		t.Fatalf("first update %s", first.raw)
 	}
-	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) > 1 }) {
-		t.Fatal("sleep 30 did not start")
-	}
+	testutil.WaitFor(t, 5*time.Second, "sleep 30 to start", func() bool { return len(testutil.Processes(marker)) > 1 })
 	c.notify("session/cancel", map[string]any{"sessionId": sid})
 	resp, notes := c.await(id)
 	if string(resp.Result) != `{"stopReason":"cancelled"}` {
@@ -224,9 +189,7 @@ func TestEndToEnd(t *testing.T) {
 	live = append(live, call)
 	live = append(live, rest...)
 	// Only conch itself carries the marker now.
-	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) == 1 }) {
-		t.Errorf("the cancelled command survived: %v", testutil.Processes(marker))
-	}
+	testutil.WaitFor(t, 5*time.Second, "the cancelled command to end", func() bool { return len(testutil.Processes(marker)) == 1 })
 	p.eof(marker)
 
 	// A new conch loads the recorded session: the same cards, same ids.
@@ -262,9 +225,7 @@ func TestEndToEndSIGTERM(t *testing.T) {
 			sid := c.newSession(work)
 			c.prompt(sid, "&sleep 60")
 			c.prompt(sid, "&setsid sleep 60")
-			if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) >= 3 }) {
-				t.Fatalf("the tasks did not start: %v", testutil.Processes(marker))
-			}
+			testutil.WaitFor(t, 5*time.Second, "the tasks to start", func() bool { return len(testutil.Processes(marker)) >= 3 })
 			if err := p.cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
@@ -321,9 +282,7 @@ func TestEndToEndCancelRightAfterPrompt(t *testing.T) {
 		}
 	}
 	// Only conch itself carries the marker: no sleep survived.
-	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) == 1 }) {
-		t.Errorf("cancelled commands survived: %v", testutil.Processes(marker))
-	}
+	testutil.WaitFor(t, 5*time.Second, "the cancelled commands to end", func() bool { return len(testutil.Processes(marker)) == 1 })
 	p.eof(marker)
 }
 
@@ -341,9 +300,7 @@ func TestEndToEndEOFKillsEverything(t *testing.T) {
 	c.prompt(a, "&sleep 60")
 	c.prompt(b, "&setsid sleep 60")
 	c.start("session/prompt", promptParams(a, "sleep 60"))
-	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) >= 4 }) {
-		t.Fatalf("the commands did not start: %v", testutil.Processes(marker))
-	}
+	testutil.WaitFor(t, 5*time.Second, "the commands to start", func() bool { return len(testutil.Processes(marker)) >= 4 })
 	p.eof(marker) // exit status 0 and no process left, or it fails
 }
 
@@ -363,9 +320,7 @@ func TestEndToEndLoadAfterSIGKILL(t *testing.T) {
 	if m := c.recv(10 * time.Second); get(m.update(t), "sessionUpdate") != "tool_call" {
 		t.Fatalf("first update %s", m.raw)
 	}
-	if !waitFor(5*time.Second, func() bool { return len(testutil.Processes(marker)) > 1 }) {
-		t.Fatal("sleep 30 did not start")
-	}
+	testutil.WaitFor(t, 5*time.Second, "sleep 30 to start", func() bool { return len(testutil.Processes(marker)) > 1 })
 	p.cmd.Process.Kill()
 	p.cmd.Wait()
 	p.waited = true
@@ -375,15 +330,13 @@ func TestEndToEndLoadAfterSIGKILL(t *testing.T) {
 	// The killed conch's shell dies with it (parent-death signal); what
 	// the shell started may outlive it, as the contract documents (and
 	// may still be starting): kill it here until none is left.
-	if !waitFor(5*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, "the killed conch's processes to end", func() bool {
 		left := testutil.Processes(marker)
 		for _, pr := range left {
 			syscall.Kill(pr.Pid, syscall.SIGKILL)
 		}
 		return len(left) == 0
-	}) {
-		t.Fatalf("processes of the killed conch survive: %v", testutil.Processes(marker))
-	}
+	})
 
 	load := func() []map[string]any {
 		_, notes := c.call("session/load", map[string]any{"sessionId": sid, "cwd": work, "mcpServers": []any{}})

@@ -1,3 +1,5 @@
+//go:build linux
+
 package acp_test
 
 import (
@@ -14,26 +16,13 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"go.uber.org/goleak"
 
 	"github.com/conch-dev/conch/internal/testutil"
 )
 
 // TestMain runs the tests, removes the conch binary the end-to-end tests
 // built, and fails the run if goroutines leaked.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	if code == 0 {
-		if err := goleak.Find(testutil.LeakOptions()...); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak: goroutines leaked:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 // The official ACP schema, installed from npm in the fixture folder on
 // first use.
@@ -479,18 +468,6 @@ func kinds(us []map[string]any) []string {
 
 // syncBuffer collects output written from several goroutines.
 type syncBuffer = testutil.Buffer
-
-// waitFor polls cond for up to d.
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return cond()
-}
 
 // path of a map value, for short assertions: get(u, "_meta", "terminal_exit", "exit_code").
 func get(v any, keys ...string) any {

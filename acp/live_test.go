@@ -1,3 +1,5 @@
+//go:build linux
+
 package acp_test
 
 import (
@@ -128,9 +130,7 @@ func TestLiveOutputCancelled(t *testing.T) {
 	c.initialize(true)
 	sid := c.newSession(work)
 	id := c.start("session/prompt", promptParams(sid, "echo started; : > up; sleep 30"))
-	if !waitFor(5*time.Second, func() bool { _, err := os.Stat(filepath.Join(work, "up")); return err == nil }) {
-		t.Fatal("the command did not start")
-	}
+	testutil.WaitFor(t, 5*time.Second, "the command to start", func() bool { _, err := os.Stat(filepath.Join(work, "up")); return err == nil })
 	time.Sleep(300 * time.Millisecond) // a live update has gone out
 	c.notify("session/cancel", map[string]any{"sessionId": sid})
 	_, notes := c.await(id)

@@ -1,3 +1,5 @@
+//go:build linux
+
 package acp
 
 import (
@@ -15,9 +17,9 @@ func TestParsePrompt(t *testing.T) {
 	for _, c := range []struct {
 		in, tool, draw, exec, reply string
 	}{
-		{in: "", reply: HelpText},
-		{in: "  \n\t", reply: HelpText},
-		{in: "/help", reply: HelpText},
+		{in: "", reply: helpText},
+		{in: "  \n\t", reply: helpText},
+		{in: "/help", reply: helpText},
 		{in: "echo hi", tool: "bash"},
 		{in: "  ls -la \n", tool: "bash"},
 		{"&sleep 1", "bash", `{"command":"sleep 1","run_in_background":true}`, `{"command":"sleep 1","description":"` + promptDescription + `","run_in_background":true}`, ""},
@@ -27,9 +29,14 @@ func TestParsePrompt(t *testing.T) {
 		{"/output bash-2", "task_output", `{"task_id":"bash-2"}`, `{"task_id":"bash-2"}`, ""},
 		{"/kill bash-2", "task_kill", `{"task_id":"bash-2"}`, `{"task_id":"bash-2"}`, ""},
 		{in: "/kill", reply: usageKill},
+		{"/input bash-2  print( 1 )", "task_input", `{"task_id":"bash-2","text":"print( 1 )","keys":["Enter"]}`, `{"task_id":"bash-2","text":"print( 1 )","keys":["Enter"]}`, ""},
+		{"/input bash-2", "task_input", `{"task_id":"bash-2","text":"","keys":["Enter"]}`, `{"task_id":"bash-2","text":"","keys":["Enter"]}`, ""},
+		{in: "/input", reply: usageInput},
+		{"/tty python3 -i", "bash", `{"command":"python3 -i","tty":true}`, `{"command":"python3 -i","description":"` + promptDescription + `","tty":true}`, ""},
+		{in: "/tty ", reply: usageTTY},
 		{in: "/output  ", reply: usageOutput},
-		{in: "/tasksx", reply: "Unknown command `/tasksx`. " + HelpText},
-		{in: "/x-y_2 a", reply: "Unknown command `/x-y_2`. " + HelpText},
+		{in: "/tasksx", reply: "Unknown command `/tasksx`. " + helpText},
+		{in: "/x-y_2 a", reply: "Unknown command `/x-y_2`. " + helpText},
 		// A path is a command, not a slash command.
 		{in: "/bin/echo hi", tool: "bash"},
 		{in: "/tmp/", tool: "bash"},

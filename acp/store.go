@@ -223,7 +223,7 @@ func openSessionFile(p string, flag int) (*os.File, int64, error) {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
-		return nil, 0, fmt.Errorf("session store: refusing %s: it is %s, not a regular file", p, fileKind(st.Mode))
+		return nil, 0, fmt.Errorf("session store: refusing %s: it is %s, not a regular file", p, fileKind(uint32(st.Mode)))
 	}
 	// Non-blocking was for the open only: reads and writes of a regular
 	// file do not block anyway, but the file must not be left in a mode

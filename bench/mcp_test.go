@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package bench measures conch end to end: the built binary as an MCP
 // server on stdio, driven by the go-sdk client, against a bare bash spawn
 // measured in the same run.
@@ -8,10 +10,8 @@ package bench
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,47 +21,17 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/tools"
 )
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	conchBin  string
-	buildErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-// binary builds cmd/conch once per test binary.
-func binary(b *testing.B) string {
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "conch-bench-")
-		if buildErr != nil {
-			return
-		}
-		conchBin = filepath.Join(binDir, "conch")
-		out, err := exec.Command("go", "build", "-o", conchBin, "github.com/conch-dev/conch/cmd/conch").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		b.Fatal(buildErr)
-	}
-	return conchBin
-}
+// TestMain removes the conch binary the benchmarks built.
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 // startServer runs `conch serve` on stdio and connects a client; both end
 // with the benchmark.
 func startServer(b *testing.B) (*mcp.ClientSession, int) {
-	cmd := exec.Command(binary(b), "serve")
+	cmd := exec.Command(testutil.ConchBinary(b), "serve")
 	cmd.Env = append(os.Environ(), "TMPDIR="+b.TempDir(), "XDG_STATE_HOME="+b.TempDir())
 	c := mcp.NewClient(&mcp.Implementation{Name: "conch-bench", Version: "0"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)

@@ -1,5 +1,8 @@
 // Package mcpserver serves conch's tools over MCP (stdio and streamable HTTP) with the official Go SDK.
 //
+// Make a Server with New over a tools.Toolset, then serve it with
+// Server.ServeStdio or mount Server.HTTPHandler (see Example).
+//
 // # Tools
 //
 // Every tool of a [tools.Toolset] is registered with the SDK's raw form, so

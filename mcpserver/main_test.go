@@ -1,3 +1,5 @@
+//go:build linux
+
 package mcpserver_test
 
 import (
@@ -160,25 +162,14 @@ func (e *env) processes(cmd string) []string {
 	return out
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func (e *env) waitRunning(t *testing.T, cmd string) {
 	t.Helper()
-	waitFor(t, 5*time.Second, cmd+" to run", func() bool { return len(e.processes(cmd)) > 0 })
+	testutil.WaitFor(t, 5*time.Second, cmd+" to run", func() bool { return len(e.processes(cmd)) > 0 })
 }
 
 func (e *env) waitGone(t *testing.T, cmd string, d time.Duration) {
 	t.Helper()
-	waitFor(t, d, cmd+" to die", func() bool { return len(e.processes(cmd)) == 0 })
+	testutil.WaitFor(t, d, cmd+" to die", func() bool { return len(e.processes(cmd)) == 0 })
 }
 
 // bearer adds a bearer token to every request without an Authorization.

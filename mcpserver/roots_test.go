@@ -1,3 +1,5 @@
+//go:build linux
+
 package mcpserver_test
 
 import (
@@ -7,6 +9,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conch-dev/conch/internal/testutil"
 )
 
 // TestRootsChange: the session's cwd follows the client's roots when it
@@ -38,14 +42,14 @@ func TestRootsChange(t *testing.T) {
 	}
 	c.RemoveRoots("file://" + a)
 	c.AddRoots(&mcp.Root{URI: "file://" + b})
-	waitFor(t, 5*time.Second, "the cwd to follow the roots", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "the cwd to follow the roots", func() bool {
 		got, _ := call(t, cs, "bash", bash("pwd"))
 		return got == b+"\n"
 	})
 	c.RemoveRoots("file://" + b)
 	c.AddRoots(&mcp.Root{URI: "file://" + filepath.Join(base, "missing")})
 	wd, _ := os.Getwd()
-	waitFor(t, 5*time.Second, "the cwd to fall back to the default", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "the cwd to fall back to the default", func() bool {
 		got, _ := call(t, cs, "bash", bash("pwd -P"))
 		return got == wd+"\n"
 	})

@@ -2,6 +2,8 @@
 // command a bash parser finds in the line is matched against deny, ask and
 // allow rules, and the strictest answer wins.
 //
+// Parse the rules once, then Check each command line (see Example).
+//
 // Rules see the command line, not what a program it starts does: a script
 // file, a Makefile or a Python one-liner can still do anything its user
 // may. The sandbox, not the rules, is the boundary.

@@ -1,5 +1,9 @@
 // Package tasks is conch's generic background task runtime: ids, owners, reads, kills, notices.
 //
+// Make a Runtime with New, hand it work with Runtime.Start (a Handle: see
+// Example), and read, wait for, list and kill that work on behalf of its
+// owner; Runtime.Close stops everything.
+//
 // A task is any background work that a producer hands over as a [Handle]:
 // an incremental output reader, a cancel hook, a done signal and a final
 // [Outcome]. bash is one producer; a PTY or a sub-agent could be others. The

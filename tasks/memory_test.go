@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unicode/utf8"
 	"weak"
@@ -118,7 +119,7 @@ func TestForgottenTaskIsReleased(t *testing.T) {
 }
 
 // TestUnknownTaskListsYours: an unknown id names the caller's ids, newest
-// first, at most MaxListedIDs of them; never another owner's.
+// first, at most maxListedIDs of them; never another owner's.
 func TestUnknownTaskListsYours(t *testing.T) {
 	r := newRuntime(t, &Options{MaxPerSession: 20})
 	startKillable(t, r, "b", "bash", "b") // bash-1, another owner's
@@ -128,7 +129,7 @@ func TestUnknownTaskListsYours(t *testing.T) {
 		want = append([]string{info.ID}, want...)
 	}
 	_, err := r.Get("a", "bash-99")
-	if got, w := err.Error(), "unknown task bash-99; your tasks: "+strings.Join(want[:MaxListedIDs], ", "); got != w {
+	if got, w := err.Error(), "unknown task bash-99; your tasks: "+strings.Join(want[:maxListedIDs], ", "); got != w {
 		t.Errorf("err = %q, want %q", got, w)
 	}
 	if _, err := r.Get("c", "bash-99"); err.Error() != "unknown task bash-99; you have no background tasks" {
@@ -162,19 +163,22 @@ func TestNoticeShowsUnreadOutputWithoutConsumingIt(t *testing.T) {
 
 // TestElapsed: a running task's elapsed time grows; a settled one's is
 // its run time and stays.
+// It runs in a synctest bubble, whose clock makes the times exact.
 func TestElapsed(t *testing.T) {
-	r := newRuntime(t, nil)
-	h, info := startManual(t, r, "a", "bash", "x")
-	time.Sleep(30 * time.Millisecond)
-	if e := must(r.Get("a", info.ID)).Elapsed; e < 30*time.Millisecond {
-		t.Fatalf("running elapsed %v", e)
-	}
-	h.finish(exit0)
-	settled := settle(t, r, "a", info.ID).Elapsed
-	time.Sleep(30 * time.Millisecond)
-	if e := must(r.Get("a", info.ID)).Elapsed; e != settled || e < 30*time.Millisecond {
-		t.Fatalf("settled elapsed %v, then %v", settled, e)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := newRuntime(t, nil)
+		h, info := startManual(t, r, "a", "bash", "x")
+		time.Sleep(30 * time.Millisecond)
+		if e := must(r.Get("a", info.ID)).Elapsed; e != 30*time.Millisecond {
+			t.Fatalf("running elapsed %v, want 30ms", e)
+		}
+		h.finish(exit0)
+		settled := settle(t, r, "a", info.ID).Elapsed
+		time.Sleep(30 * time.Millisecond)
+		if e := must(r.Get("a", info.ID)).Elapsed; e != settled || e != 30*time.Millisecond {
+			t.Fatalf("settled elapsed %v, then %v, want 30ms", settled, e)
+		}
+	})
 }
 
 func TestLastLines(t *testing.T) {
@@ -196,8 +200,8 @@ func TestLastLines(t *testing.T) {
 		{"\u00e9\u00e9\u00e9\u00e9", 5, 3, "\u00e9"}, // never a broken character
 		{"x\n\u00e9\u00e9\u00e9\u00e9", 5, 7, "\u00e9\u00e9\u00e9"},
 	} {
-		if got := LastLines(c.in, c.n, c.b); got != c.want {
-			t.Errorf("LastLines(%q, %d, %d) = %q, want %q", c.in, c.n, c.b, got, c.want)
+		if got := lastLines(c.in, c.n, c.b); got != c.want {
+			t.Errorf("lastLines(%q, %d, %d) = %q, want %q", c.in, c.n, c.b, got, c.want)
 		}
 	}
 }
@@ -214,11 +218,11 @@ func FuzzLastLines(f *testing.F) {
 		if n < 1 || maxBytes < 0 {
 			t.Skip()
 		}
-		got := LastLines(text, n, maxBytes)
+		got := lastLines(text, n, maxBytes)
 		if !strings.HasSuffix(strings.TrimRight(text, "\n"), got) || len(got) > maxBytes ||
 			strings.Count(got, "\n") >= n || strings.HasSuffix(got, "\n") ||
 			utf8.ValidString(text) && !utf8.ValidString(got) {
-			t.Fatalf("LastLines(%q, %d, %d) = %q", text, n, maxBytes, got)
+			t.Fatalf("lastLines(%q, %d, %d) = %q", text, n, maxBytes, got)
 		}
 	})
 }

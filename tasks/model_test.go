@@ -197,7 +197,7 @@ func TestModel(t *testing.T) {
 				var want, got []notice
 				for _, m := range notices[owner] {
 					if !m.collected {
-						want = append(want, notice{m.id, m.label, m.outcome.StatusLine(), LastLines(m.h.Peek(NoticeBytes), NoticeLines, NoticeBytes)})
+						want = append(want, notice{m.id, m.label, m.outcome.StatusLine(), lastLines(m.h.Peek(NoticeBytes), NoticeLines, NoticeBytes)})
 					}
 				}
 				notices[owner] = nil

@@ -186,15 +186,15 @@ var ErrOwnerDisposed = errors.New("tasks: owner was disposed while the task was 
 // UnknownTaskError reports an id that names no task of the caller: never
 // started, forgotten when its owner was disposed, or forgotten to bound
 // memory (Options.MaxFinished). Yours lists the caller's own task ids,
-// newest first, at most MaxListedIDs of them, so that a model that
+// newest first, at most maxListedIDs of them, so that a model that
 // mistyped an id can find the right one.
 type UnknownTaskError struct {
 	ID    string
 	Yours []string
 }
 
-// MaxListedIDs bounds UnknownTaskError.Yours.
-const MaxListedIDs = 10
+// maxListedIDs bounds UnknownTaskError.Yours.
+const maxListedIDs = 10
 
 // Error is "unknown task <id>; your tasks: <id>, <id>" or "unknown task
 // <id>; you have no background tasks".
@@ -576,12 +576,19 @@ func (r *Runtime) lookup(owner, id string) (*task, error) {
 	o := r.owners[owner]
 	r.mu.RUnlock()
 	if t == nil {
-		return nil, &UnknownTaskError{ID: id, Yours: o.newestIDs(MaxListedIDs)}
+		return nil, &UnknownTaskError{ID: id, Yours: o.newestIDs(maxListedIDs)}
 	}
 	if t.owner.name != owner {
 		return nil, &ForeignTaskError{ID: id}
 	}
 	return t, nil
+}
+
+// ownerNamed returns the owner called name, or nil.
+func (r *Runtime) ownerNamed(name string) *owner {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.owners[name]
 }
 
 // newestIDs returns the ids of o's tasks, newest first, at most n; nil
@@ -670,9 +677,7 @@ func (r *Runtime) Wait(ctx context.Context, owner, id string, timeout time.Durat
 // List returns owner's tasks in start order, settled ones included until the
 // owner is disposed. It returns nil when owner has none.
 func (r *Runtime) List(owner string) []Info {
-	r.mu.RLock()
-	o := r.owners[owner]
-	r.mu.RUnlock()
+	o := r.ownerNamed(owner)
 	if o == nil {
 		return nil
 	}
@@ -720,9 +725,7 @@ func (r *Runtime) Kill(owner, id, reason string) (info Info, alreadyFinished boo
 // each with the end of the output its owner has not read (Handle.Peek:
 // nothing is consumed). It returns nil when none is pending.
 func (r *Runtime) Notices(owner string) []Notice {
-	r.mu.RLock()
-	o := r.owners[owner]
-	r.mu.RUnlock()
+	o := r.ownerNamed(owner)
 	if o == nil {
 		return nil
 	}
@@ -740,16 +743,16 @@ func (r *Runtime) Notices(owner string) []Notice {
 	o.notices = o.notices[:0]
 	o.mu.Unlock()
 	for i, h := range handles {
-		out[i].LastOutput = LastLines(h.Peek(NoticeBytes), NoticeLines, NoticeBytes)
+		out[i].LastOutput = lastLines(h.Peek(NoticeBytes), NoticeLines, NoticeBytes)
 	}
 	return out
 }
 
-// LastLines returns the end of text: its last n lines (a final newline
+// lastLines returns the end of text: its last n lines (a final newline
 // does not start another), and of those at most maxBytes bytes, cut after
 // a newline when one lies within them, else at a character boundary. The
 // result has no final newline.
-func LastLines(text string, n, maxBytes int) string {
+func lastLines(text string, n, maxBytes int) string {
 	text = strings.TrimRight(text, "\n")
 	start := len(text)
 	for range n {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -387,51 +388,69 @@ func must[T any](v T, err error) T {
 	return v
 }
 
+// TestWait runs in a synctest bubble: the handles are in memory, so the
+// waits' timers run on the bubble's clock and their durations are exact.
 func TestWait(t *testing.T) {
-	r := newRuntime(t, nil)
-
 	t.Run("finishes", func(t *testing.T) {
-		h, info := startManual(t, r, "a", "bash", "sleep 0.02")
-		go func() {
-			time.Sleep(20 * time.Millisecond)
-			h.emit("done\n")
-			h.finish(exit0)
-		}()
-		got, err := r.Wait(t.Context(), "a", info.ID, 10*time.Second)
-		if err != nil || got.Outcome != exit0 {
-			t.Fatalf("Wait = %+v, %v", got, err)
-		}
-		// Settled before the read, so the read is complete.
-		if delta, _, _ := r.Read("a", info.ID); delta != "done\n" {
-			t.Fatalf("Read = %q", delta)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			r := newRuntime(t, nil)
+			h, info := startManual(t, r, "a", "bash", "sleep 0.02")
+			go func() {
+				time.Sleep(20 * time.Millisecond)
+				h.emit("done\n")
+				h.finish(exit0)
+			}()
+			start := time.Now()
+			got, err := r.Wait(t.Context(), "a", info.ID, 10*time.Second)
+			if err != nil || got.Outcome != exit0 {
+				t.Fatalf("Wait = %+v, %v", got, err)
+			}
+			if d := time.Since(start); d != 20*time.Millisecond {
+				t.Fatalf("Wait returned after %v, want when the task finished (20ms)", d)
+			}
+			// Settled before the read, so the read is complete.
+			if delta, _, _ := r.Read("a", info.ID); delta != "done\n" {
+				t.Fatalf("Read = %q", delta)
+			}
+		})
 	})
 
 	t.Run("times out", func(t *testing.T) {
-		h, info := startManual(t, r, "a", "bash", "sleep 60")
-		start := time.Now()
-		got, err := r.Wait(t.Context(), "a", info.ID, 30*time.Millisecond)
-		if err != nil || got.Status != StatusRunning || got.Outcome.StatusLine() != "[status: running]" {
-			t.Fatalf("Wait = %+v, %v", got, err)
-		}
-		if d := time.Since(start); d < 30*time.Millisecond {
-			t.Fatalf("Wait returned after %v", d)
-		}
-		if got := must(r.Get("a", info.ID)); got.Status != StatusRunning || len(h.cancelReasons()) != 0 {
-			t.Fatalf("a timed-out wait touched the task: %+v", got)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			r := newRuntime(t, nil)
+			h, info := startManual(t, r, "a", "bash", "sleep 60")
+			start := time.Now()
+			got, err := r.Wait(t.Context(), "a", info.ID, 30*time.Millisecond)
+			if err != nil || got.Status != StatusRunning || got.Outcome.StatusLine() != "[status: running]" {
+				t.Fatalf("Wait = %+v, %v", got, err)
+			}
+			if d := time.Since(start); d != 30*time.Millisecond {
+				t.Fatalf("Wait returned after %v, want 30ms", d)
+			}
+			if got := must(r.Get("a", info.ID)); got.Status != StatusRunning || len(h.cancelReasons()) != 0 {
+				t.Fatalf("a timed-out wait touched the task: %+v", got)
+			}
+		})
 	})
 
 	t.Run("aborted", func(t *testing.T) {
-		_, info := startManual(t, r, "a", "bash", "sleep 60")
-		ctx, cancel := context.WithCancel(t.Context())
-		time.AfterFunc(20*time.Millisecond, cancel)
-		got, err := r.Wait(ctx, "a", info.ID, 0)
-		if !errors.Is(err, ErrWaitAborted) || err.Error() != "wait aborted" || got.Status != StatusRunning {
-			t.Fatalf("Wait = %+v, %v", got, err)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			r := newRuntime(t, nil)
+			_, info := startManual(t, r, "a", "bash", "sleep 60")
+			ctx, cancel := context.WithCancel(t.Context())
+			time.AfterFunc(20*time.Millisecond, cancel)
+			start := time.Now()
+			got, err := r.Wait(ctx, "a", info.ID, 0)
+			if !errors.Is(err, ErrWaitAborted) || err.Error() != "wait aborted" || got.Status != StatusRunning {
+				t.Fatalf("Wait = %+v, %v", got, err)
+			}
+			if d := time.Since(start); d != 20*time.Millisecond {
+				t.Fatalf("Wait returned after %v, want at the abort (20ms)", d)
+			}
+		})
 	})
 
+	r := newRuntime(t, nil)
 	t.Run("settled wins over a done ctx", func(t *testing.T) {
 		h, info := startManual(t, r, "a", "bash", "true")
 		h.finish(exit0)

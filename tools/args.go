@@ -10,13 +10,13 @@ import (
 	"time"
 )
 
-// ArgError is a tool call refused for its arguments; its text is what the
+// argError is a tool call refused for its arguments; its text is what the
 // model is told after "Error: ".
-type ArgError struct{ Msg string }
+type argError struct{ Msg string }
 
-func (e *ArgError) Error() string { return e.Msg }
+func (e *argError) Error() string { return e.Msg }
 
-func argErr(msg string) *ArgError { return &ArgError{Msg: msg} }
+func argErr(msg string) *argError { return &argError{Msg: msg} }
 
 // rawArgs is a call's arguments as raw JSON values by key. Arguments that
 // are not a JSON object read as an object with no keys.

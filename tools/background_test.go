@@ -1,3 +1,5 @@
+//go:build linux
+
 package tools_test
 
 import (
@@ -496,7 +498,7 @@ func TestDispose(t *testing.T) {
 	if left := testutil.Processes(a.ID); len(left) != 0 {
 		t.Errorf("Dispose returned while %d of a's processes live: %+v", len(left), left)
 	}
-	waitNoProcesses(t, a.ID)
+	testutil.AssertNoProcesses(t, a.ID)
 	for _, id := range []string{a1, a2, done} {
 		wantError(t, e.callAs(a, tools.NameTaskOutput, map[string]any{"task_id": id}), "unknown task "+id+"; you have no background tasks")
 	}

@@ -27,9 +27,9 @@ const (
 	msgHostType           = "invalid host: expected a string"
 )
 
-// BashArgs are the bash tool's arguments once validated. Nothing else a
+// bashArgs are the bash tool's arguments once validated. Nothing else a
 // model sends (env, stdin, stdoutMaxBytes, …) is kept.
-type BashArgs struct {
+type bashArgs struct {
 	Command     string
 	Description string
 	Timeout     time.Duration // 0: not given
@@ -37,13 +37,13 @@ type BashArgs struct {
 	Background  bool
 }
 
-// ParseBashArgs validates a model's arguments in the contract's order,
+// parseBashArgs validates a model's arguments in the contract's order,
 // after refusing any key the schema does not offer (run_in_background
 // included when the deployment disabled it: a model that sends it anyway
 // is told that, not that the key is unknown). backgroundAllowed is false
 // when the deployment disabled background runs.
-func ParseBashArgs(raw json.RawMessage, backgroundAllowed bool) (BashArgs, error) {
-	var b BashArgs
+func parseBashArgs(raw json.RawMessage, backgroundAllowed bool) (bashArgs, error) {
+	var b bashArgs
 	if backgroundAllowed {
 		if err := checkKeys(NameBash, raw, bashParams); err != nil {
 			return b, err
@@ -95,10 +95,10 @@ func (t *Toolset) managedEnv(sess Session) map[string]string {
 	}
 }
 
-// Request builds the executor request of a validated call: the workdir,
+// request builds the executor request of a validated call: the workdir,
 // "~" expanded, is resolved against the session's cwd; nothing but the
 // named arguments and the managed overlay reaches it.
-func (t *Toolset) Request(sess Session, b BashArgs) shell.Request {
+func (t *Toolset) request(sess Session, b bashArgs) shell.Request {
 	wd := expandHome(b.Workdir)
 	if sess.Cwd != "" {
 		switch {
@@ -122,8 +122,8 @@ func (t *Toolset) Request(sess Session, b BashArgs) shell.Request {
 const readReserve = 200
 
 // handle makes p a task whose reads fit a task_output result.
-func (t *Toolset) handle(p shell.Process) *ProcessHandle {
-	return NewProcessHandle(p, t.opts.MaxResultBytes-readReserve)
+func (t *Toolset) handle(p shell.Process) *processHandle {
+	return newProcessHandle(p, t.opts.MaxResultBytes-readReserve)
 }
 
 // expandHome expands "~" and "~/…" to the home directory, as a shell
@@ -144,13 +144,18 @@ func expandHome(wd string) string {
 // bash runs the bash tool. A result that holds a command's output comes
 // as render, to be rendered within the budget the caller leaves it.
 func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, co CallOptions) (Result, func(budget int) Result) {
-	host, raw, keyErr, hostErr := t.takeHost(raw)
-	if keyErr != nil {
-		return errorResult(keyErr.Error()), nil
+	params, hidden := t.bashKeys()
+	if err := checkKeys(NameBash, raw, params, hidden...); err != nil {
+		return errorResult(err.Error()), nil
 	}
-	b, err := ParseBashArgs(raw, t.background())
+	host, raw, hostErr := t.takeHost(raw)
+	tty, raw, ttyErr := t.takeTTY(raw)
+	b, err := parseBashArgs(raw, t.background())
 	if err != nil {
 		return errorResult(err.Error()), nil
+	}
+	if ttyErr != nil {
+		return errorResult(ttyErr.Error()), nil
 	}
 	if hostErr != nil {
 		return errorResult(hostErr.Error()), nil
@@ -162,7 +167,12 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 		return errorResult(msgAborted), nil
 	}
 	on := t.on(host)
-	req := t.Request(sess, b)
+	if tty {
+		if on.terms = terminalsOf(on.ex); on.terms == nil {
+			return errorResult("tty is not available on host " + host), nil
+		}
+	}
+	req := t.request(sess, b)
 	if host != HostLocal {
 		req.Workdir = b.Workdir
 	}
@@ -176,62 +186,86 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 	if ctx.Err() != nil { // cancelled while the user was answering
 		return errorResult(msgAborted), nil
 	}
-	if b.Background {
+	switch {
+	case tty && b.Background:
+		return t.startTerminalTask(sess, b, on, spec), nil
+	case tty:
+		return t.foregroundTerminal(ctx, sess, b, on, spec, co)
+	case b.Background:
 		return t.startBackground(sess, b, on, spec), nil
 	}
 	return t.foreground(ctx, sess, b, on, spec, co)
 }
 
-// target is where a call runs: an executor and the kind of its tasks.
+// target is where a call runs: an executor and the kind of its tasks,
+// and, for a tty call, the executor's terminals.
 type target struct {
-	ex   shell.Executor
-	kind string
+	ex    shell.Executor
+	kind  string
+	terms shell.Terminals
 }
 
 // on returns the target of host (HostLocal or a configured name).
 func (t *Toolset) on(host string) target {
 	if host == HostLocal {
-		return target{t.ex, KindBash}
+		return target{ex: t.ex, kind: kindBash}
 	}
-	return target{t.hosts[host], KindBash + "@" + host}
+	return target{ex: t.hosts[host], kind: kindBash + "@" + host}
 }
 
 // takeHost takes the host parameter out of raw, so that the remaining
 // arguments are checked as without hosts. Without configured hosts, raw
-// is left alone (and a host key is refused as unknown). keyErr is a key
-// the schema with host does not offer, reported first like any unknown
-// key; hostErr is a host that is not a string or not configured,
-// reported after the other arguments' errors. A null host is not given.
-func (t *Toolset) takeHost(raw json.RawMessage) (host string, rest json.RawMessage, keyErr, hostErr error) {
+// is left alone (and a host key was refused as unknown). hostErr is a
+// host that is not a string or not configured, reported after the other
+// arguments' errors. A null host is not given.
+func (t *Toolset) takeHost(raw json.RawMessage) (host string, rest json.RawMessage, hostErr error) {
 	if t.hosts == nil {
-		return HostLocal, raw, nil, nil
+		return HostLocal, raw, nil
 	}
-	params, hidden := bashParams, []string(nil)
-	if !t.background() {
-		params, hidden = bashParamsNoBackground, []string{paramBackground}
+	v, raw := takeKey(raw, "host")
+	if v == nil || string(v) == "null" {
+		return HostLocal, raw, nil
 	}
-	if err := checkKeys(NameBash, raw, append(slices.Clone(params), "host"), hidden...); err != nil {
-		return HostLocal, raw, err, nil
+	if err := json.Unmarshal(v, &host); err != nil {
+		return HostLocal, raw, argErr(msgHostType)
 	}
+	if host != HostLocal && t.hosts[host] == nil {
+		return HostLocal, raw, argErr("unknown host " + strconv.Quote(host) + "; configured hosts: " + strings.Join(t.hostNames()[1:], ", "))
+	}
+	return host, raw, nil
+}
+
+// takeKey takes key out of the JSON object raw: its value (nil when
+// absent) and the object without it. raw is returned as is when it is
+// not an object or lacks key.
+func takeKey(raw json.RawMessage, key string) (v, rest json.RawMessage) {
 	var args map[string]json.RawMessage
-	if json.Unmarshal(raw, &args) != nil || args["host"] == nil {
-		return HostLocal, raw, nil, nil
+	if json.Unmarshal(raw, &args) != nil || args[key] == nil {
+		return nil, raw
 	}
-	v := args["host"]
-	delete(args, "host")
+	v = args[key]
+	delete(args, key)
 	if rest, err := json.Marshal(args); err == nil {
 		raw = rest
 	}
-	if string(v) == "null" {
-		return HostLocal, raw, nil, nil
+	return v, raw
+}
+
+// bashKeys are the bash parameters of this deployment in schema order,
+// and those it takes without listing them (run_in_background when it is
+// disabled: a model that sends it is told that, not that it is unknown).
+func (t *Toolset) bashKeys() (params, hidden []string) {
+	params = slices.Clone(bashParams)
+	if !t.background() {
+		params, hidden = slices.Clone(bashParamsNoBackground), []string{paramBackground}
 	}
-	if err := json.Unmarshal(v, &host); err != nil {
-		return HostLocal, raw, nil, argErr(msgHostType)
+	if t.terminals() != nil {
+		params = append(params, paramTTY)
 	}
-	if host != HostLocal && t.hosts[host] == nil {
-		return HostLocal, raw, nil, argErr("unknown host " + strconv.Quote(host) + "; configured hosts: " + strings.Join(t.hostNames()[1:], ", "))
+	if t.hosts != nil {
+		params = append(params, "host")
 	}
-	return host, raw, nil, nil
+	return params, hidden
 }
 
 // hostNames are the values of the host parameter: "local", then the
@@ -244,7 +278,7 @@ func (t *Toolset) hostNames() []string {
 	return names
 }
 
-func (t *Toolset) startBackground(sess Session, b BashArgs, on target, spec shell.Spec) Result {
+func (t *Toolset) startBackground(sess Session, b bashArgs, on target, spec shell.Spec) Result {
 	info, err := t.opts.Tasks.Start(sess.ID, on.kind, b.Command, func() (tasks.Handle, error) {
 		p, err := on.ex.Start(spec)
 		if err != nil {
@@ -261,7 +295,7 @@ func (t *Toolset) startBackground(sess Session, b BashArgs, on target, spec shel
 	}
 }
 
-func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, on target, spec shell.Spec, co CallOptions) (Result, func(int) Result) {
+func (t *Toolset) foreground(ctx context.Context, sess Session, b bashArgs, on target, spec shell.Spec, co CallOptions) (Result, func(int) Result) {
 	p, err := on.ex.Launch(spec)
 	if err != nil {
 		return errorResult(err.Error()), nil
@@ -346,8 +380,8 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, on t
 	}
 }
 
-// ended reports whether p has settled.
-func ended(p shell.Process) bool {
+// ended reports whether p (a process, a terminal) is over.
+func ended(p interface{ Done() <-chan struct{} }) bool {
 	select {
 	case <-p.Done():
 		return true
@@ -369,7 +403,7 @@ func finished(p shell.Process) (Result, func(int) Result) {
 // What it printed so far goes in this result; the task's reads carry on
 // from there, so no byte is lost or repeated. Its timeout still applies,
 // and the marker says so.
-func (t *Toolset) yieldToTask(sess Session, b BashArgs, on target, spec shell.Spec, p shell.Process) (func(int) Result, bool) {
+func (t *Toolset) yieldToTask(sess Session, b bashArgs, on target, spec shell.Spec, p shell.Process) (func(int) Result, bool) {
 	h := t.handle(p)
 	info, err := t.opts.Tasks.Start(sess.ID, on.kind, b.Command, func() (tasks.Handle, error) { return h, nil })
 	if err != nil {

@@ -1,3 +1,5 @@
+//go:build linux
+
 package tools_test
 
 // Benchmarks of the tool layer. They start real processes, so they run

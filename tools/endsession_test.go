@@ -1,3 +1,5 @@
+//go:build linux
+
 package tools_test
 
 import (
@@ -27,13 +29,9 @@ func TestEndSessionKillsWhatTheSessionLeft(t *testing.T) {
 		}
 		return n
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for count("1030")+count("1031")+count("1032")+count("1033") < 4 {
-		if time.Now().After(deadline) {
-			t.Fatal("the sleeps did not start")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 5*time.Second, "the sleeps to start", func() bool {
+		return count("1030")+count("1031")+count("1032")+count("1033") >= 4
+	})
 	e.ts.EndSession(e.sess.ID)
 	for _, a := range []string{"1030", "1031", "1032"} {
 		if n := count(a); n != 0 {

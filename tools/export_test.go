@@ -1,14 +1,44 @@
+//go:build linux
+
 package tools
 
 import "github.com/conch-dev/conch/shell"
 
 // Internals the external tests reach.
 var (
-	CleanText  = cleanText
-	HumanBytes = humanBytes
+	CleanText         = cleanText
+	HumanBytes        = humanBytes
+	ParseBashArgs     = parseBashArgs
+	NewProcessHandle  = newProcessHandle
+	RenderRead        = renderRead
+	TaskLine          = taskLine
+	Elapsed           = elapsed
+	OneLineLabel      = oneLineLabel
+	ParseExitStatus   = parseExitStatus
+	NewTerminalHandle = newTerminalHandle
 )
 
-// RenderForegroundValue is RenderForeground with its structured value.
+// Internal types the external tests name.
+type (
+	BashArgs      = bashArgs
+	ArgError      = argError
+	ProcessHandle = processHandle
+	ExitStatus    = exitStatus
+)
+
+// KindBash is the task kind of a background bash command.
+const KindBash = kindBash
+
+// RenderForeground is the text of renderForeground.
+func RenderForeground(r shell.Result, budget int) string {
+	text, _ := renderForeground(r, budget)
+	return text
+}
+
+// RenderForegroundValue is renderForeground, text and structured value.
 func RenderForegroundValue(r shell.Result, budget int) (string, ForegroundValue) {
 	return renderForeground(r, budget)
 }
+
+// Request is t.request.
+func (t *Toolset) Request(sess Session, b bashArgs) shell.Request { return t.request(sess, b) }

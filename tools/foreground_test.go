@@ -1,3 +1,5 @@
+//go:build linux
+
 package tools_test
 
 import (
@@ -259,7 +261,7 @@ func TestForegroundAbort(t *testing.T) {
 	}
 	// AssertNoProcesses (at cleanup) checks that both sleeps are gone;
 	// check it now too, with the executor still open.
-	waitNoProcesses(t, e.marker)
+	testutil.AssertNoProcesses(t, e.marker)
 }
 
 // TestForegroundAbortKeepsOutput: with KeepAborted, a call cancelled
@@ -291,27 +293,10 @@ func TestForegroundAbortKeepsOutput(t *testing.T) {
 	if v, ok := r.Value.(tools.ForegroundValue); !ok || !v.Aborted || v.Signal == nil || *v.Signal != "SIGTERM" {
 		t.Errorf("value = %#v, want an aborted foreground value", r.Value)
 	}
-	waitNoProcesses(t, e.marker)
+	testutil.AssertNoProcesses(t, e.marker)
 
 	r = e.ts.Call(ctx, e.sess, tools.NameBash, args(t, map[string]any{"command": "echo never", "description": "Print"}), keep)
 	wantError(t, r, "tool call aborted")
-}
-
-// waitNoProcesses waits until no process carries marker, or fails t.
-func waitNoProcesses(t testing.TB, marker string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		left := testutil.Processes(marker)
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%d process(es) still carry %s: %+v", len(left), marker, left)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // TestProgress checks that a long foreground call reports progress at a

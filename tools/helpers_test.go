@@ -1,9 +1,9 @@
+//go:build linux
+
 package tools_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,8 +17,6 @@ import (
 	"github.com/conch-dev/conch/tasks"
 	"github.com/conch-dev/conch/tools"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
 // TestMain makes the test binary what a conch server is (a child subreaper
 // with its orphan reaper) and fails the run if a goroutine leaked.
@@ -213,22 +211,7 @@ func golden(t testing.TB, name, got string) {
 	t.Helper()
 	test := nonName.ReplaceAllString(strings.SplitN(t.Name(), "/", 2)[0], "_")
 	path := filepath.Join("testdata", "golden", test, nonName.ReplaceAllString(name, "_"))
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("golden %s: %v (run with -update to create it)", path, err)
-	}
-	if !bytes.Equal(want, []byte(got)) {
-		t.Errorf("%s: text differs from the golden file\n got: %q\nwant: %q", path, got, want)
-	}
+	testutil.Golden(t, path, got)
 }
 
 // goldenJSON pins v's JSON (indented) in a golden file. A task's

@@ -19,17 +19,11 @@ const (
 		"its further output is discarded (use run_in_background to keep it)]"
 )
 
-// RenderForeground is the model-facing text of a foreground result within
+// renderForeground is the model-facing text of a foreground result within
 // budget bytes: the body (or "(no output)"), then the markers, each on
 // its own line, the exit or signal marker last. Streams that do not fit
-// are cut (see fitStreams).
-func RenderForeground(r shell.Result, budget int) string {
-	text, _ := renderForeground(r, budget)
-	return text
-}
-
-// renderForeground is RenderForeground and the structured value that
-// carries the same stream texts.
+// are cut (see fitStreams). The structured value carries the same stream
+// texts.
 func renderForeground(r shell.Result, budget int) (string, ForegroundValue) {
 	markers := cardMarkers(r)
 	switch {
@@ -71,8 +65,8 @@ func withMarkers(body string, markers ...string) string {
 	return body + strings.Join(markers, "\n")
 }
 
-// ExitStatus is what ParseExitStatus reads back from a result text.
-type ExitStatus struct {
+// exitStatus is what parseExitStatus reads back from a result text.
+type exitStatus struct {
 	// ExitCode is the exit code the text reports (0 when it reports none
 	// or a signal).
 	ExitCode int
@@ -82,23 +76,23 @@ type ExitStatus struct {
 	Output string
 }
 
-// ParseExitStatus reads the exit status back from a foreground result
+// parseExitStatus reads the exit status back from a foreground result
 // text: a final "\n[killed by signal: SIG]" gives the signal, else a final
 // "\n[exit code: N]" gives the code, else the exit was 0 and the text is
 // returned unchanged. The leading newline is required, so an output that
 // merely ends in marker-like text is not a failure. A clean exit whose
 // last line is exactly a marker reads as that marker: replay sees only the
 // text, and that residual is documented.
-func ParseExitStatus(text string) ExitStatus {
+func parseExitStatus(text string) exitStatus {
 	if rest, sig, ok := cutFinalMarker(text, sigMarkerPrefix); ok && sig != "" && !strings.ContainsAny(sig, "\n]") {
-		return ExitStatus{Signal: sig, Output: rest}
+		return exitStatus{Signal: sig, Output: rest}
 	}
 	if rest, num, ok := cutFinalMarker(text, exitMarkerPrefix); ok {
 		if n, err := strconv.Atoi(num); err == nil && num == strconv.Itoa(n) {
-			return ExitStatus{ExitCode: n, Output: rest}
+			return exitStatus{ExitCode: n, Output: rest}
 		}
 	}
-	return ExitStatus{Output: text}
+	return exitStatus{Output: text}
 }
 
 // cutFinalMarker splits "<rest>\n<prefix><value>]" at the end of text.

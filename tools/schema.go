@@ -48,6 +48,7 @@ type bashLimits struct {
 	Yield                      time.Duration // 0: off
 	Budget                     int           // bytes of a result
 	Background                 bool
+	TTY                        bool // tty is offered
 }
 
 // bashDescription is the bash tool's description: what a model must know
@@ -71,15 +72,20 @@ func bashDescription(l bashLimits) string {
 	if l.Yield > 0 {
 		b.WriteString(" A call still running after " + ms(l.Yield) + " moves to a background task by itself and returns its output so far; its timeout still applies.")
 	}
+	if l.TTY {
+		b.WriteString(" Set `tty: true` for a program that needs a terminal (a prompt, a REPL, a full-screen program): it runs on a 120x40 terminal, " +
+			"and when it waits for input (no output for " + ms(InputIdle) + ") the call returns the screen so far and moves it to a background task; " +
+			"type into it with `task_input`, read it with `task_output`, stop it with `task_kill`.")
+	}
 	return b.String()
 }
 
-// BashPrompt is the bash section for hosts that build system prompts.
-const BashPrompt = "Check the [exit code: N] marker on every bash result; investigate failures before moving on."
+// bashPrompt is the bash section for hosts that build system prompts.
+const bashPrompt = "Check the [exit code: N] marker on every bash result; investigate failures before moving on."
 
-// TasksPrompt is the task tools' section for hosts that build system
+// tasksPrompt is the task tools' section for hosts that build system
 // prompts.
-const TasksPrompt = "Track every background task id you start. When a task finishes you are told so with the session's next tool result, so do not busy-poll it; " +
+const tasksPrompt = "Track every background task id you start. When a task finishes you are told so with the session's next tool result, so do not busy-poll it; " +
 	"to wait for a task now, call task_output with wait: true. " +
 	"Before a final answer, collect the output of tasks that still matter with task_output, and stop those that stopped mattering with task_kill."
 

@@ -109,6 +109,13 @@ func (t *Toolset) taskOutput(ctx context.Context, sess Session, raw json.RawMess
 		}
 		waitedOut = !info.Settled()
 	}
+	return t.readTask(rt, sess, id, waitedOut, timeout)
+}
+
+// readTask is task_output's answer: the read of task id (or "(no new
+// output)"), then its status line, or, after a wait of waited that ran
+// out, the still-running line.
+func (t *Toolset) readTask(rt *tasks.Runtime, sess Session, id string, waitedOut bool, waited time.Duration) Result {
 	delta, info, err := rt.Read(sess.ID, id)
 	if err != nil {
 		return errorResult(taskError(err))
@@ -122,7 +129,7 @@ func (t *Toolset) taskOutput(ctx context.Context, sess Session, raw json.RawMess
 	}
 	line := info.Outcome.StatusLine()
 	if waitedOut && !info.Settled() {
-		line = waitedOutLine(info.Status, timeout)
+		line = waitedOutLine(info.Status, waited)
 	}
 	return Result{
 		Text:  text + line,
@@ -172,7 +179,7 @@ func (t *Toolset) taskList(sess Session) Result {
 	})
 	lines := make([]string, 0, len(infos))
 	for _, info := range infos {
-		lines = append(lines, TaskLine(info))
+		lines = append(lines, taskLine(info))
 		v.Tasks = append(v.Tasks, TaskEntry{ID: info.ID, Kind: info.Kind, TaskState: taskState(info), Label: info.Label})
 	}
 	return Result{Text: strings.Join(lines, "\n"), Value: v}
@@ -185,23 +192,23 @@ func boolRank(b bool) int {
 	return 0
 }
 
-// TaskLine is one task as task_list shows it: "<id> [<kind>] <status>[,
+// taskLine is one task as task_list shows it: "<id> [<kind>] <status>[,
 // <details>], <elapsed> — <label>", e.g. "bash-1 [bash] completed, exit
-// code: 1, 1m12s — go test -race ./...". The label is OneLineLabel's.
-func TaskLine(info tasks.Info) string {
+// code: 1, 1m12s — go test -race ./...". The label is oneLineLabel's.
+func taskLine(info tasks.Info) string {
 	status := string(info.Status)
 	if d := info.Outcome.Details(); d != "" {
 		status += ", " + d
 	}
-	return info.ID + " [" + info.Kind + "] " + status + ", " + Elapsed(info.Elapsed) + " — " + OneLineLabel(info.Label)
+	return info.ID + " [" + info.Kind + "] " + status + ", " + elapsed(info.Elapsed) + " — " + oneLineLabel(info.Label)
 }
 
-// Elapsed renders a task's run time, short and truncated (never rounded
+// elapsed renders a task's run time, short and truncated (never rounded
 // up into the next unit): under a minute in seconds with one decimal
 // ("0.0s", "4.1s", "59.9s"); under an hour in minutes and whole seconds
 // ("1m0s", "1m12s", "59m59s"); from an hour on in hours and whole minutes
 // ("1h0m", "2h3m", "100h0m"). A negative duration reads "0.0s".
-func Elapsed(d time.Duration) string {
+func elapsed(d time.Duration) string {
 	d = max(d, 0)
 	switch {
 	case d < time.Minute:
@@ -217,11 +224,11 @@ func Elapsed(d time.Duration) string {
 // line or a notice shows.
 const maxLabelRunes = 80
 
-// OneLineLabel is how a task line or a notice names a task: the label's
+// oneLineLabel is how a task line or a notice names a task: the label's
 // first line (surrounding white space trimmed), cut to its first 80
 // characters (runes, never a broken one), followed by "…" when it was cut
 // or other lines followed.
-func OneLineLabel(label string) string {
+func oneLineLabel(label string) string {
 	label = strings.TrimSpace(label)
 	first, rest, more := strings.Cut(label, "\n")
 	first = strings.TrimRight(first, " \t\r")
@@ -305,18 +312,18 @@ type Notice struct {
 // String is the notice's text.
 func (n Notice) String() string { return n.Text }
 
-// RenderNotice words a completion notice: "background task <id> (<kind>:
+// renderNotice words a completion notice: "background task <id> (<kind>:
 // <label>) finished <status line> after <elapsed>. Last output:\n<lines>\n
 // Read all of it with task_output.", without "Last output:" and the lines
 // when the task left no unread output.
-func RenderNotice(n tasks.Notice) string { return NoticeText(n, "task_output") }
+func renderNotice(n tasks.Notice) string { return NoticeText(n, "task_output") }
 
-// NoticeText words a completion notice like RenderNotice, naming readWith
+// NoticeText words a completion notice like renderNotice, naming readWith
 // as the way to read the output (an editor's user types a command, not a
 // tool call).
 func NoticeText(n tasks.Notice, readWith string) string {
-	s := "background task " + n.ID + " (" + n.Kind + ": " + OneLineLabel(n.Label) + ") finished " +
-		n.Outcome.StatusLine() + " after " + Elapsed(n.Elapsed) + "."
+	s := "background task " + n.ID + " (" + n.Kind + ": " + oneLineLabel(n.Label) + ") finished " +
+		n.Outcome.StatusLine() + " after " + elapsed(n.Elapsed) + "."
 	if n.LastOutput != "" {
 		s += " Last output:\n" + n.LastOutput + "\n"
 	} else {

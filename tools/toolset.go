@@ -2,6 +2,11 @@
 // task_list, task_kill): their schemas, the validation of a model's
 // arguments, the text and structured value a model gets back, and how an
 // editor draws each call (PresentCall, PresentResult).
+//
+// To embed conch without a transport, build an executor (shell/local.New)
+// and a task runtime (tasks.New), make the tools over them with New, list
+// them for the model with Toolset.Tools, and hand each of the model's
+// calls, raw JSON arguments and all, to Toolset.Call (see Example).
 package tools
 
 import (
@@ -145,7 +150,7 @@ func New(ex shell.Executor, opts *Options) *Toolset {
 		t.opts.MaxResultBytes = DefaultMaxResultBytes
 	}
 	t.opts.MaxResultBytes = max(t.opts.MaxResultBytes, MinResultBytes)
-	t.limits = bashLimits{Budget: t.opts.MaxResultBytes, Background: t.background()}
+	t.limits = bashLimits{Budget: t.opts.MaxResultBytes, Background: t.background(), TTY: t.terminals() != nil}
 	if t.yields() {
 		t.limits.Yield = t.opts.YieldAfter
 	}
@@ -267,6 +272,9 @@ func (t *Toolset) Tools() []Tool {
 	if !t.background() {
 		bash.InputSchema = bashInputSchemaNoBackground
 	}
+	if t.terminals() != nil {
+		bash.InputSchema = withParam(bash.InputSchema, paramTTY, ttyProperty)
+	}
 	if t.hosts != nil {
 		bash.InputSchema = withHostParam(bash.InputSchema, t.hostNames())
 	}
@@ -274,7 +282,7 @@ func (t *Toolset) Tools() []Tool {
 	if t.opts.Tasks == nil {
 		return list
 	}
-	return append(list,
+	list = append(list,
 		Tool{Name: NameTaskOutput, Title: "Read a background task's output", Description: taskOutputDescription(t.opts.DefaultWait, t.opts.MaxWait),
 			InputSchema: taskOutputInputSchema(t.opts.DefaultWait, t.opts.MaxWait), OutputSchema: taskOutputOutputSchema, ReadOnly: true},
 		Tool{Name: NameTaskList, Title: "List background tasks", Description: taskListDescription,
@@ -282,6 +290,11 @@ func (t *Toolset) Tools() []Tool {
 		Tool{Name: NameTaskKill, Title: "Kill a background task", Description: taskKillDescription,
 			InputSchema: taskKillInputSchema, OutputSchema: taskKillOutputSchema, Destructive: true},
 	)
+	if t.terminals() != nil {
+		list = append(list, Tool{Name: NameTaskInput, Title: "Type into a terminal task", Description: taskInputDescription,
+			InputSchema: taskInputInputSchema, OutputSchema: taskOutputOutputSchema, Destructive: true})
+	}
+	return list
 }
 
 // background reports whether run_in_background is offered. It is offered
@@ -298,9 +311,12 @@ func (t *Toolset) yields() bool {
 // Prompt is the system-prompt section for hosts that build one.
 func (t *Toolset) Prompt() string {
 	if t.opts.Tasks == nil {
-		return BashPrompt
+		return bashPrompt
 	}
-	return BashPrompt + "\n" + TasksPrompt
+	if t.terminals() != nil {
+		return bashPrompt + "\n" + tasksPrompt + "\n" + ttyPrompt
+	}
+	return bashPrompt + "\n" + tasksPrompt
 }
 
 // Call runs tool name for sess with the model's raw JSON arguments. It
@@ -327,6 +343,8 @@ func (t *Toolset) Call(ctx context.Context, sess Session, name string, args json
 		r = t.taskList(sess)
 	case NameTaskKill:
 		r = t.taskKill(ctx, sess, args)
+	case NameTaskInput:
+		r = t.taskInput(ctx, sess, args)
 	default:
 		r = errorResult("unknown tool " + name)
 	}
@@ -342,7 +360,7 @@ func (t *Toolset) Call(ctx context.Context, sess Session, name string, args json
 
 // checkTaskKeys refuses a task tool's call with a key the tool does not
 // take, before anything else about it is checked. (bash checks its own in
-// ParseBashArgs: its parameters depend on the deployment.)
+// parseBashArgs: its parameters depend on the deployment.)
 func checkTaskKeys(name string, args json.RawMessage) error {
 	switch name {
 	case NameTaskOutput:
@@ -351,6 +369,8 @@ func checkTaskKeys(name string, args json.RawMessage) error {
 		return checkKeys(name, args, taskListParams)
 	case NameTaskKill:
 		return checkKeys(name, args, taskKillParams)
+	case NameTaskInput:
+		return checkKeys(name, args, taskInputParams)
 	}
 	return nil
 }
@@ -390,16 +410,7 @@ func (t *Toolset) Notices(session string) []Notice {
 	}
 	var out []Notice
 	for _, n := range t.opts.Tasks.Notices(session) {
-		out = append(out, Notice{TaskID: n.ID, Text: RenderNotice(n), Task: n})
-	}
-	return out
-}
-
-// NoticeTexts returns the texts of notices, in order.
-func NoticeTexts(notices []Notice) []string {
-	var out []string
-	for _, n := range notices {
-		out = append(out, n.Text)
+		out = append(out, Notice{TaskID: n.ID, Text: renderNotice(n), Task: n})
 	}
 	return out
 }

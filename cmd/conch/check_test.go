@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -5,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/conch-dev/conch/internal/testutil"
 )
 
 const checkConfig = `[rules]
@@ -32,7 +36,7 @@ func TestCheck(t *testing.T) {
 		{[]string{"--config", cfg, "--", "$CMD x"}, "ask\n$CMD x\ndynamic command: $CMD x\n", 3},
 		{[]string{"--config", cfg, "--", "# nothing"}, "allow\nno commands\n", 0},
 	} {
-		out, stderr, code := runConch(t, "", append([]string{"check"}, tc.args...)...)
+		out, stderr, code := testutil.RunConch(t, "", append([]string{"check"}, tc.args...)...)
 		if out != tc.out || code != tc.code {
 			t.Errorf("conch check %q:\n%s(exit %d, stderr %q); want\n%s(exit %d)", tc.args, out, code, stderr, tc.out, tc.code)
 		}
@@ -44,7 +48,7 @@ func TestCheckRunsNothing(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "ran")
 	for _, line := range []string{"touch " + marker, "ls $(touch " + marker + ")", "bash -c 'touch " + marker + "'"} {
-		out, _, code := runConch(t, "", "check", "--config", writeConfig(t, checkConfig), "--", line)
+		out, _, code := testutil.RunConch(t, "", "check", "--config", writeConfig(t, checkConfig), "--", line)
 		if code != 0 || !strings.HasPrefix(out, "allow\n") {
 			t.Errorf("conch check %q: %q exit %d", line, out, code)
 		}
@@ -63,15 +67,15 @@ func TestCheckDefaultConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("XDG_CONFIG_HOME", xdg)
-	if out, _, code := runConch(t, "", "check", "npm publish --tag next"); code != 3 || out != "ask\nnpm publish --tag next\nrule Bash(npm publish:*): npm publish --tag next\n" {
+	if out, _, code := testutil.RunConch(t, "", "check", "npm publish --tag next"); code != 3 || out != "ask\nnpm publish --tag next\nrule Bash(npm publish:*): npm publish --tag next\n" {
 		t.Errorf("with the default file: %q exit %d", out, code)
 	}
-	if out, _, code := runConch(t, "", "check", "make"); code != 3 || out != "ask\nmake\nno rule matches: make\n" {
+	if out, _, code := testutil.RunConch(t, "", "check", "make"); code != 3 || out != "ask\nmake\nno rule matches: make\n" {
 		t.Errorf("unmatched ask: %q exit %d", out, code)
 	}
 	// No file: no rules, everything is allowed.
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	if out, _, code := runConch(t, "", "check", "rm -rf /"); code != 0 || out != "allow\nrm -rf /\nno rule matches: rm -rf /\n" {
+	if out, _, code := testutil.RunConch(t, "", "check", "rm -rf /"); code != 0 || out != "allow\nrm -rf /\nno rule matches: rm -rf /\n" {
 		t.Errorf("without a file: %q exit %d", out, code)
 	}
 }
@@ -103,7 +107,7 @@ func TestCheckErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		out, stderr, code := runConch(t, "", append([]string{"check", "--config", p}, tc.args...)...)
+		out, stderr, code := testutil.RunConch(t, "", append([]string{"check", "--config", p}, tc.args...)...)
 		if code != 2 || out != "" || !strings.HasPrefix(stderr, tc.stderr) {
 			t.Errorf("config %q: stdout %q stderr %q exit %d; want stderr %q exit 2", tc.config, out, stderr, code, tc.stderr)
 		}
@@ -113,11 +117,11 @@ func TestCheckErrors(t *testing.T) {
 // run, serve and acp read the same rules; a bad rule stops them at start.
 func TestRulesConfigured(t *testing.T) {
 	cfg := writeConfig(t, checkConfig)
-	out, _, code := runConch(t, "", "run", "--config", cfg, "--", "ls && rm -rf x")
+	out, _, code := testutil.RunConch(t, "", "run", "--config", cfg, "--", "ls && rm -rf x")
 	if code != 125 || out != "Error: denied by rule Bash(rm -rf:*): rm -rf x\n" {
 		t.Errorf("conch run: %q exit %d", out, code)
 	}
-	out, _, code = runConch(t, "", "run", "--config", cfg, "--", "git push")
+	out, _, code = testutil.RunConch(t, "", "run", "--config", cfg, "--", "git push")
 	if want := "Error: not run: git push needs approval (rule Bash(git push:*)), but this client cannot ask the user; allow it in the conch configuration or run it yourself\n"; code != 125 || out != want {
 		t.Errorf("conch run: %q exit %d", out, code)
 	}
@@ -127,7 +131,7 @@ func TestRulesConfigured(t *testing.T) {
 		if sub == "run" {
 			args = append(args, "--", "ls")
 		}
-		_, stderr, code := runConch(t, "", args...)
+		_, stderr, code := testutil.RunConch(t, "", args...)
 		if want := "conch " + sub + ": config " + bad + ":2: rules.allow: rule \"Bash(ls\": expected Bash(<command>), Bash(<prefix>:*) or Bash(<glob with *>)\n"; code != 2 || stderr != want {
 			t.Errorf("conch %s with a bad rule: %q exit %d; want %q", sub, stderr, code, want)
 		}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -28,17 +30,17 @@ func TestConfigFile(t *testing.T) {
 	p := writeConfig(t, "# conch\ntimeout_ms = 300\nmax_result_bytes = 1000\ntoken = \"s3cret\"\n\n[env]\npass = [\"GITHUB_TOKEN\"]\n")
 
 	// The file's timeout applies to conch run.
-	stdout, stderr, code := runConch(t, marker, "run", "--config", p, "--", "sleep 5")
+	stdout, stderr, code := testutil.RunConch(t, marker, "run", "--config", p, "--", "sleep 5")
 	if code != exitTimedOut || !strings.Contains(stdout, "[timed out after 300ms]") {
 		t.Errorf("run with timeout_ms = 300: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	// A flag wins over the file.
-	stdout, _, code = runConch(t, marker, "run", "--config", p, "--timeout-ms", "5000", "--", "sleep 0.5; echo done")
+	stdout, _, code = testutil.RunConch(t, marker, "run", "--config", p, "--timeout-ms", "5000", "--", "sleep 0.5; echo done")
 	if code != 0 || stdout != "done\n" {
 		t.Errorf("run with --timeout-ms over the file: exit %d, stdout %q", code, stdout)
 	}
 
-	stdout, stderr, code = runConch(t, marker, "config", "--config", p, "--grace-ms", "100")
+	stdout, stderr, code = testutil.RunConch(t, marker, "config", "--config", p, "--grace-ms", "100")
 	if code != 0 {
 		t.Fatalf("conch config: exit %d, stderr %q", code, stderr)
 	}
@@ -61,7 +63,7 @@ func TestConfigFile(t *testing.T) {
 		t.Errorf("conch config shows the token:\n%s", stdout)
 	}
 	// conch run has no yield by default.
-	if stdout, _, _ := runConch(t, marker, "config", "run", "--config", p); !strings.Contains(stdout, "yield_ms = 0  # default\n") {
+	if stdout, _, _ := testutil.RunConch(t, marker, "config", "run", "--config", p); !strings.Contains(stdout, "yield_ms = 0  # default\n") {
 		t.Errorf("conch config run:\n%s", stdout)
 	}
 }
@@ -80,7 +82,7 @@ func TestConfigFileDefaultPath(t *testing.T) {
 	if err := os.WriteFile(p, []byte("max_tasks = 3\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(conchBin, "config")
+	cmd := exec.Command(testutil.ConchBinary(t), "config")
 	cmd.Env = append(testutil.Env(marker), "XDG_CONFIG_HOME="+home)
 	out, err := cmd.Output()
 	if err != nil || !strings.Contains(string(out), "max_tasks = 3  # "+p+":1\n") {
@@ -104,13 +106,13 @@ func TestConfigFileRefused(t *testing.T) {
 	} {
 		p := writeConfig(t, c.text)
 		for _, sub := range [][]string{{"run", "--config", p, "--", "true"}, {"serve", "--config", p}, {"acp", "--config", p}, {"config", "--config", p}} {
-			_, stderr, code := runConch(t, marker, sub...)
+			_, stderr, code := testutil.RunConch(t, marker, sub...)
 			if code != 2 || !strings.Contains(stderr, "config "+p+c.want) {
 				t.Errorf("conch %s with %q: exit %d, stderr %q; want exit 2 and %q", sub[0], c.text, code, stderr, "config "+p+c.want)
 			}
 		}
 	}
-	_, stderr, code := runConch(t, marker, "serve", "--config", "/nonexistent/conch.toml")
+	_, stderr, code := testutil.RunConch(t, marker, "serve", "--config", "/nonexistent/conch.toml")
 	if code != 2 || !strings.Contains(stderr, "config /nonexistent/conch.toml: no such file or directory") {
 		t.Errorf("a missing --config file: exit %d, stderr %q", code, stderr)
 	}
@@ -123,11 +125,11 @@ func TestHarness(t *testing.T) {
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	for _, sub := range []string{"run", "serve", "acp", "config"} {
-		stdout, stderr, code := runConch(t, marker, sub, "--help")
+		stdout, stderr, code := testutil.RunConch(t, marker, sub, "--help")
 		if code != 0 || !strings.Contains(stdout, "Usage: conch "+sub) || !strings.Contains(stdout, "-config FILE") || stderr != "" {
 			t.Errorf("conch %s --help: exit %d, stdout %q, stderr %q", sub, code, stdout, stderr)
 		}
-		_, stderr, code = runConch(t, marker, sub, "--max-tasks", "1.5")
+		_, stderr, code = testutil.RunConch(t, marker, sub, "--max-tasks", "1.5")
 		if code != 2 || !strings.Contains(stderr, `invalid value "1.5" for flag -max-tasks: must be a whole number`) {
 			t.Errorf("conch %s --max-tasks 1.5: exit %d, stderr %q", sub, code, stderr)
 		}

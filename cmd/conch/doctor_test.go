@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -66,15 +68,12 @@ func runDoctor(t *testing.T, home string, asNobody bool, env ...string) (map[str
 	t.Helper()
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
-	cmd := exec.Command(conchBin, "doctor")
+	cmd := testutil.Conch(t, marker, "doctor")
 	if asNobody {
 		testutil.Unprivileged(t, cmd)
-		if err := os.Chmod(filepath.Dir(conchBin), 0o755); err != nil {
-			t.Fatal(err)
-		}
 	}
 	cmd.Dir = home
-	cmd.Env = append(testutil.Env(marker), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "CODEX_HOME=")
+	cmd.Env = append(cmd.Env, "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "CODEX_HOME=")
 	cmd.Env = append(cmd.Env, env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

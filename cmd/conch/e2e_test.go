@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -313,7 +315,7 @@ func testCompletionNotice(t *testing.T, tr transport) {
 	callTool(t, cs, "bash", bashBG("echo x"))
 	const notice = "background task bash-1 (bash: echo x) finished [status: completed, exit code: 0] after <T>. Last output:\nx\nRead all of it with task_output."
 	var blocks []string
-	waitFor(t, 5*time.Second, "a completion notice", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "a completion notice", func() bool {
 		blocks = texts(t, callTool(t, cs, "task_list", nil))
 		return len(blocks) > 1
 	})
@@ -339,7 +341,7 @@ func cancelAfterTaskEnds(t *testing.T, cs *mcp.ClientSession, marker string, ser
 		errc <- err
 	}()
 	waitProcess(t, marker, server, "sleep 1030")
-	waitFor(t, 5*time.Second, "the background task to end", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "the background task to end", func() bool {
 		for _, p := range liveProcesses(marker, server) {
 			if strings.Contains(p, "sleep 0.3") {
 				return false
@@ -430,7 +432,7 @@ func TestToolsListBytes(t *testing.T) {
 	t.Parallel()
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
-	cmd := exec.Command(conchBin, "serve")
+	cmd := exec.Command(testutil.ConchBinary(t), "serve")
 	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

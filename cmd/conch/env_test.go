@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -24,7 +26,7 @@ var secretEnv = []string{
 func TestScrubLogNamesNoValue(t *testing.T) {
 	t.Parallel()
 	for _, sub := range []string{"serve", "acp"} {
-		cmd := exec.Command(conchBin, sub, "--pass-env", "KEEP_TOKEN")
+		cmd := exec.Command(testutil.ConchBinary(t), sub, "--pass-env", "KEEP_TOKEN")
 		cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir(), "KEEP_TOKEN=kept-5e1f")
 		cmd.Env = append(cmd.Env, secretEnv...)
 		cmd.Stdin = strings.NewReader("") // stdio ends at once
@@ -58,7 +60,7 @@ func TestRunPassEnv(t *testing.T) {
 	t.Parallel()
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
-	cmd := exec.Command(conchBin, "run", "--pass-env", "KEEP_TOKEN", "--pass-env", "ALSO_SECRET", "--",
+	cmd := exec.Command(testutil.ConchBinary(t), "run", "--pass-env", "KEEP_TOKEN", "--pass-env", "ALSO_SECRET", "--",
 		`set -x; echo "$KEEP_TOKEN $ALSO_SECRET [$DATABASE_URL$OPENAI_API_KEY$SESSION_COOKIE]"`)
 	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir(),
 		"KEEP_TOKEN=kept-5e1f", "ALSO_SECRET=also-8d2c")
@@ -76,7 +78,7 @@ func TestRunPassEnv(t *testing.T) {
 func TestPassEnvFlag(t *testing.T) {
 	t.Parallel()
 	for _, bad := range []string{"", "A=b"} {
-		_, stderr, code := runConch(t, "", "run", "--pass-env", bad, "--", "true")
+		_, stderr, code := testutil.RunConch(t, "", "run", "--pass-env", bad, "--", "true")
 		if want := `invalid value "` + bad + `" for flag -pass-env: must be a variable name`; code != 2 || !strings.Contains(stderr, want) {
 			t.Errorf("--pass-env %q: exit %d, stderr %q; want 2 and %q", bad, code, stderr, want)
 		}

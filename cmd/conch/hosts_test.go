@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -28,7 +30,7 @@ func TestHostsConfig(t *testing.T) {
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	p := writeConfig(t, "timeout_ms = 300\n\n[hosts.gpu1]\nssh = \"me@gpu1.example:2222\"\ncwd = \"/srv/train\"\n\n[hosts.build]\nssh = \"buildbox\"\n")
-	stdout, stderr, code := runConch(t, marker, "config", "--config", p)
+	stdout, stderr, code := testutil.RunConch(t, marker, "config", "--config", p)
 	if code != 0 {
 		t.Fatalf("conch config: exit %d, stderr %q", code, stderr)
 	}
@@ -47,7 +49,7 @@ func TestHostsConfig(t *testing.T) {
 		{"[hosts.gpu1]\nssh = [\"a\"]\n", ":2: hosts.gpu1.ssh: takes one value, not a list"},
 	} {
 		p := writeConfig(t, c.text)
-		_, stderr, code := runConch(t, marker, "config", "--config", p)
+		_, stderr, code := testutil.RunConch(t, marker, "config", "--config", p)
 		if code != 2 || !strings.Contains(stderr, "config "+p+c.want) {
 			t.Errorf("%q: exit %d, stderr %q; want %q", c.text, code, stderr, c.want)
 		}
@@ -99,7 +101,7 @@ func TestServeRemoteHost(t *testing.T) {
 	ssh.Alias(t, "gpubox", srv, 0)
 	cfg := writeConfig(t, "[hosts.gpu1]\nssh = \"gpubox\"\ncwd = \"/tmp\"\n")
 
-	cmd := exec.Command(conchBin, "serve", "--config", cfg, "--grace-ms", "500")
+	cmd := exec.Command(testutil.ConchBinary(t), "serve", "--config", cfg, "--grace-ms", "500")
 	cmd.Env = append(testutil.Env(marker), "HOME="+home, "SSH_AUTH_SOCK=", "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
 	cmd.Stderr = newLogBuffer(t, "conch serve")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -147,14 +149,14 @@ func TestServeRemoteHost(t *testing.T) {
 func TestAgentCommand(t *testing.T) {
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
-	stdout, _, code := runConch(t, marker, "agent", "--help")
+	stdout, _, code := testutil.RunConch(t, marker, "agent", "--help")
 	if code != 0 || !strings.HasPrefix(stdout, "Usage: conch agent") {
 		t.Errorf("conch agent --help: exit %d, %q", code, stdout)
 	}
-	if _, stderr, code := runConch(t, marker, "agent", "--bogus"); code != exitUsage || !strings.Contains(stderr, "-bogus") {
+	if _, stderr, code := testutil.RunConch(t, marker, "agent", "--bogus"); code != exitUsage || !strings.Contains(stderr, "-bogus") {
 		t.Errorf("conch agent --bogus: exit %d, %q", code, stderr)
 	}
-	cmd := exec.Command(conchBin, "agent")
+	cmd := exec.Command(testutil.ConchBinary(t), "agent")
 	cmd.Env = testutil.Env(marker)
 	cmd.Stderr = newLogBuffer(t, "conch agent")
 	in, _ := cmd.StdinPipe()

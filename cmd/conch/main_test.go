@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -8,12 +10,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.uber.org/goleak"
 
 	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/mcpserver"
@@ -22,33 +22,22 @@ import (
 	"github.com/conch-dev/conch/tools"
 )
 
-// conchBin is the conch binary built for these tests.
-var conchBin string
-
+// TestMain runs the tests with no user configuration file (the default
+// file is looked for under an empty directory), then removes the built
+// binary and fails the run if goroutines leaked.
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "conch-bin-")
+	dir, err := os.MkdirTemp("", "conch-config-")
+	if err == nil {
+		// Searchable by all: a conch run as an unprivileged user must
+		// find no file there, not fail to look.
+		err = os.Chmod(dir, 0o755)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	conchBin = filepath.Join(dir, "conch")
-	// No user configuration file reaches the tests: the default file is
-	// looked for under an empty directory.
-	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
-	if out, err := exec.Command("go", "build", "-o", conchBin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(testutil.LeakOptions()...); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Setenv("XDG_CONFIG_HOME", dir)
+	testutil.VerifyTestMain(m, func() { os.RemoveAll(dir) })
 }
 
 // logBuffer collects output written from several goroutines.
@@ -103,7 +92,7 @@ func startStdio(t *testing.T, o serverOptions) (*mcp.ClientSession, int) {
 	if o.yieldMs != 0 {
 		args = append(args, "--yield-ms", fmt.Sprint(o.yieldMs))
 	}
-	cmd := exec.Command(conchBin, args...)
+	cmd := exec.Command(testutil.ConchBinary(t), args...)
 	cmd.Env = append(testutil.Env(o.marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
 	cmd.Stderr = newLogBuffer(t, "conch serve")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -238,24 +227,12 @@ func liveProcesses(marker string, server int) []string {
 	return out
 }
 
-// waitFor polls cond every 10 ms for up to d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // waitProcess waits until a process with marker whose command line is
 // exactly cmd runs. (Not one that merely contains it: the bash -c that
 // will start it contains it too, and would be seen before it ran a line.)
 func waitProcess(t *testing.T, marker string, server int, cmd string) {
 	t.Helper()
-	waitFor(t, 5*time.Second, "a process running "+cmd, func() bool {
+	testutil.WaitFor(t, 5*time.Second, "a process running "+cmd, func() bool {
 		for _, p := range testutil.Processes(marker) {
 			if p.Pid != server && testutil.Cmdline(p.Pid) == cmd {
 				return true

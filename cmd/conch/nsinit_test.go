@@ -17,7 +17,7 @@ import (
 func TestInitSubcommand(t *testing.T) {
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
-	in, err := nsinit.Start(&nsinit.Options{Path: conchBin, Args: []string{nsinit.HelperArg}, Stderr: os.Stderr})
+	in, err := nsinit.Start(&nsinit.Options{Path: testutil.ConchBinary(t), Args: []string{nsinit.HelperArg}, Stderr: os.Stderr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestInitSubcommand(t *testing.T) {
 	if err != nil || ws.ExitStatus() != 0 {
 		t.Fatalf("status %v, %v", ws, err)
 	}
-	if got, want := strings.TrimSpace(string(out)), conchBin+" "+nsinit.HelperArg; got != want {
+	if got, want := strings.TrimSpace(string(out)), testutil.ConchBinary(t)+" "+nsinit.HelperArg; got != want {
 		t.Errorf("pid 1 inside is %q, want %q", got, want)
 	}
 }

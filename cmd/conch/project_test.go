@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -7,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/conch-dev/conch/internal/testutil"
 )
 
 // The composition root turns project files on: a project's deny rule
@@ -21,11 +25,11 @@ func TestProjectFileConfigured(t *testing.T) {
 	if err := os.WriteFile(p, []byte("[rules]\ndeny = [\"Bash(echo:*)\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, _, code := runConch(t, "", "run", "--config", cfg, "--cwd", project, "--", "echo hi")
+	out, _, code := testutil.RunConch(t, "", "run", "--config", cfg, "--cwd", project, "--", "echo hi")
 	if code != 125 || out != "Error: denied by rule Bash(echo:*): echo hi\n" {
 		t.Errorf("conch run in the project: %q exit %d", out, code)
 	}
-	out, _, code = runConch(t, "", "run", "--config", cfg, "--cwd", t.TempDir(), "--", "echo hi")
+	out, _, code = testutil.RunConch(t, "", "run", "--config", cfg, "--cwd", t.TempDir(), "--", "echo hi")
 	if code != 0 || out != "hi\n" {
 		t.Errorf("conch run elsewhere: %q exit %d", out, code)
 	}
@@ -40,7 +44,7 @@ func TestCheckProjectFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	check := func() (string, string, int) {
-		cmd := exec.Command(conchBin, "check", "--", "ls && git push origin")
+		cmd := testutil.Conch(t, "", "check", "--", "ls && git push origin")
 		cmd.Dir = project
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
@@ -78,7 +82,7 @@ func TestConfigRules(t *testing.T) {
 	if err := os.WriteFile(p, []byte("[rules]\nask = [\"Bash(git push:*)\", \"Bash(npm publish:*)\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, code := runConch(t, "", "config", "--config", cfg, "--cwd", project)
+	out, stderr, code := testutil.RunConch(t, "", "config", "--config", cfg, "--cwd", project)
 	if code != 0 {
 		t.Fatalf("conch config: exit %d, stderr %q", code, stderr)
 	}
@@ -94,7 +98,7 @@ rules.ask += ["Bash(git push:*)", "Bash(npm publish:*)"]  # ` + p + `:2
 	}
 
 	elsewhere := t.TempDir()
-	out, _, _ = runConch(t, "", "config", "run", "--cwd", elsewhere)
+	out, _, _ = testutil.RunConch(t, "", "config", "run", "--cwd", elsewhere)
 	if want := "rules.unmatched = \"allow\"  # default\n# project file: none in " + elsewhere + "\n"; !strings.HasSuffix(out, want) {
 		t.Errorf("conch config without rules:\n%s\nwant it to end with:\n%s", out, want)
 	}
@@ -102,7 +106,7 @@ rules.ask += ["Bash(git push:*)", "Bash(npm publish:*)"]  # ` + p + `:2
 	if err := os.WriteFile(p, []byte("[rules]\nunmatched = \"allow\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, code = runConch(t, "", "config", "--cwd", project)
+	_, stderr, code = testutil.RunConch(t, "", "config", "--cwd", project)
 	if want := "conch config: config " + p + ":2: rules.unmatched: a project file may only add rules.deny and rules.ask\n"; code != 2 || stderr != want {
 		t.Errorf("conch config with a refused project file: %q exit %d; want %q", stderr, code, want)
 	}

@@ -1,11 +1,11 @@
+//go:build linux
+
 package main
 
 import (
 	"bufio"
 	"bytes"
-	"flag"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -18,23 +18,6 @@ import (
 
 	"github.com/conch-dev/conch/internal/testutil"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files of conch run")
-
-// runConch runs the built binary with args and the test's marker, and
-// returns its stdout, stderr and exit status.
-func runConch(t *testing.T, marker string, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	cmd := exec.Command(conchBin, args...)
-	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if _, ok := err.(*exec.ExitError); err != nil && !ok {
-		t.Fatalf("conch %q: %v", args, err)
-	}
-	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
-}
 
 // TestRunGolden pins what conch run prints and its exit status. Each
 // case's golden file (testdata/run/<name>.golden) is the stdout, then a
@@ -75,24 +58,12 @@ func TestRunGolden(t *testing.T) {
 			t.Parallel()
 			marker := testutil.Marker(t)
 			defer testutil.AssertNoProcesses(t, marker)
-			stdout, stderr, code := runConch(t, marker, append([]string{"run"}, c.args...)...)
+			stdout, stderr, code := testutil.RunConch(t, marker, append([]string{"run"}, c.args...)...)
 			got := stdout + "-- exit " + strconv.Itoa(code) + " --\n"
 			path := filepath.Join("testdata", "run", c.name+".golden")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("conch run %q:\n%s\nwant:\n%s\nstderr: %s", c.args, got, want, stderr)
+			testutil.Golden(t, path, got)
+			if t.Failed() {
+				t.Logf("conch run %q: stderr %s", c.args, stderr)
 			}
 		})
 	}
@@ -116,7 +87,7 @@ func TestRunUsage(t *testing.T) {
 		{[]string{"--grace-ms", "Inf", "--", "true"}, 2, "", `invalid value "Inf" for flag -grace-ms`},
 		{[]string{"--cwd", "/nonexistent/dir", "--", "true"}, 2, "", "--cwd /nonexistent/dir: not a directory"},
 	} {
-		stdout, stderr, code := runConch(t, marker, append([]string{"run"}, c.args...)...)
+		stdout, stderr, code := testutil.RunConch(t, marker, append([]string{"run"}, c.args...)...)
 		if code != c.code || !strings.Contains(stdout, c.out) || !strings.Contains(stderr, c.errs) {
 			t.Errorf("run %q: exit %d\nstdout %q\nstderr %q\nwant exit %d, %q in stdout, %q in stderr",
 				c.args, code, stdout, stderr, c.code, c.out, c.errs)
@@ -141,7 +112,7 @@ func TestRunInterrupted(t *testing.T) {
 				args = append(args, "--background")
 			}
 			args = append(args, "--", "setsid sleep 1004 >/dev/null 2>&1 & echo started; sleep 1005")
-			cmd := exec.Command(conchBin, args...)
+			cmd := exec.Command(testutil.ConchBinary(t), args...)
 			cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
 			var out bytes.Buffer
 			cmd.Stdout = &out
@@ -176,7 +147,7 @@ func TestRunStdoutClosed(t *testing.T) {
 	t.Parallel()
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
-	cmd := exec.Command(conchBin, "run", "--background", "--",
+	cmd := exec.Command(testutil.ConchBinary(t), "run", "--background", "--",
 		"setsid sleep 1022 >/dev/null 2>&1 & while :; do echo y; sleep 0.05; done")
 	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
 	stdout, err := cmd.StdoutPipe()
@@ -209,7 +180,7 @@ func TestRunInterruptedFollowsToTheEnd(t *testing.T) {
 	t.Parallel()
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
-	cmd := exec.Command(conchBin, "run", "--background", "--", "trap 'echo bye; exit 0' TERM; echo started; sleep 1040 & wait")
+	cmd := exec.Command(testutil.ConchBinary(t), "run", "--background", "--", "trap 'echo bye; exit 0' TERM; echo started; sleep 1040 & wait")
 	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
 	var out bytes.Buffer
 	cmd.Stdout = &out

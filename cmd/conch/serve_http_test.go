@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -91,7 +93,7 @@ func startHTTPServe(t *testing.T, marker, addr string, env ...string) *httpServe
 			s.runtimeDir = d
 		}
 	}
-	s.cmd = exec.Command(conchBin, "serve", "--http", addr)
+	s.cmd = exec.Command(testutil.ConchBinary(t), "serve", "--http", addr)
 	s.cmd.Env = append(append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir(), "XDG_RUNTIME_DIR="+s.runtimeDir), env...)
 	logs := newLogBuffer(t, "conch serve --http")
 	s.logs = logs
@@ -109,7 +111,7 @@ func startHTTPServe(t *testing.T, marker, addr string, env ...string) *httpServe
 			s.cmd.Process.Kill()
 		}
 	})
-	waitFor(t, 5*time.Second, "the listening address in the logs", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "the listening address in the logs", func() bool {
 		_, rest, ok := strings.Cut(logs.String(), "url=")
 		if ok {
 			s.url, _, ok = strings.Cut(rest, " ")
@@ -224,7 +226,7 @@ func TestServeHTTPAddrRefused(t *testing.T) {
 		{"localhost:-1", 2, `invalid value "localhost:-1" for flag -http: `},
 		{busy.Addr().String(), 1, "--http " + busy.Addr().String() + ": "},
 	} {
-		cmd := exec.Command(conchBin, "serve", "--http", c.addr)
+		cmd := exec.Command(testutil.ConchBinary(t), "serve", "--http", c.addr)
 		cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
 		var stdout, stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr

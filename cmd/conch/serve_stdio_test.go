@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -17,7 +19,7 @@ func TestServeStdioBadInput(t *testing.T) {
 	t.Parallel()
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
-	cmd := exec.Command(conchBin, "serve")
+	cmd := exec.Command(testutil.ConchBinary(t), "serve")
 	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

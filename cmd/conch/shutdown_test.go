@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -28,7 +30,7 @@ func TestServeShutdown(t *testing.T) {
 			marker := testutil.Marker(t)
 			defer testutil.AssertNoProcesses(t, marker)
 			tmp := t.TempDir()
-			cmd := exec.Command(conchBin, "serve")
+			cmd := exec.Command(testutil.ConchBinary(t), "serve")
 			cmd.Env = append(testutil.Env(marker), "TMPDIR="+tmp, "XDG_STATE_HOME="+t.TempDir())
 			cmd.Stderr = newLogBuffer(t, "conch serve")
 			cmd.WaitDelay = 2 * time.Second
@@ -130,7 +132,7 @@ func TestServeStdoutClosed(t *testing.T) {
 	t.Parallel()
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
-	cmd := exec.Command(conchBin, "serve")
+	cmd := exec.Command(testutil.ConchBinary(t), "serve")
 	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
 	cmd.Stderr = newLogBuffer(t, "conch serve")
 	stdin, err := cmd.StdinPipe()
@@ -223,7 +225,7 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"--http", "nonsense"}, 2, "", `invalid value "nonsense" for flag -http`},
 		{[]string{"extra"}, 2, "", `unexpected argument "extra"`},
 	} {
-		cmd := exec.Command(conchBin, append([]string{"serve"}, c.args...)...)
+		cmd := exec.Command(testutil.ConchBinary(t), append([]string{"serve"}, c.args...)...)
 		var stdout, stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		cmd.Run()
@@ -258,7 +260,7 @@ func TestServeFlagRanges(t *testing.T) {
 			if sub == "run" {
 				full = append(full, "--", "true")
 			}
-			cmd := exec.Command(conchBin, full...)
+			cmd := exec.Command(testutil.ConchBinary(t), full...)
 			cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
 			cmd.Stdin = strings.NewReader("") // stdio serve ends at once if it starts
 			var stdout, stderr strings.Builder

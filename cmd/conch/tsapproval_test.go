@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -42,7 +44,7 @@ func TestTSClientApproval(t *testing.T) {
 	cfg := writeConfig(t, "[rules]\nask = [\"Bash(touch:*)\"]\n")
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "approval.mjs", conchBin, cfg, work)
+	cmd := exec.CommandContext(ctx, node, "approval.mjs", testutil.ConchBinary(t), cfg, work)
 	cmd.Dir = tsClientDir
 	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
 	var stdout, stderr bytes.Buffer

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -48,7 +50,7 @@ func TestTSClient(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "script.mjs", conchBin, root)
+	cmd := exec.CommandContext(ctx, node, "script.mjs", testutil.ConchBinary(t), root)
 	cmd.Dir = tsClientDir
 	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
 	var stdout, stderr bytes.Buffer
@@ -126,9 +128,9 @@ func checkTSClient(t *testing.T, tr string, got map[string]any, root string) {
 
 	expect("protocolVersion", "2025-11-25")
 	expect("server", "conch")
-	expect("tools", list{"bash", "task_output", "task_list", "task_kill"})
-	expect("withOutputSchema", list{"bash", "task_output", "task_list", "task_kill"})
-	expect("bashInputProperties", list{"command", "description", "timeoutMs", "workdir", "run_in_background"})
+	expect("tools", list{"bash", "task_output", "task_list", "task_kill", "task_input"})
+	expect("withOutputSchema", list{"bash", "task_output", "task_list", "task_kill", "task_input"})
+	expect("bashInputProperties", list{"command", "description", "timeoutMs", "workdir", "run_in_background", "tty"})
 
 	expect("echo", obj{
 		"texts": list{"hello\n"}, "isError": false,

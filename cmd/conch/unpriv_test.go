@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -8,7 +10,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -37,13 +38,9 @@ const (
 // its environment, in a directory of its own.
 func unprivConch(t *testing.T, marker string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(conchBin, args...)
+	cmd := exec.Command(testutil.ConchBinary(t), args...)
 	testutil.Unprivileged(t, cmd)
 	dir := testutil.UnprivilegedDir(t)
-	// The binary's directory is root's and private.
-	if err := os.Chmod(filepath.Dir(conchBin), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	cmd.Dir = dir
 	cmd.Env = append(testutil.Env(marker), "HOME="+dir, "TMPDIR="+dir, "XDG_STATE_HOME="+dir,
 		"OPENAI_API_KEY="+unprivSecretA+unprivSecretB)

@@ -148,7 +148,7 @@ func TestInitMemory(t *testing.T) {
 		}
 		children = append(children, ch)
 	}
-	waitFor(t, 10*time.Second, "the sleeps", func() bool { return len(testutil.Processes(marker)) == n })
+	testutil.WaitFor(t, 10*time.Second, "the sleeps", func() bool { return len(testutil.Processes(marker)) == n })
 	after := rssKiB(t, in.Pid())
 	perTask := float64(after-before) / n
 	t.Logf("init resident memory: %d KiB idle, %d KiB with %d commands running: %.1f KiB per command", before, after, n, perTask)

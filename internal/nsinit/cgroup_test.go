@@ -57,7 +57,7 @@ func TestCgroupPerCommand(t *testing.T) {
 	ch, stdout, _ := spawn(t, in, marker, escapees+"; "+loop)
 	wait(t, ch)
 	testutil.WaitBeating(t, beat)
-	waitFor(t, 10*time.Second, "the escapees", func() bool { return len(testutil.Processes(marker)) >= 3 })
+	testutil.WaitFor(t, 10*time.Second, "the escapees", func() bool { return len(testutil.Processes(marker)) >= 3 })
 	var dir string
 	for _, p := range testutil.Processes(marker) {
 		got := cgroupOf(p.Pid)

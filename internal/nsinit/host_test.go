@@ -79,12 +79,12 @@ func TestServerKilled(t *testing.T) {
 		proc.WaitCmd(cmd)
 		t.Fatalf("server: %q", line)
 	}
-	waitFor(t, 10*time.Second, "the escapees", func() bool { return len(testutil.Processes(marker)) >= 5 })
+	testutil.WaitFor(t, 10*time.Second, "the escapees", func() bool { return len(testutil.Processes(marker)) >= 5 })
 	testutil.WaitBeating(t, beat)
 	t0 := time.Now()
 	cmd.Process.Kill()
 	proc.WaitCmd(cmd)
-	waitFor(t, 2*time.Second, "the namespace to empty", func() bool { return len(testutil.Processes(marker)) == 0 })
+	testutil.WaitFor(t, 2*time.Second, "the namespace to empty", func() bool { return len(testutil.Processes(marker)) == 0 })
 	t.Logf("the namespace was empty %v after the server's SIGKILL", time.Since(t0))
 	if testutil.Beating(t, beat) {
 		t.Error("the fork loop outlived the server")

@@ -176,7 +176,7 @@ func TestTerminateIgnoringTERM(t *testing.T) {
 	marker := clean(t)
 	in := startInit(t)
 	ch, stdout, _ := spawn(t, in, marker, `trap "" TERM; sleep 600 & echo ready; wait`)
-	waitFor(t, 10*time.Second, "the command to start", func() bool { return len(testutil.Processes(marker)) >= 2 })
+	testutil.WaitFor(t, 10*time.Second, "the command to start", func() bool { return len(testutil.Processes(marker)) >= 2 })
 	const grace = 300 * time.Millisecond
 	t0 := time.Now()
 	escalated, err := ch.Terminate(grace)
@@ -204,14 +204,14 @@ func TestSignalGroup(t *testing.T) {
 	marker := clean(t)
 	in := startInit(t)
 	ch, stdout, _ := spawn(t, in, marker, `sleep 600 & sleep 600 & wait`)
-	waitFor(t, 10*time.Second, "the sleeps", func() bool { return len(testutil.Processes(marker)) == 3 })
+	testutil.WaitFor(t, 10*time.Second, "the sleeps", func() bool { return len(testutil.Processes(marker)) == 3 })
 	if err := ch.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if ws := wait(t, ch); !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
 		t.Errorf("status %v, want SIGTERM", ws)
 	}
-	waitFor(t, 5*time.Second, "the group to go", func() bool { return len(testutil.Processes(marker)) == 0 })
+	testutil.WaitFor(t, 5*time.Second, "the group to go", func() bool { return len(testutil.Processes(marker)) == 0 })
 	stdout.text(t)
 	ch.Release()
 }

@@ -33,7 +33,7 @@ func TestKillLeftoversEscapees(t *testing.T) {
 	if ws := wait(t, ch); ws.ExitStatus() != 0 {
 		t.Fatalf("status %v", ws)
 	}
-	waitFor(t, 10*time.Second, "three sleeps", func() bool { return len(testutil.Processes(marker)) >= 3 })
+	testutil.WaitFor(t, 10*time.Second, "three sleeps", func() bool { return len(testutil.Processes(marker)) >= 3 })
 	time.Sleep(50 * time.Millisecond)
 	if n := len(testutil.Processes(marker)); n < 3 {
 		t.Fatalf("%d processes left after the exit; want the three sleeps alive", n)
@@ -55,7 +55,7 @@ func TestKillLeftoversAfterRelease(t *testing.T) {
 	in := startInit(t)
 	ch, stdout, _ := spawn(t, in, marker, escapees)
 	wait(t, ch)
-	waitFor(t, 10*time.Second, "three sleeps", func() bool { return len(testutil.Processes(marker)) >= 3 })
+	testutil.WaitFor(t, 10*time.Second, "three sleeps", func() bool { return len(testutil.Processes(marker)) >= 3 })
 	ch.Release()
 	// Another command runs meanwhile, and must survive.
 	other := testutil.Marker(t)

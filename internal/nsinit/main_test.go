@@ -171,15 +171,3 @@ func wait(t *testing.T, ch *nsinit.Child) syscall.WaitStatus {
 	}
 	return ws
 }
-
-// waitFor polls cond every 5 ms for up to d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

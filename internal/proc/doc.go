@@ -47,4 +47,8 @@
 // stays a zombie. Commands never cause this (they run in sessions of their
 // own and cannot join ours); helpers that may leave background processes
 // should be started with StartCmd in a group of their own.
+//
+// It is Linux-only (a child subreaper, pidfds, /proc): on other systems the
+// package is empty, and shell/local, its only user outside tests, refuses
+// to start.
 package proc

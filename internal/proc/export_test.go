@@ -1,3 +1,5 @@
+//go:build linux
+
 package proc
 
 // ParseStat exposes the /proc/<pid>/stat parser to the tests.

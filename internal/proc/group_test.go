@@ -1,3 +1,5 @@
+//go:build linux
+
 package proc_test
 
 import (
@@ -20,7 +22,7 @@ func TestGroupAlive(t *testing.T) {
 	cmd := startSession(t, marker, "sleep 600; :")
 	pgid := cmd.Process.Pid
 	done := waitAsync(cmd)
-	waitFor(t, "sleep to start", func() bool { return len(withCmdline(marker, "sleep 600")) == 1 })
+	testutil.WaitFor(t, 5*time.Second, "sleep to start", func() bool { return len(withCmdline(marker, "sleep 600")) == 1 })
 	if !proc.GroupAlive(pgid) {
 		t.Error("GroupAlive of a running group = false")
 	}
@@ -30,7 +32,7 @@ func TestGroupAlive(t *testing.T) {
 	if err := recv(t, done); !signalled(err, syscall.SIGKILL) {
 		t.Errorf("Wait = %v, want killed", err)
 	}
-	waitFor(t, "group to go", func() bool { return !proc.GroupAlive(pgid) })
+	testutil.WaitFor(t, 5*time.Second, "group to go", func() bool { return !proc.GroupAlive(pgid) })
 	for _, pgid := range []int{0, -1, -pgid} {
 		if proc.GroupAlive(pgid) {
 			t.Errorf("GroupAlive(%d) = true", pgid)
@@ -48,7 +50,7 @@ func TestGroupAliveZombieOnly(t *testing.T) {
 	cmd := startSession(t, marker, "sleep 600 & exec sleep 601")
 	leader := cmd.Process.Pid
 	var child proc.Info
-	waitFor(t, "both sleeps", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "both sleeps", func() bool {
 		c := withCmdline(marker, "sleep 600")
 		if len(c) == 1 && len(withCmdline(marker, "sleep 601")) == 1 {
 			child = c[0]
@@ -62,7 +64,7 @@ func TestGroupAliveZombieOnly(t *testing.T) {
 	if err := proc.Signal(child, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "child zombie", func() bool { p, err := proc.Stat(child.Pid); return err == nil && p.State == 'Z' })
+	testutil.WaitFor(t, 5*time.Second, "child zombie", func() bool { p, err := proc.Stat(child.Pid); return err == nil && p.State == 'Z' })
 	if !proc.GroupAlive(leader) {
 		t.Error("GroupAlive = false with the leader alive and its child a zombie")
 	}
@@ -73,7 +75,7 @@ func TestGroupAliveZombieOnly(t *testing.T) {
 	if err := unix.Kill(leader, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "leader zombie", func() bool { p, err := proc.Stat(leader); return err == nil && p.State == 'Z' })
+	testutil.WaitFor(t, 5*time.Second, "leader zombie", func() bool { p, err := proc.Stat(leader); return err == nil && p.State == 'Z' })
 	if err := unix.Kill(-leader, 0); err != nil {
 		t.Fatalf("kill(-pgid, 0) = %v; the scenario needs the kernel to still know the group", err)
 	}
@@ -88,7 +90,7 @@ func TestGroupAliveZombieOnly(t *testing.T) {
 
 	// The orphaned zombie child was re-parented to us and is reaped by
 	// the orphan reaper; the claimed leader is not.
-	waitFor(t, "orphan reaper to reap the child", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "orphan reaper to reap the child", func() bool {
 		_, err := proc.Stat(child.Pid)
 		return errors.Is(err, proc.ErrNotExist)
 	})
@@ -136,7 +138,7 @@ func terminateOnce(t *testing.T, script string) time.Duration {
 	marker := clean(t)
 	cmd := startSession(t, marker, script)
 	done := waitAsync(cmd)
-	waitFor(t, "sleep to start", func() bool { return len(withCmdline(marker, "sleep 600")) > 0 })
+	testutil.WaitFor(t, 5*time.Second, "sleep to start", func() bool { return len(withCmdline(marker, "sleep 600")) > 0 })
 	start := time.Now()
 	escalated := proc.Terminate(cmd.Process.Pid, 3*time.Second)
 	took := time.Since(start)
@@ -158,7 +160,7 @@ func TestTerminateTrapped(t *testing.T) {
 	// exec) and sleep ignore it.
 	cmd := startSession(t, marker, "trap '' TERM; sleep 600 & sleep 600")
 	done := waitAsync(cmd)
-	waitFor(t, "sleeps", func() bool { return len(withCmdline(marker, "sleep 600")) == 2 })
+	testutil.WaitFor(t, 5*time.Second, "sleeps", func() bool { return len(withCmdline(marker, "sleep 600")) == 2 })
 	const grace = 300 * time.Millisecond
 	start := time.Now()
 	escalated := proc.Terminate(cmd.Process.Pid, grace)
@@ -182,7 +184,7 @@ func TestTerminateContextHurries(t *testing.T) {
 	marker := clean(t)
 	cmd := startSession(t, marker, "trap '' TERM; sleep 600")
 	done := waitAsync(cmd)
-	waitFor(t, "sleep", func() bool { return len(withCmdline(marker, "sleep 600")) == 1 })
+	testutil.WaitFor(t, 5*time.Second, "sleep", func() bool { return len(withCmdline(marker, "sleep 600")) == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()

@@ -1,3 +1,5 @@
+//go:build linux
+
 package proc_test
 
 import (
@@ -66,18 +68,6 @@ func recv(t *testing.T, done <-chan error) error {
 	case <-time.After(10 * time.Second):
 		t.Fatal("command did not end within 10 s")
 		return nil
-	}
-}
-
-// waitFor polls cond every millisecond for up to 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -1,3 +1,5 @@
+//go:build linux
+
 package proc_test
 
 import (
@@ -41,7 +43,7 @@ func TestSubreaperAdoptsAndReapsEscapee(t *testing.T) {
 		t.Fatalf("bash: %v", err)
 	}
 	var esc proc.Info
-	waitFor(t, "the escapee", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "the escapee", func() bool {
 		s := withCmdline(marker, "sleep 1000")
 		if len(s) == 1 {
 			esc = s[0]
@@ -58,7 +60,7 @@ func TestSubreaperAdoptsAndReapsEscapee(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	waitFor(t, "the orphan reaper to reap the escapee", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "the orphan reaper to reap the escapee", func() bool {
 		_, err := proc.Stat(esc.Pid)
 		return errors.Is(err, proc.ErrNotExist)
 	})
@@ -83,7 +85,7 @@ func TestReaperSparesWaitedChildren(t *testing.T) {
 	claimed := startSession(t, marker, "exit 4")
 
 	for _, pid := range []int{plain.Process.Pid, claimed.Process.Pid} {
-		waitFor(t, "a zombie", func() bool { p, err := proc.Stat(pid); return err == nil && p.State == 'Z' })
+		testutil.WaitFor(t, 5*time.Second, "a zombie", func() bool { p, err := proc.Stat(pid); return err == nil && p.State == 'Z' })
 	}
 	// Let the reaper see both zombies: one scan that starts after they
 	// exist, plus its trailing scan.
@@ -92,7 +94,7 @@ func TestReaperSparesWaitedChildren(t *testing.T) {
 	if err := poke.Run(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the reaper to scan", func() bool { return proc.ReapScans() > scans })
+	testutil.WaitFor(t, 5*time.Second, "the reaper to scan", func() bool { return proc.ReapScans() > scans })
 	time.Sleep(3 * proc.ReapInterval)
 
 	for _, pid := range []int{plain.Process.Pid, claimed.Process.Pid} {
@@ -118,7 +120,7 @@ func TestReaperRateLimitsBursts(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	scans := proc.ReapScans()
-	waitFor(t, "every orphan to be reaped", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "every orphan to be reaped", func() bool {
 		return len(testutil.Processes(marker)) == 0 && len(testutil.ZombieChildren()) == 0
 	})
 	time.Sleep(2 * proc.ReapInterval)

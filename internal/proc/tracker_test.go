@@ -1,3 +1,5 @@
+//go:build linux
+
 package proc_test
 
 import (
@@ -58,7 +60,7 @@ func TestTrackerKillAll(t *testing.T) {
 		dones = append(dones, waitAsync(cmd))
 	}
 	const sleeps = 8
-	waitFor(t, "every sleep", func() bool { return len(withCmdline(marker, "sleep 1000")) == sleeps })
+	testutil.WaitFor(t, 5*time.Second, "every sleep", func() bool { return len(withCmdline(marker, "sleep 1000")) == sleeps })
 	before := testutil.Processes(marker)
 	for _, p := range before {
 		t.Logf("before: pid %d ppid %d pgid %d sid %d: %s", p.Pid, p.PPid, p.Pgid, p.Sid, testutil.Cmdline(p.Pid))
@@ -120,7 +122,7 @@ func TestTrackerSessionMovesOnReAdd(t *testing.T) {
 	marker := clean(t)
 	cmd := startSession(t, marker, "sleep 1000 & wait")
 	done := waitAsync(cmd)
-	waitFor(t, "sleep", func() bool { return len(withCmdline(marker, "sleep 1000")) == 1 })
+	testutil.WaitFor(t, 5*time.Second, "sleep", func() bool { return len(withCmdline(marker, "sleep 1000")) == 1 })
 	old, cur := proc.NewTracker(), proc.NewTracker()
 	old.Add(cmd.Process.Pid, "") // as if an earlier session had had this id
 	cur.Add(cmd.Process.Pid, "") // the pid is handed to a new command
@@ -150,7 +152,7 @@ func TestTrackerPrunesDeadSessions(t *testing.T) {
 	} else {
 		t.Logf("%d sessions tracked after %d dead ones were added", n, dead)
 	}
-	waitFor(t, "sleep", func() bool { return len(withCmdline(marker, "sleep 1000")) == 1 })
+	testutil.WaitFor(t, 5*time.Second, "sleep", func() bool { return len(withCmdline(marker, "sleep 1000")) == 1 })
 	tr.KillAll(time.Second)
 	if err := recv(t, done); !signalled(err, syscall.SIGTERM) {
 		t.Errorf("Wait = %v, want killed by SIGTERM (a live session must survive pruning)", err)
@@ -196,7 +198,7 @@ func TestTrackerKillOwnerAfterPrune(t *testing.T) {
 		tr.Exited(cmd.Process.Pid)
 		time.Sleep(50 * time.Millisecond) // the windows of a and b must not overlap
 	}
-	waitFor(t, "both sleeps", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "both sleeps", func() bool {
 		return len(withCmdline(marker, "sleep 1001")) == 1 && len(withCmdline(marker, "sleep 1002")) == 1
 	})
 	for i := range 3000 { // dead sessions: the prunes forget the commands' empty ones

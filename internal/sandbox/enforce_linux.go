@@ -14,8 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func access(path string) bool { return unix.Access(path, unix.W_OK) == nil }
-
 // Mount applies the mount half of plan. It must run in a private mount
 // namespace of its own, with CAP_SYS_ADMIN there, before Restrict (which
 // forbids mounting): each pinned git directory is bound onto itself

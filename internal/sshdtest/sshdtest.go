@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package sshdtest starts real OpenSSH servers for tests: Debian's sshd on
 // 127.0.0.1 at a free port, with its own host key and configuration,
 // letting the test's own key log in as an unprivileged user.

@@ -1,3 +1,5 @@
+//go:build linux
+
 package term_test
 
 import (
@@ -49,9 +51,9 @@ func input(t *testing.T, tm *term.Term, text string, keys ...string) string {
 	return out
 }
 
-// waitFor waits until the screen shows want: a real program may take
+// waitScreen waits until the screen shows want: a real program may take
 // longer than the quiet period to start on a loaded machine.
-func waitFor(t *testing.T, tm *term.Term, want string) {
+func waitScreen(t *testing.T, tm *term.Term, want string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(tm.Screen(), want) {
@@ -80,7 +82,7 @@ func ended(t *testing.T, tm *term.Term) int {
 func TestREPL(t *testing.T) {
 	t.Parallel()
 	tm := helper(t, "repl")
-	waitFor(t, tm, ">")
+	waitScreen(t, tm, ">")
 	if got := tm.Read(); got != "> " {
 		t.Errorf("first read %q, want the prompt", got)
 	}
@@ -107,7 +109,7 @@ func TestREPL(t *testing.T) {
 func TestHiddenPassword(t *testing.T) {
 	t.Parallel()
 	tm := helper(t, "password")
-	waitFor(t, tm, "Password:")
+	waitScreen(t, tm, "Password:")
 	if got := tm.Read(); got != "Password: " {
 		t.Errorf("prompt %q", got)
 	}
@@ -121,7 +123,7 @@ func TestHiddenPassword(t *testing.T) {
 func TestFullScreen(t *testing.T) {
 	t.Parallel()
 	tm := helper(t, "fullscreen")
-	waitFor(t, tm, "status: ready")
+	waitScreen(t, tm, "status: ready")
 	want := "TITLE" + strings.Repeat("\n", 19) + strings.Repeat(" ", 49) + "center" + strings.Repeat("\n", 20) + "status: ready"
 	if got := tm.Read(); got != want {
 		t.Errorf("screen:\n%s\nwant:\n%s", got, want)
@@ -160,7 +162,7 @@ func TestProgressCollapsed(t *testing.T) {
 func TestKeysEncoded(t *testing.T) {
 	t.Parallel()
 	tm := helper(t, "keys")
-	waitFor(t, tm, "ready")
+	waitScreen(t, tm, "ready")
 	tm.Read()
 	for _, c := range []struct {
 		key, hex string
@@ -187,7 +189,7 @@ func TestUnknownKey(t *testing.T) {
 	if !errors.As(err, &uk) || err.Error() != want {
 		t.Fatalf("error %v, want %s", err, want)
 	}
-	waitFor(t, tm, ">")
+	waitScreen(t, tm, ">")
 	tm.WaitQuiet(500 * time.Millisecond)
 	if got := tm.Read(); got != "> " {
 		t.Errorf("something was sent before the keys were checked: %q", got)
@@ -199,7 +201,7 @@ func TestUnknownKey(t *testing.T) {
 func TestBash(t *testing.T) {
 	t.Parallel()
 	tm := start(t, []string{"bash", "--norc", "--noprofile", "-i"}, "PS1=$ ", "HISTFILE=/dev/null")
-	waitFor(t, tm, "$")
+	waitScreen(t, tm, "$")
 	if got := tm.Read(); got != "$ " {
 		t.Errorf("prompt %q", got)
 	}
@@ -235,7 +237,7 @@ func TestPython(t *testing.T) {
 		t.Skip("python3 is not installed")
 	}
 	tm := start(t, []string{"python3", "-q", "-i"}, "PYTHON_BASIC_REPL=1", "PYTHONSTARTUP=")
-	waitFor(t, tm, ">>>")
+	waitScreen(t, tm, ">>>")
 	if got := tm.Read(); got != ">>> " {
 		t.Errorf("prompt %q", got)
 	}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package testutil_test
 
 import (

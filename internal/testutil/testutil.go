@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package testutil checks that tests leave no process, zombie, file descriptor or goroutine behind.
 //
 // Every test that starts processes takes a Marker, puts it in the
@@ -174,8 +176,15 @@ func VerifyNoLeaks(t testing.TB) {
 	goleak.VerifyNone(t, LeakOptions()...)
 }
 
-// VerifyTestMain runs the tests of m and then fails the binary if
-// goroutines leaked; call it from TestMain.
-func VerifyTestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, LeakOptions()...)
+// VerifyTestMain runs the tests of m, then each of cleanups, removes the
+// binary ConchBinary built, and fails the binary if goroutines leaked;
+// call it from TestMain.
+func VerifyTestMain(m *testing.M, cleanups ...func()) {
+	goleak.VerifyTestMain(m, append(LeakOptions(), goleak.Cleanup(func(code int) {
+		for _, c := range cleanups {
+			c()
+		}
+		removeConchBinary()
+		os.Exit(code)
+	}))...)
 }

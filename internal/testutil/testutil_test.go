@@ -1,3 +1,5 @@
+//go:build linux
+
 package testutil_test
 
 import (
@@ -130,13 +132,9 @@ func TestZombieChildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	deadline := time.Now().Add(5 * time.Second)
-	for !slices.Contains(testutil.ZombieChildren(), pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("exited child %d never listed as a zombie", pid)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, 5*time.Second, "the exited child to be listed as a zombie", func() bool {
+		return slices.Contains(testutil.ZombieChildren(), pid)
+	})
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}

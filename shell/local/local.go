@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package local is the provider of the shell seam that runs commands as
 // local processes: one bash per command, each in its own session and
 // process group, killed as a group, with bounded output and a scrubbed

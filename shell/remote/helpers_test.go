@@ -1,14 +1,14 @@
+//go:build linux
+
 package remote_test
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"testing"
@@ -21,26 +21,9 @@ import (
 	"github.com/conch-dev/conch/shell/remote"
 )
 
-// conchBin is the conch binary built for the tests, run as `conch agent`.
-var conchBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "conch-remote-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	conchBin = filepath.Join(dir, "conch")
-	build := exec.Command("go", "build", "-o", conchBin, "github.com/conch-dev/conch/cmd/conch")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build conch:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	defer os.RemoveAll(dir)
-	testutil.VerifyTestMain(m)
-}
+// TestMain removes the conch binary the tests built (run as `conch
+// agent`) and fails the run if goroutines leaked.
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 const testGrace = 500 * time.Millisecond
 
@@ -108,7 +91,13 @@ func processDialer(t *testing.T, marker string) (remote.Dialer, func()) {
 		procs []*agentProc
 	)
 	d := remote.DialFunc(func(ctx context.Context) (io.ReadWriteCloser, error) {
-		p, err := startAgent()
+		// Built on first use: a test that never dials (or is re-run as
+		// another user) does not build it.
+		bin, err := testutil.BuildConch()
+		if err != nil {
+			return nil, err
+		}
+		p, err := startAgent(bin)
 		if err != nil {
 			return nil, err
 		}
@@ -136,7 +125,7 @@ type agentProc struct {
 	err  error
 }
 
-func startAgent() (*agentProc, error) {
+func startAgent(bin string) (*agentProc, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -147,7 +136,7 @@ func startAgent() (*agentProc, error) {
 		inW.Close()
 		return nil, err
 	}
-	cmd := exec.Command(conchBin, "agent", "--grace", testGrace.String())
+	cmd := exec.Command(bin, "agent", "--grace", testGrace.String())
 	cmd.Env = os.Environ()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, os.Stderr
 	err = cmd.Start()

@@ -1,13 +1,11 @@
+//go:build linux
+
 package sshhost_test
 
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,27 +23,9 @@ import (
 // testUser is the unprivileged user the tests log in as.
 const testUser = sshdtest.User
 
-// conchBin is the conch binary built for the tests, deployed as the agent.
-var conchBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "conch-sshhost-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Chmod(dir, 0o755)
-	conchBin = filepath.Join(dir, "conch")
-	build := exec.Command("go", "build", "-o", conchBin, "github.com/conch-dev/conch/cmd/conch")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build conch:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	defer os.RemoveAll(dir)
-	testutil.VerifyTestMain(m)
-}
+// TestMain removes the conch binary the tests built (deployed as the
+// agent) and fails the run if goroutines leaked.
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 // sshd is a real OpenSSH server for one test.
 type sshd = sshdtest.Server
@@ -57,10 +37,11 @@ func startSSHD(t testing.TB, extra ...string) *sshd { return sshdtest.Start(t, e
 type client struct {
 	*sshdtest.Client
 	stderr *testutil.Buffer
+	bin    string // the conch binary deployed as the agent
 }
 
 func newClient(t testing.TB) *client {
-	c := &client{Client: sshdtest.NewClient(t.TempDir()), stderr: new(testutil.Buffer)}
+	c := &client{Client: sshdtest.NewClient(t.TempDir()), stderr: new(testutil.Buffer), bin: testutil.ConchBinary(t)}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("agent stderr:\n%s", c.stderr.String())
@@ -78,7 +59,7 @@ func (c *client) options() *sshhost.Options {
 		SSHConfig:   c.SSHConfig,
 		KnownHosts:  []string{c.KnownHosts},
 		AgentSocket: "none", // the identity files alone
-		AgentBinary: conchBin,
+		AgentBinary: c.bin,
 		AgentArgs:   []string{"--grace", "500ms"},
 		Stderr:      c.stderr,
 	}

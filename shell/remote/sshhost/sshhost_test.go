@@ -1,3 +1,5 @@
+//go:build linux
+
 package sshhost_test
 
 import (
@@ -220,7 +222,7 @@ func TestDeployWhenMissingOrOutdated(t *testing.T) {
 	if len(deployed) != 1 {
 		t.Fatalf("deployed agents: %q, want one", deployed)
 	}
-	want, _ := os.ReadFile(conchBin)
+	want, _ := os.ReadFile(c.bin)
 	if got, _ := os.ReadFile(deployed[0]); string(got) != string(want) {
 		t.Fatalf("deployed agent differs from the binary")
 	}

@@ -1,0 +1,6 @@
+//go:build linux
+
+package acp
+
+// HelpText is helpText, for the external tests.
+const HelpText = helpText
