@@ -130,14 +130,19 @@ func (a *approvals) forget(session string) {
 	delete(a.rules, session)
 }
 
-// permit decides a command line by Options.Rules before anything is
-// spawned, asking the user through ap when the rules say ask. It returns
-// nil when the command may run, else the error result.
+// permit decides a command line by Options.Rules (and the session's
+// project file, see Options.ProjectFiles) before anything is spawned,
+// asking the user through ap when the rules say ask. It returns nil when
+// the command may run, else the error result.
 func (t *Toolset) permit(ctx context.Context, sess Session, line, cwd string, ap Approver) *Result {
-	if t.opts.Rules == nil {
+	r, err := t.rulesFor(sess, line)
+	if err != nil {
+		return failure(fmt.Sprintf(msgProjectFmt, err))
+	}
+	if r == nil {
 		return nil
 	}
-	d := t.opts.Rules.Check(line)
+	d := r.Check(line)
 	// Each "for this session" answer lifts one ask; a line with several
 	// asks goes on to the next.
 	for {

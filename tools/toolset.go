@@ -61,6 +61,16 @@ type Options struct {
 	// ask asks the user through the call's Approver (CallOptions), allow
 	// runs it. Nil runs everything.
 	Rules *rules.Rules
+	// ProjectFiles lets a project narrow Rules: the deny and ask rules of
+	// `.conch/config.toml` in a session's working directory (for a
+	// session without one, the executor's default directory) are added
+	// to Rules for that session's commands, on every host. The file may
+	// hold nothing else, and a symbolic link out of the directory is not
+	// followed; a file that is refused or unreadable fails the session's
+	// bash calls with an error naming it (a broken file never silently
+	// lifts its rules) until it is fixed. It is read again when its
+	// modification time or size changes.
+	ProjectFiles bool
 	// ApprovalTimeout is how long a question to the user stays open
 	// (default DefaultApprovalTimeout); the call's cancellation ends it
 	// sooner.
@@ -99,6 +109,7 @@ type Toolset struct {
 	opts     Options
 	limits   bashLimits
 	approved approvals
+	projects projects
 	hosts    map[string]shell.Executor
 }
 

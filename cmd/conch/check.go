@@ -13,8 +13,9 @@ import (
 
 const checkUsage = `Usage: conch check [--config FILE] [--] <command line>...
 
-Decide a command line with the permission rules of the configuration file,
-as the bash tool would before running it, and run nothing. The words after
+Decide a command line with the permission rules of the configuration file
+and of the current directory's project file (.conch/config.toml), as the
+bash tool would before running it in a session there, and run nothing. The words after
 the flags are joined with spaces into one command line; quote it:
 conch check -- 'git status && git push'.
 
@@ -64,7 +65,12 @@ func checkCommand(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	r, err := rulesFromConfig(entries)
+	r, err := cfgfile.Rules(entries)
+	if err == nil {
+		var proj *rules.Rules
+		proj, _, err = cfgfile.LoadProjectRules(".")
+		r = cfgfile.Narrow(r, proj)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "conch check: %v\n", err)
 		return 2
@@ -81,54 +87,4 @@ func checkCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, d.Why())
 	}
 	return checkExit[d.Verdict]
-}
-
-// rulesFromConfig builds the permission rules from a configuration file's
-// keys rules.deny, rules.ask and rules.allow (lists of rules) and
-// rules.unmatched ("allow" or "ask"); other keys are left to their
-// owners. No rules keys means no rules (nil): everything is allowed. An
-// error names the file, the line and the key.
-func rulesFromConfig(entries []cfgfile.Entry) (*rules.Rules, error) {
-	r, found := &rules.Rules{}, false
-	for _, e := range entries {
-		found = found || strings.HasPrefix(e.Key, "rules.")
-		var list *[]rules.Rule
-		switch e.Key {
-		case "rules.deny":
-			list = &r.Deny
-		case "rules.ask":
-			list = &r.Ask
-		case "rules.allow":
-			list = &r.Allow
-		case "rules.unmatched":
-			if e.Array {
-				return nil, &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("takes one value, not a list")}
-			}
-			v, err := rules.ParseUnmatched(e.Values[0])
-			if err != nil {
-				return nil, &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: err}
-			}
-			r.Unmatched = v
-			continue
-		default:
-			if strings.HasPrefix(e.Key, "rules.") {
-				return nil, &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("unknown key")}
-			}
-			continue
-		}
-		if !e.Array {
-			return nil, &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("takes a list of strings")}
-		}
-		for _, s := range e.Values {
-			rule, err := rules.ParseRule(s)
-			if err != nil {
-				return nil, &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: err}
-			}
-			*list = append(*list, rule)
-		}
-	}
-	if !found {
-		return nil, nil
-	}
-	return r, nil
 }

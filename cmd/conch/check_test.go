@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	cfgfile "github.com/conch-dev/conch/internal/config"
 	"github.com/conch-dev/conch/internal/testutil"
 )
 
@@ -112,18 +111,6 @@ func TestCheckErrors(t *testing.T) {
 		if code != 2 || out != "" || !strings.HasPrefix(stderr, tc.stderr) {
 			t.Errorf("config %q: stdout %q stderr %q exit %d; want stderr %q exit 2", tc.config, out, stderr, code, tc.stderr)
 		}
-	}
-}
-
-// Keys of other settings are left to their owners.
-func TestRulesFromConfigIgnoresOtherKeys(t *testing.T) {
-	entries, err := cfgfile.Parse("c.toml", []byte("timeout_ms = 5\n[env]\npass = [\"A\"]\n[rules]\ndeny = [\"Bash(rm:*)\"]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := rulesFromConfig(entries)
-	if err != nil || len(r.Deny) != 1 || r.Deny[0].String() != "Bash(rm:*)" {
-		t.Fatalf("rulesFromConfig = %+v, %v", r, err)
 	}
 }
 

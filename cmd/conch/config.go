@@ -214,6 +214,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		MaxWait:           c.maxWait,
 		MaxResultBytes:    int(c.maxResultBytes.v),
 		Rules:             c.rules,
+		ProjectFiles:      true,
 		Hosts:             hosts,
 	})
 	return &stack{ex: ex, hosts: hostExs, tasks: rt, tools: ts, home: home, provider: c.provider.v, enforces: localEnforces}, nil

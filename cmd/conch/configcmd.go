@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 )
 
 const configUsage = `Usage: conch config [run|serve|acp] [flags]
 
 Print the settings a subcommand (default serve) would run with, one
 configuration key a line, each with where its value came from: the
-configuration file (its path and line), a flag, or the default. Flags are
+configuration file (its path and line), a flag, or the default. Then the
+permission rules (rules.*) the same way, and the deny and ask rules the
+project file (.conch/config.toml) of the working directory (the cwd
+setting, else the current directory) adds for sessions there. Flags are
 those of the subcommand; --config names the file to read.
 
 Flags:
@@ -43,5 +47,16 @@ func configCommand(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	set.print(stdout)
+	dir := c.cwd
+	if dir == "" {
+		dir = "."
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if err := set.printRules(stdout, dir); err != nil {
+		fmt.Fprintf(stderr, "conch config: %v\n", err)
+		return exitUsage
+	}
 	return 0
 }

@@ -54,6 +54,8 @@ type settings struct {
 	file    string            // the file read ("" when none)
 	sources map[string]source // by flag name
 	rules   *rules.Rules      // the file's permission rules (none: nil)
+	// ruleEntries are the file's rules.* keys, for conch config.
+	ruleEntries []cfgfile.Entry
 }
 
 // configPath finds --config in args (before "--"); "" means the default
@@ -106,8 +108,13 @@ func loadSettings(fs *flag.FlagSet, args []string, known func(key string) bool) 
 	if entries != nil {
 		s.file = path
 	}
-	if s.rules, err = rulesFromConfig(entries); err != nil {
+	if s.rules, err = cfgfile.Rules(entries); err != nil {
 		return nil, err
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Key, "rules.") {
+			s.ruleEntries = append(s.ruleEntries, e)
+		}
 	}
 	return s, s.apply(entries, known)
 }
@@ -190,12 +197,7 @@ func (s *settings) print(w io.Writer) {
 
 func tomlValue(f *flag.Flag) string {
 	if lf, ok := f.Value.(interface{ Values() []string }); ok {
-		vals := lf.Values()
-		quoted := make([]string, len(vals))
-		for i, v := range vals {
-			quoted[i] = fmt.Sprintf("%q", v)
-		}
-		return "[" + strings.Join(quoted, ", ") + "]"
+		return tomlList(lf.Values())
 	}
 	if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
 		return f.Value.String()
@@ -204,4 +206,13 @@ func tomlValue(f *flag.Flag) string {
 		return f.Value.String()
 	}
 	return fmt.Sprintf("%q", f.Value.String())
+}
+
+// tomlList is a list of strings as a TOML array.
+func tomlList(vals []string) string {
+	quoted := make([]string, len(vals))
+	for i, v := range vals {
+		quoted[i] = fmt.Sprintf("%q", v)
+	}
+	return "[" + strings.Join(quoted, ", ") + "]"
 }

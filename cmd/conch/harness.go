@@ -65,7 +65,7 @@ var subcommandKeys = []string{"http", "token"}
 
 // knownKey reports whether key names a setting of any subcommand.
 func knownKey(key string) bool {
-	if slices.Contains(subcommandKeys, key) || strings.HasPrefix(key, "rules.") { // rules: see rulesFromConfig
+	if slices.Contains(subcommandKeys, key) || strings.HasPrefix(key, "rules.") { // rules: see cfgfile.Rules
 		return true
 	}
 	fs := flag.NewFlagSet("", flag.ContinueOnError)

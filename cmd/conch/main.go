@@ -24,6 +24,7 @@ Usage:
   conch config [run|serve|acp]     print the effective settings and where each came from
   conch check -- '<command line>'  decide a command line by the permission
                                    rules, running nothing
+  conch doctor [flags]             print what this host gives conch
   conch agent [flags]              serve a remote conch on stdio (started over SSH)
   conch version                    print the version
   conch help                       this text
@@ -62,6 +63,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return configCommand(args[1:], stdout, stderr)
 	case "check":
 		return checkCommand(args[1:], stdout, stderr)
+	case "doctor":
+		return doctorCommand(ctx, args[1:], stdout, stderr)
 	case "agent":
 		return agentCommand(ctx, args[1:], stdin, stdout, stderr)
 	case "version", "--version", "-version":

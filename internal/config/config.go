@@ -107,6 +107,12 @@ func readFile(path string) ([]byte, error) {
 		return nil, unwrapPath(err)
 	}
 	defer f.Close()
+	return readOpen(f)
+}
+
+// readOpen reads f, opened without blocking, if it is a regular file of
+// at most MaxFileBytes.
+func readOpen(f *os.File) ([]byte, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, unwrapPath(err)

@@ -1,0 +1,51 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+
+	"github.com/conch-dev/conch/internal/nsinit"
+	"github.com/conch-dev/conch/internal/sandbox"
+)
+
+// hostLines are conch doctor's findings about the kernel: what
+// containment and the sandbox could use, and what commands get today.
+func hostLines() [][2]string {
+	ns, sb := nsinit.Probe(), sandbox.Probe()
+	cg := "not mounted"
+	if ns.Cgroup.Mount != "" {
+		w := "not writable"
+		if ns.Cgroup.Writable {
+			w = "writable"
+		}
+		cg = fmt.Sprintf("%s (%s)", ns.Cgroup.Dir, w)
+	}
+	ll := fmt.Sprintf("ABI %d", sb.LandlockABI)
+	if sb.LandlockErr != nil {
+		ll = "none (" + sb.LandlockErr.Error() + ")"
+	}
+	return [][2]string{
+		{"user namespaces", yesOr(ns.UserNS)},
+		{"pid namespaces", yesOr(ns.PIDNS)},
+		{"cgroup v2", cg},
+		{"landlock", ll},
+		{"seccomp", yesNo(sb.Seccomp)},
+		{"containment", "none (built but not yet wired into the local provider; this host would allow: " + ns.Summary() + ")"},
+		{"sandbox", "none (built but not yet wired into the local provider)"},
+	}
+}
+
+func yesOr(err error) string {
+	if err != nil {
+		return "no (" + err.Error() + ")"
+	}
+	return "yes"
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "no"
+}
