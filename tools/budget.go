@@ -116,7 +116,21 @@ type shownStreams struct {
 	outCut, errCut bool // the text is not the whole stream
 }
 
-func (s shownStreams) body() string { return shell.JoinStreams(s.out, s.err) }
+func (s shownStreams) body() string { return JoinStreams(s.out, s.err) }
+
+// JoinStreams joins stdout and stderr the way conch shows them to a model:
+// stdout, then, when stderr is non-empty, a newline if stdout is non-empty
+// and does not end in one, then "[stderr]\n" and stderr.
+func JoinStreams(stdout, stderr string) string {
+	if stderr == "" {
+		return stdout
+	}
+	sep := ""
+	if stdout != "" && stdout[len(stdout)-1] != '\n' {
+		sep = "\n"
+	}
+	return stdout + sep + "[stderr]\n" + stderr
+}
 
 // fitStreams renders stdout and stderr as the body of a text of at most
 // budget bytes that ends with markers (see withMarkers; none for a read).

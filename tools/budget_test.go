@@ -423,3 +423,17 @@ func FuzzRenderBudget(f *testing.F) {
 		}
 	})
 }
+
+func TestJoinStreams(t *testing.T) {
+	for _, tc := range []struct{ out, err, want string }{
+		{"", "", ""},
+		{"a\n", "", "a\n"},
+		{"", "e\n", "[stderr]\ne\n"},
+		{"a", "e", "a\n[stderr]\ne"},
+		{"a\n", "e\n", "a\n[stderr]\ne\n"},
+	} {
+		if got := tools.JoinStreams(tc.out, tc.err); got != tc.want {
+			t.Errorf("JoinStreams(%q, %q) = %q, want %q", tc.out, tc.err, got, tc.want)
+		}
+	}
+}

@@ -46,7 +46,7 @@ func BenchmarkRunTrueVsBare(b *testing.B) {
 	var conch, bare time.Duration
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		if _, err := ex.Run(ctx, spec); err != nil {
+		if _, err := shell.Run(ctx, ex, spec); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
@@ -163,7 +163,7 @@ func throughput(b *testing.B, ex *local.Executor, bare func() error) {
 	for i := 0; i < b.N; i++ {
 		s := sampleRSS()
 		t0 := time.Now()
-		res, err := ex.Run(context.Background(), spec)
+		res, err := shell.Run(context.Background(), ex, spec)
 		conch += time.Since(t0)
 		peak = max(peak, s.Stop())
 		if err != nil || !res.Stdout.Truncated {

@@ -54,7 +54,7 @@ func runCtx(t *testing.T, ctx context.Context, ex *local.Executor, r shell.Reque
 	if err != nil {
 		t.Fatalf("Resolve(%+v): %v", r, err)
 	}
-	res, err := ex.Run(ctx, spec)
+	res, err := shell.Run(ctx, ex, spec)
 	if err != nil {
 		t.Fatalf("Run(%q): %v", r.Command, err)
 	}

@@ -73,7 +73,7 @@ func TestCloseRacingSpawns(t *testing.T) {
 			wg.Go(func() {
 				for {
 					spec, _ := ex.Resolve(shell.Request{Command: "sleep 30", Timeout: time.Minute})
-					_, err := ex.Run(context.Background(), spec)
+					_, err := shell.Run(context.Background(), ex, spec)
 					if errors.Is(err, shell.ErrClosed) {
 						return
 					}
@@ -340,7 +340,7 @@ func TestHugeByteCapsAreRefused(t *testing.T) {
 					t.Errorf("Run with StdoutMaxBytes=MaxInt panicked: %v", v)
 				}
 			}()
-			ex.Run(context.Background(), s)
+			shell.Run(context.Background(), ex, s)
 		}()
 	} else if !errors.As(err, new(*shell.RequestError)) {
 		t.Errorf("Resolve: %v", err)
@@ -417,7 +417,7 @@ func TestRefusedSpawnsLeakNoFD(t *testing.T) {
 		if _, err := closed.Start(spec); !errors.Is(err, shell.ErrClosed) {
 			t.Fatalf("Start after Close: %v", err)
 		}
-		if _, err := ex.Run(context.Background(), missing); err == nil {
+		if _, err := shell.Run(context.Background(), ex, missing); err == nil {
 			t.Fatal("Run in a missing workdir succeeded")
 		}
 	}

@@ -5,12 +5,10 @@
 package local
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,6 +27,7 @@ import (
 // safe for concurrent use.
 type Executor struct {
 	opts     Options
+	limits   shell.Limits
 	baseEnv  []string
 	scrubbed []string // names dropped from Options.Environ
 	spill    *capture.Dir
@@ -85,6 +84,7 @@ func New(opts *Options) (*Executor, error) {
 	base, scrubbed := envpolicy.Base(o.Environ, o.PassEnv)
 	return &Executor{
 		opts:     o,
+		limits:   shell.Limits{Cwd: o.Cwd, Timeout: o.Timeout, MaxTimeout: o.MaxTimeout, MaxStdoutBytes: capture.MaxTail},
 		baseEnv:  base,
 		scrubbed: scrubbed,
 		spill:    capture.NewDir(o.SpillParent, o.SpillBudget),
@@ -104,69 +104,8 @@ func (e *Executor) Scrubbed() []string { return slices.Clone(e.scrubbed) }
 // Grace implements shell.Graceful.
 func (e *Executor) Grace() time.Duration { return e.opts.Grace }
 
-// Resolve implements shell.Executor.
-func (e *Executor) Resolve(r shell.Request) (shell.Spec, error) {
-	if isBlank(r.Command) {
-		return shell.Spec{}, &shell.RequestError{Field: "Command", Reason: "must be a non-empty string"}
-	}
-	if r.Timeout < 0 {
-		return shell.Spec{}, &shell.RequestError{Field: "Timeout", Reason: "must be a positive finite number"}
-	}
-	if r.StdoutMaxBytes < 0 {
-		return shell.Spec{}, &shell.RequestError{Field: "StdoutMaxBytes", Reason: "must be a positive finite number"}
-	}
-	if r.StdoutMaxBytes > capture.MaxTail {
-		return shell.Spec{}, &shell.RequestError{Field: "StdoutMaxBytes", Reason: fmt.Sprintf("must be at most %d", capture.MaxTail)}
-	}
-	timeout := r.Timeout
-	if timeout == 0 {
-		timeout = e.opts.Timeout
-	}
-	timeout = min(timeout, e.opts.MaxTimeout)
-	wd := r.Workdir
-	switch {
-	case wd == "":
-		wd = e.opts.Cwd
-	case !filepath.IsAbs(wd):
-		wd = filepath.Join(e.opts.Cwd, wd)
-	}
-	return shell.Spec{
-		Command:        r.Command,
-		Workdir:        filepath.Clean(wd),
-		Timeout:        timeout,
-		StdoutMaxBytes: r.StdoutMaxBytes,
-		Stdin:          r.Stdin,
-		Env:            r.Env,
-		ManagedEnv:     r.ManagedEnv,
-		Owner:          r.Owner,
-	}, nil
-}
-
-func isBlank(s string) bool {
-	for _, r := range s {
-		switch r {
-		case ' ', '\t', '\n', '\r', '\v', '\f':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// Run implements shell.Executor.
-func (e *Executor) Run(ctx context.Context, s shell.Spec) (shell.Result, error) {
-	if err := ctx.Err(); err != nil {
-		return shell.Result{}, shell.AbortedBeforeSpawn(context.Cause(ctx))
-	}
-	c, err := e.spawn(s, true)
-	if err != nil {
-		return shell.Result{}, err
-	}
-	stop := context.AfterFunc(ctx, func() { c.stop(causeAbort, false) })
-	<-c.done
-	stop()
-	return c.Result(), nil
-}
+// Resolve implements shell.Executor with the executor's Limits.
+func (e *Executor) Resolve(r shell.Request) (shell.Spec, error) { return e.limits.Resolve(r) }
 
 // Launch implements shell.Executor.
 func (e *Executor) Launch(s shell.Spec) (shell.Process, error) {

@@ -21,8 +21,20 @@ import (
 	"github.com/conch-dev/conch/shell/remote"
 )
 
-// conchBin is the conch binary built for the tests, run as `conch agent`.
-var conchBin string
+// conchBin is the conch binary built for the tests, run as `conch agent`;
+// buildConch builds it, once, when a test first needs it (a test re-run
+// as another user from a temporary directory never does).
+var (
+	conchBin   string
+	buildConch = sync.OnceValue(func() error {
+		build := exec.Command("go", "build", "-o", conchBin, "github.com/conch-dev/conch/cmd/conch")
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("build conch: %w", err)
+		}
+		return nil
+	})
+)
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "conch-remote-test-")
@@ -31,13 +43,6 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	conchBin = filepath.Join(dir, "conch")
-	build := exec.Command("go", "build", "-o", conchBin, "github.com/conch-dev/conch/cmd/conch")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build conch:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
 	defer os.RemoveAll(dir)
 	testutil.VerifyTestMain(m)
 }
@@ -61,6 +66,17 @@ var transports = []transport{
 // pipeDialer serves each dial with agent.Serve over a local executor in
 // this process.
 func pipeDialer(t *testing.T, marker string) (remote.Dialer, func()) {
+	return servePipe(t, &local.Options{
+		Grace:       testGrace,
+		SpillParent: t.TempDir(),
+		Environ:     append(os.Environ(), testutil.MarkerEnv+"="+marker),
+	})
+}
+
+// servePipe serves each dial with agent.Serve over a local executor of
+// opts in this process. It returns the Dialer and a func that breaks
+// every stream it made.
+func servePipe(t *testing.T, opts *local.Options) (remote.Dialer, func()) {
 	var (
 		mu    sync.Mutex
 		conns []net.Conn
@@ -70,11 +86,7 @@ func pipeDialer(t *testing.T, marker string) (remote.Dialer, func()) {
 		wg.Wait()
 	})
 	d := remote.DialFunc(func(ctx context.Context) (io.ReadWriteCloser, error) {
-		ex, err := local.New(&local.Options{
-			Grace:       testGrace,
-			SpillParent: t.TempDir(),
-			Environ:     append(os.Environ(), testutil.MarkerEnv+"="+marker),
-		})
+		ex, err := local.New(opts)
 		if err != nil {
 			return nil, err
 		}
@@ -108,6 +120,9 @@ func processDialer(t *testing.T, marker string) (remote.Dialer, func()) {
 		procs []*agentProc
 	)
 	d := remote.DialFunc(func(ctx context.Context) (io.ReadWriteCloser, error) {
+		if err := buildConch(); err != nil {
+			return nil, err
+		}
 		p, err := startAgent()
 		if err != nil {
 			return nil, err
@@ -223,7 +238,7 @@ func runCtx(t *testing.T, ctx context.Context, ex shell.Executor, r shell.Reques
 	if err != nil {
 		t.Fatalf("Resolve(%+v): %v", r, err)
 	}
-	res, err := ex.Run(ctx, spec)
+	res, err := shell.Run(ctx, ex, spec)
 	if err != nil {
 		t.Fatalf("Run(%q): %v", r.Command, err)
 	}

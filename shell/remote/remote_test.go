@@ -15,6 +15,7 @@ import (
 	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/remote"
+	"github.com/conch-dev/conch/tools"
 )
 
 func TestEchoExitCodesAndStreams(t *testing.T) {
@@ -46,7 +47,7 @@ func TestWorkdirs(t *testing.T) {
 			t.Errorf("pwd %q, want %q", r.Stdout.Text, dir)
 		}
 		spec, _ := ex.Resolve(shell.Request{Command: "true", Workdir: "missing"})
-		_, err := ex.Run(context.Background(), spec)
+		_, err := shell.Run(context.Background(), ex, spec)
 		var we *shell.WorkdirError
 		if !errors.As(err, &we) || !errors.Is(err, fs.ErrNotExist) || we.Path != dir+"/missing" {
 			t.Errorf("missing workdir: %v, want a *shell.WorkdirError for %s/missing wrapping ENOENT", err, dir)
@@ -88,7 +89,7 @@ func TestTimeoutAndCancelKillTheTree(t *testing.T) {
 			t.Errorf("cancel: %+v", r)
 		}
 		testutil.AssertNoProcesses(t, marker)
-		_, err := ex.Run(ctx, shell.Spec{Command: "true"})
+		_, err := shell.Run(ctx, ex, shell.Spec{Command: "true"})
 		if !errors.Is(err, shell.ErrAbortedBeforeSpawn) {
 			t.Errorf("Run with a done ctx: %v", err)
 		}
@@ -102,7 +103,8 @@ func TestBackgroundReadsAndKill(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Second)
 		var got strings.Builder
 		for !strings.Contains(got.String(), "two") && time.Now().Before(deadline) {
-			got.WriteString(p.Read().Text())
+			r := p.Read()
+			got.WriteString(tools.JoinStreams(r.Stdout, r.Stderr))
 			time.Sleep(20 * time.Millisecond)
 		}
 		if got.String() != "one\n[stderr]\ntwo\n" {
@@ -227,7 +229,7 @@ func TestCloseKillsEverything(t *testing.T) {
 func TestHugeStdinFailsAlone(t *testing.T) {
 	ex, _, _ := newExec(t, transports[0], nil)
 	spec, _ := ex.Resolve(shell.Request{Command: "wc -c", Stdin: make([]byte, agent.MaxFrame)})
-	if _, err := ex.Run(context.Background(), spec); !errors.Is(err, agent.ErrFrameTooLarge) {
+	if _, err := shell.Run(context.Background(), ex, spec); !errors.Is(err, agent.ErrFrameTooLarge) {
 		t.Errorf("Run with a %d-byte stdin: %v", agent.MaxFrame, err)
 	}
 	if r := run(t, ex, shell.Request{Command: "wc -c", Stdin: make([]byte, 1<<20)}); r.Stdout.Text != "1048576\n" {
@@ -245,7 +247,7 @@ func TestUnreachableHost(t *testing.T) {
 	}
 	defer ex.Close()
 	spec, _ := ex.Resolve(shell.Request{Command: "true"})
-	_, err = ex.Run(context.Background(), spec)
+	_, err = shell.Run(context.Background(), ex, spec)
 	want := "host gpu1 unreachable: dial tcp 127.0.0.1:1: connect: connection refused; the command did not run"
 	var ue *remote.UnreachableError
 	if !errors.As(err, &ue) || err.Error() != want {
@@ -281,7 +283,7 @@ func TestCancelDuringDial(t *testing.T) {
 	defer ex.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := ex.Run(ctx, shell.Spec{Command: "true"}); !errors.Is(err, shell.ErrAbortedBeforeSpawn) {
+	if _, err := shell.Run(ctx, ex, shell.Spec{Command: "true"}); !errors.Is(err, shell.ErrAbortedBeforeSpawn) {
 		t.Errorf("Run: %v, want aborted before spawn", err)
 	}
 }
