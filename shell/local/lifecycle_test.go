@@ -408,7 +408,7 @@ func TestRefusedSpawnsLeakNoFD(t *testing.T) {
 	closed, _ := newExec(t, nil)
 	closed.Close()
 	spec, _ := bad.Resolve(shell.Request{Command: "true", Stdin: []byte("x")})
-	missing, _ := ex.Resolve(shell.Request{Command: "true", Workdir: "/nonexistent", Stdin: []byte("x")})
+	missing, _ := ex.Resolve(shell.Request{Command: "true", Workdir: filepath.Join(t.TempDir(), "missing"), Stdin: []byte("x")})
 	fds := testutil.CountFDs(t)
 	for range 50 {
 		if _, err := bad.Start(spec); err == nil {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -31,7 +30,7 @@ type Executor struct {
 	baseEnv  []string
 	scrubbed []string // names dropped from Options.Environ
 	spill    *capture.Dir
-	tracker  *proc.Tracker
+	spawner  Spawner
 
 	// startMu orders spawns against Close: a spawn holds it for reading
 	// from its check of closed until its command is started and
@@ -54,9 +53,9 @@ var (
 	_ shell.OwnerEnder = (*Executor)(nil)
 )
 
-// New checks opts (nil means all defaults) and returns an Executor. It
-// makes this process a child subreaper, so that nothing a command leaves
-// behind escapes Close.
+// New checks opts (nil means all defaults) and returns an Executor. With
+// the default spawner it makes this process a child subreaper, so that
+// nothing a command leaves behind escapes Close.
 //
 // New also makes this whole process non-dumpable (PR_SET_DUMPABLE 0), and
 // it stays so: a command runs as the same user, and could otherwise read
@@ -78,8 +77,11 @@ func New(opts *Options) (*Executor, error) {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("local: make the process non-dumpable: %w", err)
 	}
-	if err := proc.BecomeSubreaper(); err != nil {
-		return nil, err
+	spawner := o.Spawner
+	if spawner == nil {
+		if spawner, err = newDirect(o.Grace, o.Wrap); err != nil {
+			return nil, err
+		}
 	}
 	base, scrubbed := envpolicy.Base(o.Environ, o.PassEnv)
 	return &Executor{
@@ -88,7 +90,7 @@ func New(opts *Options) (*Executor, error) {
 		baseEnv:  base,
 		scrubbed: scrubbed,
 		spill:    capture.NewDir(o.SpillParent, o.SpillBudget),
-		tracker:  proc.NewTracker(),
+		spawner:  spawner,
 		live:     make(map[*command]struct{}),
 	}, nil
 }
@@ -147,18 +149,18 @@ func (e *Executor) close() error {
 		wg.Go(func() { c.stop(causeClose, false) })
 	}
 	wg.Wait()
-	e.tracker.KillAll(e.opts.Grace)
+	errSpawner := e.spawner.Close()
 	e.wg.Wait()
-	return e.spill.Close()
+	return errors.Join(errSpawner, e.spill.Close())
 }
 
 // EndOwner implements shell.OwnerEnder: it kills the commands still
 // running for owner (they report Aborted, and StatusKilled) and everything
 // the owner's commands left running, and returns once all is gone (at
-// most about the grace plus proc.KillWait). Escapees (setsid) are taken
-// when they could be attributed to one of the owner's commands: seen
-// while their parent lived, or started while only this owner's commands
-// ran; the others wait for Close.
+// most about the grace plus proc.KillWait). With the default spawner,
+// escapees (setsid) are taken when they could be attributed to one of the
+// owner's commands: seen while their parent lived, or started while only
+// this owner's commands ran; the others wait for Close.
 func (e *Executor) EndOwner(owner string) {
 	e.mu.Lock()
 	var cmds []*command
@@ -172,7 +174,7 @@ func (e *Executor) EndOwner(owner string) {
 	for _, c := range cmds {
 		wg.Go(func() { c.stop(causeKill, false) })
 	}
-	e.tracker.KillOwner(owner, e.opts.Grace)
+	e.spawner.EndOwner(owner)
 	wg.Wait()
 }
 
@@ -190,14 +192,15 @@ const (
 type command struct {
 	e              *Executor
 	owner          string
-	cmd            *exec.Cmd
-	pgid           int
+	child          Child
 	timeout        time.Duration // 0 for Start
 	timer          *time.Timer
 	stdout, stderr *capture.Stream
 
-	// The parent's ends of the pipes; stdin is nil for /dev/null.
+	// The parent's ends of the pipes; stdin is nil for /dev/null. The
+	// child's ends go to the spawner in shell.
 	stdoutR, stderrR, stdinW *os.File
+	shell                    Command
 	copying                  sync.WaitGroup // the goroutines that move the pipes
 	drained                  chan struct{}  // closed when stdout and stderr reached EOF
 	leftRunning              atomic.Bool    // the drain was cut with a pipe still held open
@@ -247,28 +250,23 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	if timed {
 		c.timeout = s.Timeout
 	}
-	// exec.Command, not a bare exec.Cmd: GODEBUG=execwait=2 then catches a
-	// command that was never waited for. Args[0] stays "bash" whatever the
-	// binary's path.
-	cmd := exec.Command(e.opts.Shell, "-c", s.Command)
-	cmd.Args[0] = "bash"
-	cmd.Dir = s.Workdir
-	// PWD names the workdir as given, symlinks included, the way os/exec
+	// Args[0] stays "bash" whatever the binary's path. PWD names the workdir as given, symlinks included, the way os/exec
 	// sets it for a command that inherits the environment; bash keeps it
 	// when it names the directory it starts in, so `pwd` shows the path
 	// the caller chose rather than the server's own PWD or the real path.
-	cmd.Env = envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv)
-	// The command's own pgid and sid: signals reach the whole group, and
-	// no terminal can become its controlling one. The parent-death signal
-	// stops the shell if this server is SIGKILLed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
-	c.cmd = cmd
+	c.shell = Command{
+		Path:  e.opts.Shell,
+		Args:  []string{"bash", "-c", s.Command},
+		Env:   envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv),
+		Dir:   s.Workdir,
+		Owner: s.Owner,
+		Grace: e.opts.Grace,
+	}
 
-	// Our own pipes rather than os/exec's: os/exec reaps the shell before
-	// it drains the pipes, and a kill during that drain would signal a
-	// process group whose leader is gone, whose id may be reused. With
-	// our own pipes the shell stays an unreaped zombie, holding its pgid,
-	// until the drain and any kill are over.
+	// Our own pipes rather than os/exec's: the shell stays unreleased (a
+	// zombie holding its pgid, for the default spawner) until the drain
+	// and any kill are over, so no kill signals a group whose id may have
+	// been reused.
 	if err := c.openPipes(s.Stdin != nil); err != nil {
 		c.stdout.Close()
 		c.stderr.Close()
@@ -284,12 +282,7 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 		c.stderr.Close()
 		return nil, shell.ErrClosed
 	}
-	unlock := proc.LockSpawn()
-	err := cmd.Start()
-	if err == nil {
-		proc.Claim(cmd.Process.Pid)
-	}
-	unlock()
+	child, err := e.spawner.Spawn(c.shell)
 	c.closePipes(false) // the child's ends: the child holds them now
 	if err != nil {
 		c.closePipes(true)
@@ -297,8 +290,7 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 		c.stderr.Close()
 		return nil, &shell.SpawnError{Err: err}
 	}
-	c.pgid = cmd.Process.Pid
-	e.tracker.Add(c.pgid, s.Owner)
+	c.child = child
 	e.mu.Lock()
 	e.live[c] = struct{}{}
 	e.wg.Add(1)
@@ -378,14 +370,14 @@ func (c *command) openPipes(stdin bool) error {
 		outW.Close()
 		return err
 	}
-	c.cmd.Stdout, c.cmd.Stderr = outW, errW
+	c.shell.Stdout, c.shell.Stderr = outW, errW
 	if stdin {
 		if inR, c.stdinW, err = os.Pipe(); err != nil {
 			c.closePipes(false)
 			c.closePipes(true)
 			return err
 		}
-		c.cmd.Stdin = inR
+		c.shell.Stdin = inR
 	}
 	return nil
 }
@@ -400,8 +392,8 @@ func (c *command) closePipes(parent bool) {
 		}
 		return
 	}
-	for _, x := range []any{c.cmd.Stdout, c.cmd.Stderr, c.cmd.Stdin} {
-		if f, ok := x.(*os.File); ok {
+	for _, f := range []*os.File{c.shell.Stdout, c.shell.Stderr, c.shell.Stdin} {
+		if f != nil {
 			f.Close()
 		}
 	}
@@ -458,8 +450,7 @@ func (e *Executor) forget(c *command) {
 // cannot hang us), then any kill in flight, and only then the reap, so
 // that no kill ever signals the group after its leader's pid was freed.
 func (c *command) wait() {
-	exitErr := proc.WaitExited(c.pgid)
-	c.e.tracker.Exited(c.pgid)
+	ws, exitErr := c.child.Wait()
 	c.mu.Lock()
 	c.shellExited = true
 	c.mu.Unlock()
@@ -497,20 +488,17 @@ func (c *command) wait() {
 	if killDone != nil {
 		<-killDone
 	}
-	err := c.cmd.Wait()
-	proc.Release(c.pgid)
+	c.child.Release()
 	c.stdout.Close()
 	c.stderr.Close()
-	if ps := c.cmd.ProcessState; ps != nil {
-		ws := ps.Sys().(syscall.WaitStatus)
-		if ws.Signaled() {
-			c.signal = proc.SignalName(ws.Signal())
-		} else {
-			code := ws.ExitStatus()
-			c.exitCode = &code
-		}
-	} else if err != nil {
+	switch {
+	case exitErr != nil:
 		code := -1
+		c.exitCode = &code
+	case ws.Signaled():
+		c.signal = proc.SignalName(ws.Signal())
+	default:
+		code := ws.ExitStatus()
 		c.exitCode = &code
 	}
 	close(c.done)
@@ -536,19 +524,12 @@ func (c *command) stop(cause int32, async bool) bool {
 		defer close(done)
 		// What the command left outside its group is killed alongside
 		// the group, and looked for again once the group is gone (it may
-		// have made more while it died). Most commands leave nothing,
-		// and looking costs no scan of /proc then.
-		tr := c.e.tracker
+		// have made more while it died).
 		var wg sync.WaitGroup
-		looked := tr.MayHaveLeftovers(c.pgid)
-		if looked {
-			wg.Go(func() { tr.KillCommand(c.pgid, c.e.opts.Grace) })
-		}
-		proc.Terminate(c.pgid, c.e.opts.Grace)
+		wg.Go(func() { c.child.KillLeftovers() })
+		c.child.Terminate(c.e.opts.Grace)
 		wg.Wait()
-		if !looked && tr.MayHaveLeftovers(c.pgid) {
-			tr.KillCommand(c.pgid, c.e.opts.Grace)
-		}
+		c.child.KillLeftovers()
 	}
 	if async {
 		go kill() // wait() awaits it before the command settles

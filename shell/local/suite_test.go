@@ -11,14 +11,15 @@ import (
 // TestSuite runs the provider suite against the local provider.
 func TestSuite(t *testing.T) {
 	shelltest.Run(t, func(t *testing.T, c shelltest.Config) shell.Executor {
-		return newSuiteExec(t, c)
+		return newSuiteExec(t, c, nil)
 	})
 }
 
-// newSuiteExec makes a local executor as the suite configures it.
-func newSuiteExec(t *testing.T, c shelltest.Config) *local.Executor {
+// newSuiteExec makes a local executor as the suite configures it; with
+// set, set may change its options first.
+func newSuiteExec(t *testing.T, c shelltest.Config, set func(*local.Options)) *local.Executor {
 	t.Helper()
-	ex, err := local.New(&local.Options{
+	o := &local.Options{
 		Cwd:            c.Cwd,
 		Timeout:        c.Timeout,
 		MaxTimeout:     c.MaxTimeout,
@@ -28,7 +29,11 @@ func newSuiteExec(t *testing.T, c shelltest.Config) *local.Executor {
 		SpillParent:    c.SpillParent,
 		Environ:        c.Environ,
 		PassEnv:        c.PassEnv,
-	})
+	}
+	if set != nil {
+		set(o)
+	}
+	ex, err := local.New(o)
 	if err != nil {
 		t.Fatalf("local.New: %v", err)
 	}
