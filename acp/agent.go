@@ -19,6 +19,7 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
+	"github.com/conch-dev/conch/internal/syncio"
 	"github.com/conch-dev/conch/tools"
 )
 
@@ -120,7 +121,7 @@ func NewAgent(ts *tools.Toolset, opts *AgentOptions) *Agent {
 // of its sessions and closes their records. It returns nil after a normal end. The goroutine reading in
 // may outlive Serve until in ends (closing stdin is the caller's).
 func (a *Agent) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
-	w := &lockedWriter{w: out}
+	w := &syncio.Writer{W: out} // the SDK and the input filter both write
 	pr, pw := io.Pipe()
 	a.mu.Lock()
 	if a.conn != nil {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
-	"sync"
 
 	sdk "github.com/coder/acp-go-sdk"
 )
@@ -15,19 +14,6 @@ import (
 // maxMessageLine bounds one JSON-RPC message; the SDK's reader stops the
 // whole connection on a longer line, so such a line is refused here.
 const maxMessageLine = 8 << 20
-
-// lockedWriter makes each Write whole on the wire: the SDK writes every
-// message in one Write, and so does the input filter's error reply.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
 
 // errorReply is a JSON-RPC error response.
 type errorReply struct {

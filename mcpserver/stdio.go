@@ -14,6 +14,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conch-dev/conch/internal/syncio"
 )
 
 // ServeStdio serves one session over MCP's stdio transport: requests are
@@ -33,7 +35,7 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	defer s.finish(x)
 	srv := s.newMCP(func(*mcp.ServerSession) (*session, error) { return x, nil })
 	inputEnded := make(chan struct{})
-	w := &lockedWriter{w: out}
+	w := &syncio.Writer{W: out} // the SDK and the input filter both write
 	r := &watchedReader{r: newLineFilter(in, w), src: in, onEnd: func() {
 		close(inputEnded)
 		x.end("input closed")
@@ -97,19 +99,6 @@ func (w *watchedReader) Close() error {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
-
-// lockedWriter makes each Write whole: the SDK writes each message in one
-// Write, and so does the line filter, from another goroutine.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
 
 // maxLine is the longest stdio line conch reads, its newline aside.
 const maxLine = 16 << 20

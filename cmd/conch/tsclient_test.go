@@ -170,6 +170,21 @@ func checkTSClient(t *testing.T, tr string, got map[string]any, root string) {
 		t.Errorf("two progress notifications %v ms apart, want at least a second", gap)
 	}
 
+	// 100 MB of mixed output: one block within the 30,000-byte budget (the
+	// cut lines' ellipses are one character, three bytes), both streams
+	// cut, and a structured value no larger than the text.
+	expect("large.blocks", 1.0)
+	expect("large.cutLines", 2.0)
+	if large, _ := got["large"].(map[string]any); large == nil {
+		t.Error("no large-output result")
+	} else {
+		text, st := large["textChars"].(float64), large["structuredChars"].(float64)
+		t.Logf("100 MB of output: %v characters of text, %v in the structured value", text, st)
+		if text > 30000 || text < 25000 || st > text {
+			t.Errorf("100 MB of output: %v characters of text, %v in the structured value; want at most 30,000 (and most of it used), structured no larger", text, st)
+		}
+	}
+
 	expect("cancel.answer", nil) // a cancelled request gets no response
 	expect("cancel.after", list{"still here\n"})
 	if e, _ := got["cancel"].(map[string]any)["error"].(string); !strings.Contains(e, "cancelled by the test") {
