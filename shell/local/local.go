@@ -522,13 +522,10 @@ func (c *command) stop(cause int32, async bool) bool {
 	c.mu.Unlock()
 	kill := func() {
 		defer close(done)
-		// What the command left outside its group is killed alongside
-		// the group, and looked for again once the group is gone (it may
-		// have made more while it died).
-		var wg sync.WaitGroup
-		wg.Go(func() { c.child.KillLeftovers() })
+		// The group first, then what the command left outside it,
+		// looked for once the group is gone (it may have made more
+		// while it died).
 		c.child.Terminate(c.e.opts.Grace)
-		wg.Wait()
 		c.child.KillLeftovers()
 	}
 	if async {

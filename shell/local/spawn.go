@@ -3,6 +3,7 @@ package local
 import (
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 
@@ -72,13 +73,14 @@ type Child interface {
 	// Release.
 	Wait() (syscall.WaitStatus, error)
 	// Terminate stops the process group: SIGTERM, SIGKILL if anything of
-	// it is alive after grace, and a bounded wait until it is gone.
+	// it is alive after grace, and a bounded wait until it is gone. A
+	// Child that already knows of processes the command started outside
+	// its group may kill them meanwhile.
 	Terminate(grace time.Duration) (escalated bool, err error)
-	// KillLeftovers kills what the command started outside its group
-	// (setsid, double fork) and returns once it is gone. The executor
-	// calls it alongside Terminate, and once more after Terminate
-	// returned (a dying command may have started more); it should cost
-	// little when there is nothing to kill.
+	// KillLeftovers kills everything the command started that is still
+	// alive, in its group or outside it (setsid, double fork), and
+	// returns once it is gone. The executor calls it after each
+	// Terminate; it should cost little when there is nothing to kill.
 	KillLeftovers() error
 	// Release lets the shell go: its zombie is reaped and its process
 	// group id may be reused.
@@ -155,12 +157,22 @@ func (c *directChild) Wait() (syscall.WaitStatus, error) {
 	return ws, err
 }
 
+// Terminate kills what the command is already known to have left outside
+// its group alongside the group, so that an escapee cannot go on during
+// the grace.
 func (c *directChild) Terminate(grace time.Duration) (bool, error) {
-	return proc.Terminate(c.pgid, grace), nil
+	var wg sync.WaitGroup
+	if c.d.tracker.MayHaveLeftovers(c.pgid) {
+		wg.Go(func() { c.d.tracker.KillCommand(c.pgid, c.grace) })
+	}
+	escalated := proc.Terminate(c.pgid, grace)
+	wg.Wait()
+	return escalated, nil
 }
 
-// KillLeftovers looks for leftovers without a scan of /proc first: most
-// commands leave nothing.
+// KillLeftovers takes what is left outside the group, the group being
+// gone or released to the caller's kill. It looks without a scan of
+// /proc first: most commands leave nothing.
 func (c *directChild) KillLeftovers() error {
 	if c.d.tracker.MayHaveLeftovers(c.pgid) {
 		c.d.tracker.KillCommand(c.pgid, c.grace)
