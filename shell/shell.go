@@ -129,6 +129,10 @@ type Output struct {
 	// Truncated and the file is complete and was closed without error;
 	// otherwise it is "" and a model is told "(unavailable)".
 	SpillPath string
+	// Host names the host whose file SpillPath is: "" for this machine,
+	// a remote host's name otherwise (shown to a model as
+	// <host>:<path>).
+	Host string
 	// Head is the stream's first bytes (at most HeadBytes of them), kept
 	// when the stream outgrew the tail, so that a reader can show the
 	// start and the end of a long stream; "" when Truncated is false
@@ -239,6 +243,9 @@ type ReadResult struct {
 	// StdoutSpill and StderrSpill name the spill files holding the whole
 	// streams, set on lossy reads when the file is still safe to name.
 	StdoutSpill, StderrSpill string
+	// Host names the host whose files StdoutSpill and StderrSpill are
+	// ("" for this machine; see Output.Host).
+	Host string
 	// StdoutSkipped and StderrSkipped measure, on a lossy read, the bytes
 	// that were dropped from memory before this reader saw them (they
 	// lie just before the text of this read).

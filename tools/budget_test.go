@@ -437,3 +437,16 @@ func TestJoinStreams(t *testing.T) {
 		}
 	}
 }
+
+// A spill file of a remote host is shown with the host's name.
+func TestHostPath(t *testing.T) {
+	for _, tc := range []struct{ host, path, want string }{
+		{"", "/tmp/s/stdout", "/tmp/s/stdout"},
+		{"h1", "/tmp/s/stdout", "h1:/tmp/s/stdout"},
+		{"h1", "", ""},
+	} {
+		if got := tools.HostPath(tc.host, tc.path); got != tc.want {
+			t.Errorf("HostPath(%q, %q) = %q, want %q", tc.host, tc.path, got, tc.want)
+		}
+	}
+}

@@ -513,12 +513,11 @@ func (p *process) Signal() string {
 	return ""
 }
 
-// Result implements shell.Process; spill paths are shown as <host>:<path>.
+// Result implements shell.Process; spill paths name files of the host.
 func (p *process) Result() shell.Result {
 	<-p.done
 	res := p.result.Result()
-	res.Stdout.SpillPath = hostPath(p.c.host, res.Stdout.SpillPath)
-	res.Stderr.SpillPath = hostPath(p.c.host, res.Stderr.SpillPath)
+	res.Stdout.Host, res.Stderr.Host = p.c.host, p.c.host
 	return res
 }
 
@@ -562,8 +561,7 @@ func (p *process) read(req agent.Request) shell.ReadResult {
 		return shell.ReadResult{Stderr: p.result.Stderr.Text}
 	}
 	r := resp.Read.ReadResult()
-	r.StdoutSpill = hostPath(p.c.host, r.StdoutSpill)
-	r.StderrSpill = hostPath(p.c.host, r.StderrSpill)
+	r.Host = p.c.host
 	return r
 }
 
@@ -587,12 +585,4 @@ func (p *process) Written() (stdout, stderr int64) {
 		return 0, 0
 	}
 	return resp.Written[0], resp.Written[1]
-}
-
-// hostPath shows a path of the host as <host>:<path>.
-func hostPath(host, p string) string {
-	if p == "" {
-		return ""
-	}
-	return host + ":" + p
 }

@@ -147,17 +147,17 @@ func TestLongOutputSpillsOnTheHost(t *testing.T) {
 		ex, _, _ := newExec(t, tr, nil)
 		r := run(t, ex, shell.Request{Command: "seq 1 100000"})
 		o := r.Stdout
-		if !o.Truncated || !strings.HasPrefix(o.SpillPath, "h1:/") || !strings.HasSuffix(o.Text, "\n100000\n") {
+		if !o.Truncated || o.Host != "h1" || !strings.HasPrefix(o.SpillPath, "/") || !strings.HasSuffix(o.Text, "\n100000\n") {
 			t.Fatalf("stdout: truncated %v spill %q tail %q", o.Truncated, o.SpillPath, o.Text[max(0, len(o.Text)-20):])
 		}
-		local := strings.TrimPrefix(o.SpillPath, "h1:")
+		local := o.SpillPath
 		if c := run(t, ex, shell.Request{Command: "wc -c < " + local}); c.Stdout.Text != "588895\n" {
 			t.Errorf("spill file holds %q bytes", c.Stdout.Text)
 		}
 		p := start(t, ex, shell.Request{Command: "seq 1 100000"})
 		waitDone(t, p, 10*time.Second)
 		rr := p.Read()
-		if !rr.Lossy || !strings.HasPrefix(rr.StdoutSpill, "h1:/") {
+		if !rr.Lossy || rr.Host != "h1" || !strings.HasPrefix(rr.StdoutSpill, "/") {
 			t.Errorf("lossy read: lossy %v spill %q skipped %+v", rr.Lossy, rr.StdoutSpill, rr.StdoutSkipped)
 		}
 	})

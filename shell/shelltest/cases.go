@@ -323,12 +323,12 @@ func testStreamCapExactAndOneOver(t *testing.T, su *suite) {
 	if !r.Stdout.Truncated || r.Stdout.Text != strings.Repeat("a", 100) || r.Stdout.SpillPath == "" {
 		t.Fatalf("one over: %+v", r.Stdout)
 	}
-	whole, err := os.ReadFile(localPath(r.Stdout.SpillPath))
+	whole, err := os.ReadFile(r.Stdout.SpillPath)
 	if err != nil || string(whole) != "b"+strings.Repeat("a", 100) {
 		t.Errorf("spill holds %q (%v)", whole, err)
 	}
-	fi, _ := os.Stat(localPath(r.Stdout.SpillPath))
-	di, _ := os.Stat(filepath.Dir(localPath(r.Stdout.SpillPath)))
+	fi, _ := os.Stat(r.Stdout.SpillPath)
+	di, _ := os.Stat(filepath.Dir(r.Stdout.SpillPath))
 	if fi.Mode().Perm() != 0o600 || di.Mode().Perm() != 0o700 {
 		t.Errorf("modes: file %v dir %v", fi.Mode(), di.Mode())
 	}
@@ -444,7 +444,7 @@ func testBackgroundLossyRead(t *testing.T, su *suite) {
 	if !strings.HasSuffix(r.Stdout, "4999\n5000\n") || len(r.Stdout) > 1000 {
 		t.Errorf("retained tail %q", r.Stdout[max(0, len(r.Stdout)-20):])
 	}
-	whole, _ := os.ReadFile(localPath(r.StdoutSpill))
+	whole, _ := os.ReadFile(r.StdoutSpill)
 	if !bytes.HasPrefix(whole, []byte("1\n2\n3\n")) || !bytes.HasSuffix(whole, []byte("5000\n")) {
 		t.Errorf("spill is not the whole stream")
 	}

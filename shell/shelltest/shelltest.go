@@ -11,7 +11,6 @@ package shelltest
 
 import (
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,8 +21,9 @@ import (
 // Config is what the suite asks of an executor. A zero field means the
 // provider's default. The executor must run its commands with the
 // environment Environ (scrubbed and overlaid as any other) and put its
-// spill files under SpillParent, a directory of this machine, so that
-// the suite can find its commands by marker and look at its files.
+// spill files under SpillParent, a directory of this machine (whatever
+// host their Output.Host names), so that the suite can find its commands
+// by marker and look at its files.
 type Config struct {
 	// Cwd is the default workdir.
 	Cwd string
@@ -105,14 +105,4 @@ func (s *suite) exec(t *testing.T, c Config) (shell.Executor, string) {
 		testutil.AssertNoProcesses(t, marker)
 	})
 	return ex, marker
-}
-
-// localPath is the file of this machine that a spill path names: a path
-// may be shown as <host>:<path>.
-func localPath(p string) string {
-	if strings.HasPrefix(p, "/") {
-		return p
-	}
-	_, after, _ := strings.Cut(p, ":")
-	return after
 }
