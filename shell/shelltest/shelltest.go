@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package shelltest is the test suite every provider of the shell seam
 // passes, in the spirit of testing/fstest: Run holds each promise of the
 // Executor and Process interfaces that does not depend on how a provider
