@@ -204,8 +204,12 @@ func (a *Agent) guard(method string, err *error) {
 
 var errShuttingDown = sdk.NewInternalError(map[string]any{"error": "the agent is shutting down"})
 
+// codeResourceNotFound is ACP's JSON-RPC error code for an unknown
+// resource; the SDK has no constructor for it.
+const codeResourceNotFound = -32002
+
 func resourceNotFound(id sdk.SessionId) error {
-	return &sdk.RequestError{Code: -32002, Message: "Resource not found", Data: map[string]any{"sessionId": string(id), "error": "unknown session " + string(id)}}
+	return &sdk.RequestError{Code: codeResourceNotFound, Message: "Resource not found", Data: map[string]any{"sessionId": string(id), "error": "unknown session " + string(id)}}
 }
 
 // Initialize answers initialize and notes the client's terminal
