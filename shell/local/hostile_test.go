@@ -2,9 +2,6 @@ package local_test
 
 import (
 	"context"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,21 +157,4 @@ func TestSetsidForkLoopDiesWithKill(t *testing.T) {
 	if testutil.Beating(t, beat) {
 		t.Error("the setsid fork loop survived Kill")
 	}
-}
-
-// burnCPU keeps n goroutines spinning until the test ends, to starve the
-// goroutines that read the pipes.
-func burnCPU(t *testing.T, n int) {
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			for x := 0; !stop.Load(); x++ {
-				if x%1024 == 0 {
-					runtime.Gosched()
-				}
-			}
-		})
-	}
-	t.Cleanup(func() { stop.Store(true); wg.Wait() })
 }

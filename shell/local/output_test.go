@@ -22,24 +22,6 @@ func assertGone(t *testing.T, marker string) {
 	}
 }
 
-func readUntil(t *testing.T, p shell.Process, ok func(shell.ReadResult) bool) shell.ReadResult {
-	t.Helper()
-	var acc shell.ReadResult
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		r := p.Read()
-		acc.Stdout += r.Stdout
-		acc.Stderr += r.Stderr
-		acc.Lossy = acc.Lossy || r.Lossy
-		if ok(acc) {
-			return acc
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("condition not met; read so far %+v", acc)
-	return acc
-}
-
 func TestSpawnFailureIsAnError(t *testing.T) {
 	ex, _ := newExec(t, &local.Options{Shell: "/nonexistent/bash"})
 	spec, _ := ex.Resolve(shell.Request{Command: "true"})

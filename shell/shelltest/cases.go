@@ -39,9 +39,9 @@ func testEchoAndExitCodes(t *testing.T, su *suite) {
 		{"printf 'no newline'", "no newline", "", 0},
 		{"exit 255", "", "", 255},
 	} {
-		r := run(t, ex, shell.Request{Command: tc.cmd})
-		if r.Stdout.Text != tc.stdout || r.Stderr.Text != tc.stderr || code(r) != tc.code {
-			t.Errorf("%q: got stdout %q stderr %q code %d; want %q %q %d", tc.cmd, r.Stdout.Text, r.Stderr.Text, code(r), tc.stdout, tc.stderr, tc.code)
+		r := MustRun(t, ex, shell.Request{Command: tc.cmd})
+		if r.Stdout.Text != tc.stdout || r.Stderr.Text != tc.stderr || ExitCode(r) != tc.code {
+			t.Errorf("%q: got stdout %q stderr %q code %d; want %q %q %d", tc.cmd, r.Stdout.Text, r.Stderr.Text, ExitCode(r), tc.stdout, tc.stderr, tc.code)
 		}
 		if r.Signal != "" || r.TimedOut || r.Aborted || r.Stdout.Truncated {
 			t.Errorf("%q: unexpected %+v", tc.cmd, r)
@@ -56,13 +56,13 @@ func testCwdDefaultAndOverride(t *testing.T, su *suite) {
 		t.Fatal(err)
 	}
 	ex, _ := su.exec(t, Config{Cwd: base})
-	if got := run(t, ex, shell.Request{Command: "pwd -P"}).Stdout.Text; got != base+"\n" {
+	if got := MustRun(t, ex, shell.Request{Command: "pwd -P"}).Stdout.Text; got != base+"\n" {
 		t.Errorf("default cwd: %q, want %q", got, base)
 	}
-	if got := run(t, ex, shell.Request{Command: "pwd -P", Workdir: sub}).Stdout.Text; got != sub+"\n" {
+	if got := MustRun(t, ex, shell.Request{Command: "pwd -P", Workdir: sub}).Stdout.Text; got != sub+"\n" {
 		t.Errorf("absolute workdir: %q", got)
 	}
-	if got := run(t, ex, shell.Request{Command: "pwd -P", Workdir: "sub"}).Stdout.Text; got != sub+"\n" {
+	if got := MustRun(t, ex, shell.Request{Command: "pwd -P", Workdir: "sub"}).Stdout.Text; got != sub+"\n" {
 		t.Errorf("relative workdir: %q", got)
 	}
 }
@@ -120,7 +120,7 @@ func testResolveRefusesBadRequests(t *testing.T, su *suite) {
 func testTimeoutClampedAndReported(t *testing.T, su *suite) {
 	ex, _ := su.exec(t, Config{MaxTimeout: 200 * time.Millisecond})
 	t0 := time.Now()
-	r := run(t, ex, shell.Request{Command: "sleep 30", Timeout: time.Hour})
+	r := MustRun(t, ex, shell.Request{Command: "sleep 30", Timeout: time.Hour})
 	if !r.TimedOut || r.Aborted || r.Timeout != 200*time.Millisecond || r.Signal != "SIGTERM" || r.ExitCode != nil {
 		t.Fatalf("result %+v", r)
 	}
@@ -131,19 +131,19 @@ func testTimeoutClampedAndReported(t *testing.T, su *suite) {
 
 func testTimeoutCancelSelfSignal(t *testing.T, su *suite) {
 	ex, _ := su.exec(t, Config{})
-	r := run(t, ex, shell.Request{Command: "sleep 30", Timeout: 100 * time.Millisecond})
+	r := MustRun(t, ex, shell.Request{Command: "sleep 30", Timeout: 100 * time.Millisecond})
 	if !r.TimedOut || r.Aborted || r.Signal != "SIGTERM" {
 		t.Errorf("timeout: %+v", r)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
-	r = runCtx(t, ctx, ex, shell.Request{Command: "sleep 30", Timeout: 10 * time.Second})
+	r = MustRunContext(t, ctx, ex, shell.Request{Command: "sleep 30", Timeout: 10 * time.Second})
 	if r.TimedOut || !r.Aborted || r.Signal != "SIGTERM" {
 		t.Errorf("cancel: %+v", r)
 	}
 
-	r = run(t, ex, shell.Request{Command: "kill -TERM $$", Timeout: 10 * time.Second})
+	r = MustRun(t, ex, shell.Request{Command: "kill -TERM $$", Timeout: 10 * time.Second})
 	if r.TimedOut || r.Aborted || r.Signal != "SIGTERM" || r.ExitCode != nil {
 		t.Errorf("self-signal: %+v", r)
 	}
@@ -152,7 +152,7 @@ func testTimeoutCancelSelfSignal(t *testing.T, su *suite) {
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	time.AfterFunc(250*time.Millisecond, cancel)
-	r = runCtx(t, ctx, ex, shell.Request{Command: "trap '' TERM; sleep 2", Timeout: 100 * time.Millisecond})
+	r = MustRunContext(t, ctx, ex, shell.Request{Command: "trap '' TERM; sleep 2", Timeout: 100 * time.Millisecond})
 	if !r.TimedOut || r.Aborted {
 		t.Errorf("first cause: %+v", r)
 	}
@@ -176,7 +176,7 @@ func testAbortedBeforeSpawn(t *testing.T, su *suite) {
 func testTermTrapIsKilledAfterGrace(t *testing.T, su *suite) {
 	ex, _ := su.exec(t, Config{Grace: 300 * time.Millisecond})
 	t0 := time.Now()
-	r := run(t, ex, shell.Request{Command: "trap '' TERM; sleep 30", Timeout: 100 * time.Millisecond})
+	r := MustRun(t, ex, shell.Request{Command: "trap '' TERM; sleep 30", Timeout: 100 * time.Millisecond})
 	d := time.Since(t0)
 	if !r.TimedOut || r.Signal != "SIGKILL" {
 		t.Fatalf("result %+v", r)
@@ -188,33 +188,33 @@ func testTermTrapIsKilledAfterGrace(t *testing.T, su *suite) {
 
 func testTrappedTermExitZeroIsTimedOut(t *testing.T, su *suite) {
 	ex, _ := su.exec(t, Config{})
-	r := run(t, ex, shell.Request{Command: "trap 'exit 0' TERM; sleep 30 & wait", Timeout: 100 * time.Millisecond})
-	if !r.TimedOut || code(r) != 0 || r.Signal != "" {
+	r := MustRun(t, ex, shell.Request{Command: "trap 'exit 0' TERM; sleep 30 & wait", Timeout: 100 * time.Millisecond})
+	if !r.TimedOut || ExitCode(r) != 0 || r.Signal != "" {
 		t.Fatalf("result %+v", r)
 	}
 }
 
 func testStdin(t *testing.T, su *suite) {
 	ex, _ := su.exec(t, Config{})
-	r := run(t, ex, shell.Request{Command: "test -c /dev/stdin && echo devnull; cat"})
+	r := MustRun(t, ex, shell.Request{Command: "test -c /dev/stdin && echo devnull; cat"})
 	if r.Stdout.Text != "devnull\n" {
 		t.Errorf("absent stdin: %q", r.Stdout.Text)
 	}
-	r = run(t, ex, shell.Request{Command: "test -c /dev/stdin || echo pipe; cat", Stdin: []byte("given\n")})
+	r = MustRun(t, ex, shell.Request{Command: "test -c /dev/stdin || echo pipe; cat", Stdin: []byte("given\n")})
 	if r.Stdout.Text != "pipe\ngiven\n" {
 		t.Errorf("given stdin: %q", r.Stdout.Text)
 	}
-	r = run(t, ex, shell.Request{Command: "cat; echo end", Stdin: []byte{}})
+	r = MustRun(t, ex, shell.Request{Command: "cat; echo end", Stdin: []byte{}})
 	if r.Stdout.Text != "end\n" {
 		t.Errorf("empty stdin: %q", r.Stdout.Text)
 	}
 	big := bytes.Repeat([]byte("x"), 1<<20)
 	t0 := time.Now()
-	r = run(t, ex, shell.Request{Command: "echo quit", Stdin: big, Timeout: 10 * time.Second})
-	if r.Stdout.Text != "quit\n" || code(r) != 0 || time.Since(t0) > 3*time.Second {
+	r = MustRun(t, ex, shell.Request{Command: "echo quit", Stdin: big, Timeout: 10 * time.Second})
+	if r.Stdout.Text != "quit\n" || ExitCode(r) != 0 || time.Since(t0) > 3*time.Second {
 		t.Errorf("1 MiB stdin to a command that exits at once: %+v in %v", r, time.Since(t0))
 	}
-	r = run(t, ex, shell.Request{Command: "wc -c", Stdin: big})
+	r = MustRun(t, ex, shell.Request{Command: "wc -c", Stdin: big})
 	if strings.TrimSpace(r.Stdout.Text) != "1048576" {
 		t.Errorf("1 MiB stdin read whole: %q", r.Stdout.Text)
 	}
@@ -235,7 +235,7 @@ func testEnvironmentScrubAndOrder(t *testing.T, su *suite) {
 		"GIT_AUTHOR_NAME=A U Thor", "OLDPWD=/", "PASSED_TOKEN=through",
 	)
 	ex, _ := su.exec(t, Config{Environ: environ, PassEnv: []string{"PASSED_TOKEN"}})
-	r := run(t, ex, shell.Request{
+	r := MustRun(t, ex, shell.Request{
 		Command: "env",
 		Env:     map[string]string{"EXPLICIT_TOKEN": "kept", "PAGER": "more", "CONCH_SHELL": "model"},
 		ManagedEnv: map[string]string{
@@ -269,7 +269,7 @@ func testEnvironmentScrubAndOrder(t *testing.T, su *suite) {
 			t.Errorf("%s=%q, want %q", k, env[k], v)
 		}
 	}
-	if r := run(t, ex, shell.Request{Command: "type evil 2>&1 || echo nofunc"}); !strings.Contains(r.Stdout.Text, "nofunc") {
+	if r := MustRun(t, ex, shell.Request{Command: "type evil 2>&1 || echo nofunc"}); !strings.Contains(r.Stdout.Text, "nofunc") {
 		t.Errorf("exported function reached bash: %q", r.Stdout.Text)
 	}
 	if strings.Contains(r.Stderr.Text, "pwned") || strings.Contains(r.Stderr.Text, "+ env") {
@@ -286,13 +286,13 @@ func testPythonOutputWhileRunning(t *testing.T, su *suite) {
 	}
 	environ := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "PYTHONUNBUFFERED=") })
 	ex, _ := su.exec(t, Config{Environ: environ})
-	p := start(t, ex, shell.Request{Command: `python3 -c 'import time; print("x"); time.sleep(30)'`})
+	p := MustStart(t, ex, shell.Request{Command: `python3 -c 'import time; print("x"); time.sleep(30)'`})
 	defer func() {
 		p.Kill()
-		waitDone(t, p, 10*time.Second)
+		WaitDone(t, p, 10*time.Second)
 	}()
 	// Unbuffered, Python writes "x" and "\n" separately: wait for the line.
-	if r := readUntil(t, p, func(r shell.ReadResult) bool { return strings.Contains(r.Stdout, "\n") }); r.Stdout != "x\n" {
+	if r := ReadUntil(t, p, func(r shell.ReadResult) bool { return strings.Contains(r.Stdout, "\n") }); r.Stdout != "x\n" {
 		t.Errorf("read %q", r.Stdout)
 	}
 }
@@ -300,9 +300,9 @@ func testPythonOutputWhileRunning(t *testing.T, su *suite) {
 func testBackgroundGrandchildDoesNotHang(t *testing.T, su *suite) {
 	ex, marker := su.exec(t, Config{Grace: 500 * time.Millisecond})
 	t0 := time.Now()
-	r := run(t, ex, shell.Request{Command: "sleep 600 & echo ok"})
+	r := MustRun(t, ex, shell.Request{Command: "sleep 600 & echo ok"})
 	d := time.Since(t0)
-	if r.Stdout.Text != "ok\n" || code(r) != 0 {
+	if r.Stdout.Text != "ok\n" || ExitCode(r) != 0 {
 		t.Errorf("result %+v", r)
 	}
 	if d > 500*time.Millisecond+time.Second {
@@ -314,14 +314,14 @@ func testBackgroundGrandchildDoesNotHang(t *testing.T, su *suite) {
 func testStreamCapExactAndOneOver(t *testing.T, su *suite) {
 	spill := t.TempDir()
 	ex, _ := su.exec(t, Config{MaxOutputBytes: 100, SpillParent: spill})
-	r := run(t, ex, shell.Request{Command: "head -c 100 /dev/zero | tr '\\0' a"})
+	r := MustRun(t, ex, shell.Request{Command: "head -c 100 /dev/zero | tr '\\0' a"})
 	if r.Stdout.Truncated || len(r.Stdout.Text) != 100 || r.Stdout.SpillPath != "" {
 		t.Errorf("exact cap: truncated=%v len=%d spill=%q", r.Stdout.Truncated, len(r.Stdout.Text), r.Stdout.SpillPath)
 	}
 	if files, _ := filepath.Glob(filepath.Join(spill, "*", "*")); len(files) != 0 {
 		t.Errorf("exact cap created spill files %v", files)
 	}
-	r = run(t, ex, shell.Request{Command: "printf b; head -c 100 /dev/zero | tr '\\0' a"})
+	r = MustRun(t, ex, shell.Request{Command: "printf b; head -c 100 /dev/zero | tr '\\0' a"})
 	if !r.Stdout.Truncated || r.Stdout.Text != strings.Repeat("a", 100) || r.Stdout.SpillPath == "" {
 		t.Fatalf("one over: %+v", r.Stdout)
 	}
@@ -337,7 +337,7 @@ func testStreamCapExactAndOneOver(t *testing.T, su *suite) {
 	if !strings.HasSuffix(r.Stdout.SpillPath, "stdout") {
 		t.Errorf("spill name %q does not end in the stream name", r.Stdout.SpillPath)
 	}
-	r = run(t, ex, shell.Request{Command: "head -c 150 /dev/zero | tr '\\0' e >&2"})
+	r = MustRun(t, ex, shell.Request{Command: "head -c 150 /dev/zero | tr '\\0' e >&2"})
 	if !r.Stderr.Truncated || !strings.HasSuffix(r.Stderr.SpillPath, "stderr") {
 		t.Errorf("stderr: %+v", r.Stderr)
 	}
@@ -346,7 +346,7 @@ func testStreamCapExactAndOneOver(t *testing.T, su *suite) {
 func testSpillDeletedPastCap(t *testing.T, su *suite) {
 	spill := t.TempDir()
 	ex, _ := su.exec(t, Config{MaxOutputBytes: 1000, MaxSpillBytes: 10000, SpillParent: spill})
-	r := run(t, ex, shell.Request{Command: "head -c 20000 /dev/zero | tr '\\0' z"})
+	r := MustRun(t, ex, shell.Request{Command: "head -c 20000 /dev/zero | tr '\\0' z"})
 	if !r.Stdout.Truncated || r.Stdout.SpillPath != "" || len(r.Stdout.Text) != 1000 {
 		t.Errorf("past spill cap: truncated=%v spill=%q len=%d", r.Stdout.Truncated, r.Stdout.SpillPath, len(r.Stdout.Text))
 	}
@@ -358,7 +358,7 @@ func testSpillDeletedPastCap(t *testing.T, su *suite) {
 func testSpillDirRemovedAtClose(t *testing.T, su *suite) {
 	spill := t.TempDir()
 	ex, _ := su.exec(t, Config{MaxOutputBytes: 10, SpillParent: spill})
-	r := run(t, ex, shell.Request{Command: "seq 1 100"})
+	r := MustRun(t, ex, shell.Request{Command: "seq 1 100"})
 	if r.Stdout.SpillPath == "" {
 		t.Fatal("no spill")
 	}
@@ -379,7 +379,7 @@ func testGarbageNeverBreaksCapture(t *testing.T, su *suite) {
 		"for i in $(seq 1 20000); do printf 'progress %d\\r' $i; done", // \r flood
 		"printf '\\xe2\\x82\\xac%.0s' $(seq 1 30000)",                  // € cut at any boundary
 	} {
-		r := run(t, ex, shell.Request{Command: cmd, Timeout: 60 * time.Second})
+		r := MustRun(t, ex, shell.Request{Command: cmd, Timeout: 60 * time.Second})
 		if !utf8.ValidString(r.Stdout.Text) {
 			t.Errorf("%q: invalid UTF-8", cmd)
 		}
@@ -400,11 +400,11 @@ func testBackgroundReads(t *testing.T, su *suite) {
 	gate := filepath.Join(dir, "gate")
 	cmd := fmt.Sprintf(`printf one; echo e1 >&2; while [ ! -e %[1]s ]; do sleep 0.01; done; echo two; rm %[1]s
 while [ ! -e %[1]s ]; do sleep 0.01; done; echo three >&2`, gate)
-	p := start(t, ex, shell.Request{Command: cmd})
+	p := MustStart(t, ex, shell.Request{Command: cmd})
 	if p.Status() != shell.StatusRunning {
 		t.Fatalf("status %v", p.Status())
 	}
-	r := readUntil(t, p, func(r shell.ReadResult) bool { return strings.Contains(r.Stderr, "e1") })
+	r := ReadUntil(t, p, func(r shell.ReadResult) bool { return strings.Contains(r.Stderr, "e1") })
 	if r.Stdout != "one" || r.Stderr != "e1\n" {
 		t.Errorf("first read %+v", r)
 	}
@@ -412,7 +412,7 @@ while [ ! -e %[1]s ]; do sleep 0.01; done; echo three >&2`, gate)
 		t.Errorf("re-delivered %+v", again)
 	}
 	os.WriteFile(gate, nil, 0o644)
-	r = readUntil(t, p, func(r shell.ReadResult) bool { return r.Stdout != "" })
+	r = ReadUntil(t, p, func(r shell.ReadResult) bool { return r.Stdout != "" })
 	if r.Stdout != "two\n" || r.Stderr != "" {
 		t.Errorf("second read %+v", r)
 	}
@@ -423,7 +423,7 @@ while [ ! -e %[1]s ]; do sleep 0.01; done; echo three >&2`, gate)
 		time.Sleep(5 * time.Millisecond)
 	}
 	os.WriteFile(gate, nil, 0o644)
-	waitDone(t, p, 5*time.Second)
+	WaitDone(t, p, 5*time.Second)
 	if r := p.Read(); r.Stdout != "" || r.Stderr != "three\n" {
 		t.Errorf("read after exit %+v", r)
 	}
@@ -437,8 +437,8 @@ while [ ! -e %[1]s ]; do sleep 0.01; done; echo three >&2`, gate)
 
 func testBackgroundLossyRead(t *testing.T, su *suite) {
 	ex, _ := su.exec(t, Config{MaxOutputBytes: 1000})
-	p := start(t, ex, shell.Request{Command: "seq 1 5000; seq 1 3000 >&2"})
-	waitDone(t, p, 5*time.Second)
+	p := MustStart(t, ex, shell.Request{Command: "seq 1 5000; seq 1 3000 >&2"})
+	WaitDone(t, p, 5*time.Second)
 	r := p.Read()
 	if !r.Lossy || r.StdoutSpill == "" || r.StderrSpill == "" {
 		t.Fatalf("lossy read %+v", r)
@@ -457,7 +457,7 @@ func testBackgroundLossyRead(t *testing.T, su *suite) {
 
 func testKillTrueThenFalse(t *testing.T, su *suite) {
 	ex, _ := su.exec(t, Config{})
-	p := start(t, ex, shell.Request{Command: "sleep 30"})
+	p := MustStart(t, ex, shell.Request{Command: "sleep 30"})
 	t0 := time.Now()
 	if !p.Kill() {
 		t.Fatal("first Kill returned false")
@@ -465,7 +465,7 @@ func testKillTrueThenFalse(t *testing.T, su *suite) {
 	if p.Kill() {
 		t.Error("second Kill returned true")
 	}
-	waitDone(t, p, 5*time.Second)
+	WaitDone(t, p, 5*time.Second)
 	t.Logf("cooperative kill settled in %v", time.Since(t0))
 	if p.Status() != shell.StatusKilled || p.Signal() != "SIGTERM" {
 		t.Errorf("status %v signal %q", p.Status(), p.Signal())
@@ -473,8 +473,8 @@ func testKillTrueThenFalse(t *testing.T, su *suite) {
 	if p.Kill() {
 		t.Error("Kill after settling returned true")
 	}
-	done := start(t, ex, shell.Request{Command: "true"})
-	waitDone(t, done, 5*time.Second)
+	done := MustStart(t, ex, shell.Request{Command: "true"})
+	WaitDone(t, done, 5*time.Second)
 	if done.Kill() || done.Status() != shell.StatusCompleted {
 		t.Errorf("finished process: Kill true or status %v", done.Status())
 	}
@@ -482,19 +482,19 @@ func testKillTrueThenFalse(t *testing.T, su *suite) {
 
 func testKilledStaysKilledAfterTrappedExitZero(t *testing.T, su *suite) {
 	ex, _ := su.exec(t, Config{})
-	p := start(t, ex, shell.Request{Command: "trap 'exit 0' TERM; echo ready; sleep 30 & wait"})
-	readUntil(t, p, func(r shell.ReadResult) bool { return r.Stdout == "ready\n" })
+	p := MustStart(t, ex, shell.Request{Command: "trap 'exit 0' TERM; echo ready; sleep 30 & wait"})
+	ReadUntil(t, p, func(r shell.ReadResult) bool { return r.Stdout == "ready\n" })
 	p.Kill()
-	waitDone(t, p, 5*time.Second)
-	if p.Status() != shell.StatusKilled || code(shell.Result{ExitCode: p.ExitCode()}) != 0 {
+	WaitDone(t, p, 5*time.Second)
+	if p.Status() != shell.StatusKilled || ExitCode(shell.Result{ExitCode: p.ExitCode()}) != 0 {
 		t.Errorf("status %v exit %v", p.Status(), p.ExitCode())
 	}
 }
 
 func testSelfSignalInBackgroundIsKilled(t *testing.T, su *suite) {
 	ex, _ := su.exec(t, Config{})
-	p := start(t, ex, shell.Request{Command: "kill -TERM $$"})
-	waitDone(t, p, 5*time.Second)
+	p := MustStart(t, ex, shell.Request{Command: "kill -TERM $$"})
+	WaitDone(t, p, 5*time.Second)
 	if p.Status() != shell.StatusKilled || p.Signal() != "SIGTERM" {
 		t.Errorf("status %v signal %q", p.Status(), p.Signal())
 	}
@@ -507,7 +507,7 @@ func testOutputFacts(t *testing.T, su *suite) {
 	for i := 1; i <= 20000; i++ {
 		fmt.Fprintf(&want, "%d\n", i)
 	}
-	r := run(t, ex, shell.Request{Command: "seq 1 20000"})
+	r := MustRun(t, ex, shell.Request{Command: "seq 1 20000"})
 	out := r.Stdout
 	if out.Size != int64(want.Len()) || out.Lines != 20000 || !out.Truncated {
 		t.Errorf("Size %d, Lines %d, Truncated %v; want %d, 20000, true", out.Size, out.Lines, out.Truncated, want.Len())
@@ -522,14 +522,14 @@ func testOutputFacts(t *testing.T, su *suite) {
 		t.Errorf("empty stderr: %+v", r.Stderr)
 	}
 
-	r = run(t, ex, shell.Request{Command: "seq 1 40000"}) // 228,894 bytes: past the spill cap
+	r = MustRun(t, ex, shell.Request{Command: "seq 1 40000"}) // 228,894 bytes: past the spill cap
 	var ce *shell.SpillCapError
 	if !errors.As(r.Stdout.SpillErr, &ce) || ce.Cap != 200_000 || r.Stdout.SpillPath != "" {
 		t.Errorf("past the spill cap: SpillErr %v, SpillPath %q", r.Stdout.SpillErr, r.Stdout.SpillPath)
 	}
 
-	p := start(t, ex, shell.Request{Command: "seq 1 20000; echo err >&2"})
-	waitDone(t, p, 5*time.Second)
+	p := MustStart(t, ex, shell.Request{Command: "seq 1 20000; echo err >&2"})
+	WaitDone(t, p, 5*time.Second)
 	rr := p.Read()
 	if !rr.Lossy || rr.StdoutSkipped.Bytes+int64(len(rr.Stdout)) != int64(want.Len()) ||
 		rr.StdoutSkipped.Lines+int64(strings.Count(rr.Stdout, "\n")) != 20000 || rr.StderrSkipped != (shell.Omission{}) {
@@ -545,8 +545,8 @@ func testOutputFacts(t *testing.T, su *suite) {
 // output, cut at a line, and the next Read still returns all of it.
 func testPeekDoesNotConsume(t *testing.T, su *suite) {
 	ex, _ := su.exec(t, Config{})
-	p := start(t, ex, shell.Request{Command: "seq 1 100; echo oops >&2"})
-	waitDone(t, p, 20*time.Second)
+	p := MustStart(t, ex, shell.Request{Command: "seq 1 100; echo oops >&2"})
+	WaitDone(t, p, 20*time.Second)
 	peek := p.Peek(10)
 	if peek.Stdout != "99\n100\n" || peek.Stderr != "oops\n" || peek.Lossy {
 		t.Fatalf("Peek(10) = %+v", peek)
@@ -602,7 +602,7 @@ func testNoByteLostWhenTheDrainIsCut(t *testing.T, su *suite) {
 		runs = n // a longer soak, e.g. 5000
 	}
 	ex, _ := su.exec(t, Config{Grace: time.Millisecond})
-	burnCPU(t, 2*runtime.NumCPU())
+	BurnCPU(t, 2*runtime.NumCPU())
 	spec, err := ex.Resolve(shell.Request{Command: "seq 1 3000; echo FINAL-LINE"})
 	if err != nil {
 		t.Fatal(err)
@@ -656,9 +656,9 @@ func testLeftRunning(t *testing.T, su *suite) {
 		{"sleep 600 >/dev/null 2>&1 & echo ok", false},
 		{"(sleep 0.05; echo late) & echo ok", false},
 	} {
-		r := run(t, ex, shell.Request{Command: tc.command})
-		if r.LeftRunning != tc.want || code(r) != 0 {
-			t.Errorf("%q: LeftRunning = %v, exit %d; want %v, 0", tc.command, r.LeftRunning, code(r), tc.want)
+		r := MustRun(t, ex, shell.Request{Command: tc.command})
+		if r.LeftRunning != tc.want || ExitCode(r) != 0 {
+			t.Errorf("%q: LeftRunning = %v, exit %d; want %v, 0", tc.command, r.LeftRunning, ExitCode(r), tc.want)
 		}
 	}
 }
@@ -668,8 +668,8 @@ func testLeftRunning(t *testing.T, su *suite) {
 // with ErrClosed; a second Close is harmless.
 func testCloseKillsAndRefuses(t *testing.T, su *suite) {
 	ex, marker := su.exec(t, Config{})
-	bg := start(t, ex, shell.Request{Command: "echo ready; sleep 30"})
-	readUntil(t, bg, func(r shell.ReadResult) bool { return r.Stdout == "ready\n" })
+	bg := MustStart(t, ex, shell.Request{Command: "echo ready; sleep 30"})
+	ReadUntil(t, bg, func(r shell.ReadResult) bool { return r.Stdout == "ready\n" })
 	spec, err := ex.Resolve(shell.Request{Command: "sleep 30"})
 	if err != nil {
 		t.Fatal(err)
@@ -682,7 +682,7 @@ func testCloseKillsAndRefuses(t *testing.T, su *suite) {
 		t.Fatalf("Close: %v", err)
 	}
 	for name, p := range map[string]shell.Process{"Start": bg, "Launch": fg} {
-		waitDone(t, p, 5*time.Second)
+		WaitDone(t, p, 5*time.Second)
 		if p.Status() != shell.StatusKilled || !p.Result().Aborted {
 			t.Errorf("%s after Close: status %v, result %+v", name, p.Status(), p.Result())
 		}

@@ -45,12 +45,15 @@ var cases = []testCase{
 	{name: "NoByteLostWhenTheDrainIsCut", run: testNoByteLostWhenTheDrainIsCut, serial: true},
 }
 
-func run(t *testing.T, ex shell.Executor, r shell.Request) shell.Result {
+// MustRun resolves r on ex and runs it with shell.Run, failing t on an
+// error.
+func MustRun(t *testing.T, ex shell.Executor, r shell.Request) shell.Result {
 	t.Helper()
-	return runCtx(t, context.Background(), ex, r)
+	return MustRunContext(t, context.Background(), ex, r)
 }
 
-func runCtx(t *testing.T, ctx context.Context, ex shell.Executor, r shell.Request) shell.Result {
+// MustRunContext is MustRun with ctx.
+func MustRunContext(t *testing.T, ctx context.Context, ex shell.Executor, r shell.Request) shell.Result {
 	t.Helper()
 	spec, err := ex.Resolve(r)
 	if err != nil {
@@ -63,7 +66,9 @@ func runCtx(t *testing.T, ctx context.Context, ex shell.Executor, r shell.Reques
 	return res
 }
 
-func start(t *testing.T, ex shell.Executor, r shell.Request) shell.Process {
+// MustStart resolves r on ex and starts it in the background, failing t
+// on an error.
+func MustStart(t *testing.T, ex shell.Executor, r shell.Request) shell.Process {
 	t.Helper()
 	spec, err := ex.Resolve(r)
 	if err != nil {
@@ -76,14 +81,16 @@ func start(t *testing.T, ex shell.Executor, r shell.Request) shell.Process {
 	return p
 }
 
-func code(r shell.Result) int {
+// ExitCode is r's exit code, -1 when a signal ended it.
+func ExitCode(r shell.Result) int {
 	if r.ExitCode == nil {
 		return -1
 	}
 	return *r.ExitCode
 }
 
-func waitDone(t *testing.T, p shell.Process, d time.Duration) {
+// WaitDone waits at most d for p to be done, failing t after.
+func WaitDone(t *testing.T, p shell.Process, d time.Duration) {
 	t.Helper()
 	select {
 	case <-p.Done():
@@ -92,9 +99,9 @@ func waitDone(t *testing.T, p shell.Process, d time.Duration) {
 	}
 }
 
-// readUntil reads p until what it read so far satisfies ok, for at most
+// ReadUntil reads p until what it read so far satisfies ok, for at most
 // 5 s.
-func readUntil(t *testing.T, p shell.Process, ok func(shell.ReadResult) bool) shell.ReadResult {
+func ReadUntil(t *testing.T, p shell.Process, ok func(shell.ReadResult) bool) shell.ReadResult {
 	t.Helper()
 	var acc shell.ReadResult
 	deadline := time.Now().Add(5 * time.Second)
@@ -112,9 +119,9 @@ func readUntil(t *testing.T, p shell.Process, ok func(shell.ReadResult) bool) sh
 	return acc
 }
 
-// burnCPU keeps n goroutines spinning until the test ends, to starve the
+// BurnCPU keeps n goroutines spinning until the test ends, to starve the
 // goroutines that read the pipes.
-func burnCPU(t *testing.T, n int) {
+func BurnCPU(t *testing.T, n int) {
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	for range n {
