@@ -193,14 +193,17 @@ func TestPromptReplies(t *testing.T) {
 	work := t.TempDir()
 	sid := c.newSession(work)
 	const help = "conch runs each prompt as one bash command in the session's folder. " +
-		"Start it with `&` to run it in the background; `/tasks` lists background tasks, " +
-		"`/output <id>` reads one's new output, `/kill <id>` stops one."
+		"Start it with `&` to run it in the background; `/tty <command>` runs a program that asks for input on a terminal " +
+		"(it becomes a background task when it waits for input); `/tasks` lists background tasks, " +
+		"`/output <id>` reads one's new output, `/input <id> <text>` types a line into one, `/kill <id>` stops one."
 	for _, r := range []struct{ prompt, reply string }{
 		{"   ", help},
 		{"/help", help},
 		{"/kill", "Usage: `/kill <id>` stops a background task; `/tasks` lists them."},
 		{" /kill  ", "Usage: `/kill <id>` stops a background task; `/tasks` lists them."},
 		{"/output", "Usage: `/output <id>` reads a background task's new output; `/tasks` lists them."},
+		{"/input", "Usage: `/input <id> <text>` types a line into a background task started with `/tty`; `/tasks` lists them."},
+		{"/tty", "Usage: `/tty <command>` runs a command on a terminal; answer it with `/input <id> <text>`."},
 		{"/taks", "Unknown command `/taks`. " + help},
 		{"/rm -rf x", "Unknown command `/rm`. " + help},
 	} {

@@ -51,10 +51,12 @@
 //
 // An Agent is an ACP agent whose model is the user: each prompt is one
 // shell command, run through the bash tool of its session and drawn as its
-// card. A prompt starting with & runs in the background; /tasks,
-// /output <id> and /kill <id> call task_list, task_output and task_kill.
-// A blank prompt and /help get the help text (HelpText), /output or /kill
-// without an id a usage line, and an unknown /word (a slash and a name:
+// card. A prompt starting with & runs in the background, one starting
+// with /tty runs on a terminal (bash's tty); /tasks, /output <id>,
+// /input <id> <text> and /kill <id> call task_list, task_output,
+// task_input (the text, then Enter) and task_kill. A blank prompt and
+// /help get the help text (HelpText), /output, /input or /kill without an
+// id and /tty without a command a usage line, and an unknown /word (a slash and a name:
 // a word with a second slash is a path, and runs) the help text after
 // "Unknown command `/word`."; none of them runs anything. Completion
 // notices of background tasks follow a result as an agent message, or,

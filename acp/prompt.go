@@ -20,13 +20,16 @@ const promptDescription = "Run a command typed at the prompt"
 // HelpText is what conch acp answers to a blank prompt, to /help and,
 // after a line naming it, to an unknown /word.
 const HelpText = "conch runs each prompt as one bash command in the session's folder. " +
-	"Start it with `&` to run it in the background; `/tasks` lists background tasks, " +
-	"`/output <id>` reads one's new output, `/kill <id>` stops one."
+	"Start it with `&` to run it in the background; `/tty <command>` runs a program that asks for input on a terminal " +
+	"(it becomes a background task when it waits for input); `/tasks` lists background tasks, " +
+	"`/output <id>` reads one's new output, `/input <id> <text>` types a line into one, `/kill <id>` stops one."
 
 // The answers to a task command without its task id.
 const (
 	usageOutput = "Usage: `/output <id>` reads a background task's new output; `/tasks` lists them."
 	usageKill   = "Usage: `/kill <id>` stops a background task; `/tasks` lists them."
+	usageInput  = "Usage: `/input <id> <text>` types a line into a background task started with `/tty`; `/tasks` lists them."
+	usageTTY    = "Usage: `/tty <command>` runs a command on a terminal; answer it with `/input <id> <text>`."
 )
 
 // unknownCommand is the answer to a /word that is not a conch command.
@@ -48,10 +51,12 @@ type promptCall struct {
 
 // parsePrompt maps a prompt's text to a tool call, or to a reply sent
 // instead of any call. `/tasks`, `/output <id>` and `/kill <id>` call the
-// task tools, `&<command>` is a background bash call, anything else a
-// foreground bash call. A blank prompt and `/help` are answered with
-// HelpText, an unknown /word with unknownCommand, `/output` and `/kill`
-// without an id with their usage line. `&` alone still makes a call, so
+// task tools, `/input <id> <text>` types text and Enter into a task
+// (task_input), `&<command>` is a background bash call, `/tty <command>`
+// a bash call on a terminal, anything else a foreground bash call. A
+// blank prompt and `/help` are answered with HelpText, an unknown /word
+// with unknownCommand, `/output`, `/kill` and `/input` without an id and
+// `/tty` without a command with their usage line. `&` alone still makes a call, so
 // that the tool reports the error.
 func parsePrompt(text string) (c promptCall, reply string) {
 	t := strings.TrimSpace(text)
@@ -89,18 +94,37 @@ func parsePrompt(text string) (c promptCall, reply string) {
 		c.tool, c.draw = tools.NameTaskKill, taskArgs()
 		c.exec = c.draw
 		return c, ""
+	case "/input":
+		if taskID == "" {
+			return c, usageInput
+		}
+		_, rest, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(t, "/input")), taskID)
+		c.tool, c.draw = tools.NameTaskInput, mustJSON(struct {
+			TaskID string   `json:"task_id"`
+			Text   string   `json:"text"`
+			Keys   []string `json:"keys"`
+		}{taskID, strings.TrimLeft(rest, " \t"), []string{"Enter"}})
+		c.exec = c.draw
+		return c, ""
 	}
-	if slashWord.MatchString(fields[0]) {
+	if slashWord.MatchString(fields[0]) && fields[0] != "/tty" {
 		return c, unknownCommand(fields[0])
 	}
 	type bashArgs struct {
 		Command     string `json:"command"`
 		Description string `json:"description,omitempty"`
 		Background  bool   `json:"run_in_background,omitempty"`
+		TTY         bool   `json:"tty,omitempty"`
 	}
 	a := bashArgs{Command: t}
 	if rest, bg := strings.CutPrefix(t, "&"); bg {
 		a = bashArgs{Command: strings.TrimSpace(rest), Background: true}
+	}
+	if fields[0] == "/tty" {
+		if len(fields) == 1 {
+			return c, usageTTY
+		}
+		a = bashArgs{Command: strings.TrimSpace(strings.TrimPrefix(t, "/tty")), TTY: true}
 	}
 	c.tool, c.draw = tools.NameBash, mustJSON(a)
 	a.Description = promptDescription

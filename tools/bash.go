@@ -162,13 +162,18 @@ func (t *Toolset) HostDir(dir string) (string, error) {
 // bash runs the bash tool. A result that holds a command's output comes
 // as render, to be rendered within the budget the caller leaves it.
 func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, co CallOptions) (Result, func(budget int) Result) {
-	host, raw, keyErr, hostErr := t.takeHost(raw)
-	if keyErr != nil {
-		return errorResult(keyErr.Error()), nil
+	params, hidden := t.bashKeys()
+	if err := checkKeys(NameBash, raw, params, hidden...); err != nil {
+		return errorResult(err.Error()), nil
 	}
+	host, raw, hostErr := t.takeHost(raw)
+	tty, raw, ttyErr := t.takeTTY(raw)
 	b, err := ParseBashArgs(raw, t.background())
 	if err != nil {
 		return errorResult(err.Error()), nil
+	}
+	if ttyErr != nil {
+		return errorResult(ttyErr.Error()), nil
 	}
 	if hostErr != nil {
 		return errorResult(hostErr.Error()), nil
@@ -180,6 +185,11 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 		return errorResult(msgAborted), nil
 	}
 	on := t.on(host)
+	if tty {
+		if on.terms = terminalsOf(on.ex); on.terms == nil {
+			return errorResult("tty is not available on host " + host), nil
+		}
+	}
 	req := t.Request(sess, b)
 	if host != HostLocal {
 		req.Workdir = b.Workdir
@@ -194,62 +204,86 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 	if ctx.Err() != nil { // cancelled while the user was answering
 		return errorResult(msgAborted), nil
 	}
-	if b.Background {
+	switch {
+	case tty && b.Background:
+		return t.startTerminalTask(sess, b, on, spec), nil
+	case tty:
+		return t.foregroundTerminal(ctx, sess, b, on, spec, co)
+	case b.Background:
 		return t.startBackground(sess, b, on, spec), nil
 	}
 	return t.foreground(ctx, sess, b, on, spec, co)
 }
 
-// target is where a call runs: an executor and the kind of its tasks.
+// target is where a call runs: an executor and the kind of its tasks,
+// and, for a tty call, the executor's terminals.
 type target struct {
-	ex   shell.Executor
-	kind string
+	ex    shell.Executor
+	kind  string
+	terms shell.Terminals
 }
 
 // on returns the target of host (HostLocal or a configured name).
 func (t *Toolset) on(host string) target {
 	if host == HostLocal {
-		return target{t.ex, KindBash}
+		return target{ex: t.ex, kind: KindBash}
 	}
-	return target{t.hosts[host], KindBash + "@" + host}
+	return target{ex: t.hosts[host], kind: KindBash + "@" + host}
 }
 
 // takeHost takes the host parameter out of raw, so that the remaining
 // arguments are checked as without hosts. Without configured hosts, raw
-// is left alone (and a host key is refused as unknown). keyErr is a key
-// the schema with host does not offer, reported first like any unknown
-// key; hostErr is a host that is not a string or not configured,
-// reported after the other arguments' errors. A null host is not given.
-func (t *Toolset) takeHost(raw json.RawMessage) (host string, rest json.RawMessage, keyErr, hostErr error) {
+// is left alone (and a host key was refused as unknown). hostErr is a
+// host that is not a string or not configured, reported after the other
+// arguments' errors. A null host is not given.
+func (t *Toolset) takeHost(raw json.RawMessage) (host string, rest json.RawMessage, hostErr error) {
 	if t.hosts == nil {
-		return HostLocal, raw, nil, nil
+		return HostLocal, raw, nil
 	}
-	params, hidden := bashParams, []string(nil)
-	if !t.background() {
-		params, hidden = bashParamsNoBackground, []string{paramBackground}
+	v, raw := takeKey(raw, "host")
+	if v == nil || string(v) == "null" {
+		return HostLocal, raw, nil
 	}
-	if err := checkKeys(NameBash, raw, append(slices.Clone(params), "host"), hidden...); err != nil {
-		return HostLocal, raw, err, nil
+	if err := json.Unmarshal(v, &host); err != nil {
+		return HostLocal, raw, argErr(msgHostType)
 	}
+	if host != HostLocal && t.hosts[host] == nil {
+		return HostLocal, raw, argErr("unknown host " + strconv.Quote(host) + "; configured hosts: " + strings.Join(t.hostNames()[1:], ", "))
+	}
+	return host, raw, nil
+}
+
+// takeKey takes key out of the JSON object raw: its value (nil when
+// absent) and the object without it. raw is returned as is when it is
+// not an object or lacks key.
+func takeKey(raw json.RawMessage, key string) (v, rest json.RawMessage) {
 	var args map[string]json.RawMessage
-	if json.Unmarshal(raw, &args) != nil || args["host"] == nil {
-		return HostLocal, raw, nil, nil
+	if json.Unmarshal(raw, &args) != nil || args[key] == nil {
+		return nil, raw
 	}
-	v := args["host"]
-	delete(args, "host")
+	v = args[key]
+	delete(args, key)
 	if rest, err := json.Marshal(args); err == nil {
 		raw = rest
 	}
-	if string(v) == "null" {
-		return HostLocal, raw, nil, nil
+	return v, raw
+}
+
+// bashKeys are the bash parameters of this deployment in schema order,
+// and those it takes without listing them (run_in_background when it is
+// disabled: a model that sends it is told that, not that it is unknown).
+func (t *Toolset) bashKeys() (params, hidden []string) {
+	params = slices.Clone(bashParams)
+	if !t.background() {
+		params, hidden = slices.Clone(bashParamsNoBackground), []string{paramBackground}
 	}
-	if err := json.Unmarshal(v, &host); err != nil {
-		return HostLocal, raw, nil, argErr(msgHostType)
+	if t.terminals() != nil {
+		params = append(params, paramTTY)
 	}
-	if host != HostLocal && t.hosts[host] == nil {
-		return HostLocal, raw, nil, argErr("unknown host " + strconv.Quote(host) + "; configured hosts: " + strings.Join(t.hostNames()[1:], ", "))
+	if t.hosts != nil {
+		params = append(params, "host")
 	}
-	return host, raw, nil, nil
+	return params, hidden
 }
 
 // hostNames are the values of the host parameter: "local", then the
@@ -364,8 +398,8 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b BashArgs, on t
 	}
 }
 
-// ended reports whether p has settled.
-func ended(p shell.Process) bool {
+// ended reports whether p (a process, a terminal) is over.
+func ended(p interface{ Done() <-chan struct{} }) bool {
 	select {
 	case <-p.Done():
 		return true

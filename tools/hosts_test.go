@@ -117,7 +117,11 @@ func TestHostParameter(t *testing.T) {
 	wantError(t, e.call(tools.NameBash, map[string]any{"command": "true", "description": "d", "hots": "gpu1"}),
 		`invalid arguments: unknown parameter "hots" (did you mean "host"?)`)
 	wantError(t, e.call(tools.NameBash, map[string]any{"command": "true", "description": "d", "zzzzzz": 1}),
-		`invalid arguments: unknown parameter "zzzzzz"; bash takes command, description, timeoutMs, workdir, run_in_background, host`)
+		`invalid arguments: unknown parameter "zzzzzz"; bash takes command, description, timeoutMs, workdir, run_in_background, tty, host`)
+	// The remote provider has no terminals: a tty call there is refused,
+	// nothing runs.
+	wantError(t, e.call(tools.NameBash, map[string]any{"command": "true", "description": "d", "host": "gpu1", "tty": true}),
+		"tty is not available on host gpu1")
 	// The other arguments' errors come first.
 	wantError(t, e.call(tools.NameBash, map[string]any{"command": "", "description": "d", "host": "gpu2"}),
 		"invalid command: expected a non-empty string")

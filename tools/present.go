@@ -67,6 +67,12 @@ func PresentCall(tool string, args json.RawMessage) (v View, ok bool) {
 			return View{}, false
 		}
 		return View{Card: CardGeneric, Title: "Kill background task " + id, Kind: "execute", RawInput: id}, true
+	case NameTaskInput:
+		id, ok := a.nonEmptyString("task_id")
+		if !ok {
+			return View{}, false
+		}
+		return View{Card: CardGeneric, Title: "Type into background task " + id, Kind: "execute", RawInput: id}, true
 	}
 	return View{}, false
 }
@@ -81,7 +87,8 @@ func bashCommand(a rawArgs) (string, bool) {
 	return cmd, true
 }
 
-var yieldedMarker = regexp.MustCompile(`(^|\n)\[still running after \d+ms; moved to background task [^\]\n]+: read it with task_output, stop it with task_kill\]$`)
+var yieldedMarker = regexp.MustCompile(`(^|\n)(\[still running after \d+ms; moved to background task [^\]\n]+: read it with task_output, stop it with task_kill\]|` +
+	`\[waiting for input; moved to background task [^\]\n]+: send input with task_input, read it with task_output, stop it with task_kill\])$`)
 
 // PresentResult is how an editor draws the result of a call: texts are the
 // result's text blocks (a transport that appends notice blocks passes the

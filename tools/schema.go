@@ -48,6 +48,7 @@ type bashLimits struct {
 	Yield                      time.Duration // 0: off
 	Budget                     int           // bytes of a result
 	Background                 bool
+	TTY                        bool // tty is offered
 }
 
 // bashDescription is the bash tool's description: what a model must know
@@ -70,6 +71,11 @@ func bashDescription(l bashLimits) string {
 	b.WriteString("Set `run_in_background: true` for long-running commands (servers, watchers, long builds): the call returns a task id at once; read the task's output with `task_output` and stop it with `task_kill`.")
 	if l.Yield > 0 {
 		b.WriteString(" A call still running after " + ms(l.Yield) + " moves to a background task by itself and returns its output so far; its timeout still applies.")
+	}
+	if l.TTY {
+		b.WriteString(" Set `tty: true` for a program that needs a terminal (a prompt, a REPL, a full-screen program): it runs on a 120x40 terminal, " +
+			"and when it waits for input (no output for " + ms(InputIdle) + ") the call returns the screen so far and moves it to a background task; " +
+			"type into it with `task_input`, read it with `task_output`, stop it with `task_kill`.")
 	}
 	return b.String()
 }

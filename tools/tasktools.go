@@ -109,6 +109,13 @@ func (t *Toolset) taskOutput(ctx context.Context, sess Session, raw json.RawMess
 		}
 		waitedOut = !info.Settled()
 	}
+	return t.readTask(rt, sess, id, waitedOut, timeout)
+}
+
+// readTask is task_output's answer: the read of task id (or "(no new
+// output)"), then its status line, or, after a wait of waited that ran
+// out, the still-running line.
+func (t *Toolset) readTask(rt *tasks.Runtime, sess Session, id string, waitedOut bool, waited time.Duration) Result {
 	delta, info, err := rt.Read(sess.ID, id)
 	if err != nil {
 		return errorResult(taskError(err))
@@ -122,7 +129,7 @@ func (t *Toolset) taskOutput(ctx context.Context, sess Session, raw json.RawMess
 	}
 	line := info.Outcome.StatusLine()
 	if waitedOut && !info.Settled() {
-		line = waitedOutLine(info.Status, timeout)
+		line = waitedOutLine(info.Status, waited)
 	}
 	return Result{
 		Text:  text + line,

@@ -1,10 +1,11 @@
 package tools
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/conch-dev/conch/internal/term"
+	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/tasks"
 )
 
@@ -12,9 +13,13 @@ import (
 // reads are what the terminal shows (the screen, or the lines added since
 // the previous read), and it takes input.
 type TerminalHandle struct {
-	t         *term.Term
+	t         shell.Terminal
 	budget    int
 	cancelled atomic.Bool
+
+	mu      sync.Mutex
+	answer  string // the read Input took, for the next Read
+	pending bool
 }
 
 var _ tasks.Handle = (*TerminalHandle)(nil)
@@ -22,12 +27,22 @@ var _ tasks.Handle = (*TerminalHandle)(nil)
 // NewTerminalHandle makes t a task the runtime can own; each read is held
 // to budget bytes, keeping its end (the screen's bottom, the newest
 // lines).
-func NewTerminalHandle(t *term.Term, budget int) *TerminalHandle {
+func NewTerminalHandle(t shell.Terminal, budget int) *TerminalHandle {
 	return &TerminalHandle{t: t, budget: budget}
 }
 
-// Read returns term.Term.Read within the budget.
-func (h *TerminalHandle) Read() string { return h.fit(h.t.Read()) }
+// Read returns what the terminal shows since the previous read (what an
+// Input waited for first), within the budget.
+func (h *TerminalHandle) Read() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.t.Read()
+	if h.pending {
+		// The program answered while Input waited; anything later follows.
+		s, h.answer, h.pending = h.answer+s, "", false
+	}
+	return h.fit(s)
+}
 
 // Peek returns the end of the screen, at most maxBytes bytes.
 func (h *TerminalHandle) Peek(maxBytes int) string { return h.t.Peek(min(maxBytes, h.budget)) }
@@ -57,11 +72,21 @@ func (h *TerminalHandle) Outcome() tasks.Outcome {
 }
 
 // Input types text, presses keys and waits for the program's answer as
-// term.Term.Input does, and returns the read that follows, within the
-// budget.
-func (h *TerminalHandle) Input(text string, keys []string, wait time.Duration) (string, error) {
+// shell.Terminal.Input does; the answer is what the next Read returns
+// first, so that the task runtime's read (and its bookkeeping) delivers
+// it. It fails, sending nothing, when a key is unknown or the program has
+// ended. Reads wait until it is over, so they never show output ahead of
+// the answer, and inputs never interleave.
+func (h *TerminalHandle) Input(text string, keys []string, wait time.Duration) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	out, err := h.t.Input(text, keys, wait)
-	return h.fit(out), err
+	if err != nil {
+		return err
+	}
+	h.answer += out
+	h.pending = true
+	return nil
 }
 
 // fit keeps the end of a read that is over the budget, from a line start

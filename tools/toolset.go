@@ -134,7 +134,7 @@ func New(ex shell.Executor, opts *Options) *Toolset {
 		t.opts.MaxResultBytes = DefaultMaxResultBytes
 	}
 	t.opts.MaxResultBytes = max(t.opts.MaxResultBytes, MinResultBytes)
-	t.limits = bashLimits{Budget: t.opts.MaxResultBytes, Background: t.background()}
+	t.limits = bashLimits{Budget: t.opts.MaxResultBytes, Background: t.background(), TTY: t.terminals() != nil}
 	if t.yields() {
 		t.limits.Yield = t.opts.YieldAfter
 	}
@@ -256,6 +256,9 @@ func (t *Toolset) Tools() []Tool {
 	if !t.background() {
 		bash.InputSchema = bashInputSchemaNoBackground
 	}
+	if t.terminals() != nil {
+		bash.InputSchema = withParam(bash.InputSchema, paramTTY, ttyProperty)
+	}
 	if t.hosts != nil {
 		bash.InputSchema = withHostParam(bash.InputSchema, t.hostNames())
 	}
@@ -263,7 +266,7 @@ func (t *Toolset) Tools() []Tool {
 	if t.opts.Tasks == nil {
 		return list
 	}
-	return append(list,
+	list = append(list,
 		Tool{Name: NameTaskOutput, Title: "Read a background task's output", Description: taskOutputDescription(t.opts.DefaultWait, t.opts.MaxWait),
 			InputSchema: taskOutputInputSchema(t.opts.DefaultWait, t.opts.MaxWait), OutputSchema: taskOutputOutputSchema, ReadOnly: true},
 		Tool{Name: NameTaskList, Title: "List background tasks", Description: taskListDescription,
@@ -271,6 +274,11 @@ func (t *Toolset) Tools() []Tool {
 		Tool{Name: NameTaskKill, Title: "Kill a background task", Description: taskKillDescription,
 			InputSchema: taskKillInputSchema, OutputSchema: taskKillOutputSchema, Destructive: true},
 	)
+	if t.terminals() != nil {
+		list = append(list, Tool{Name: NameTaskInput, Title: "Type into a terminal task", Description: taskInputDescription,
+			InputSchema: taskInputInputSchema, OutputSchema: taskOutputOutputSchema, Destructive: true})
+	}
+	return list
 }
 
 // background reports whether run_in_background is offered. It is offered
@@ -288,6 +296,9 @@ func (t *Toolset) yields() bool {
 func (t *Toolset) Prompt() string {
 	if t.opts.Tasks == nil {
 		return BashPrompt
+	}
+	if t.terminals() != nil {
+		return BashPrompt + "\n" + TasksPrompt + "\n" + TTYPrompt
 	}
 	return BashPrompt + "\n" + TasksPrompt
 }
@@ -316,6 +327,8 @@ func (t *Toolset) Call(ctx context.Context, sess Session, name string, args json
 		r = t.taskList(sess)
 	case NameTaskKill:
 		r = t.taskKill(ctx, sess, args)
+	case NameTaskInput:
+		r = t.taskInput(ctx, sess, args)
 	default:
 		r = errorResult("unknown tool " + name)
 	}
@@ -340,6 +353,8 @@ func checkTaskKeys(name string, args json.RawMessage) error {
 		return checkKeys(name, args, taskListParams)
 	case NameTaskKill:
 		return checkKeys(name, args, taskKillParams)
+	case NameTaskInput:
+		return checkKeys(name, args, taskInputParams)
 	}
 	return nil
 }

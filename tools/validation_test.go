@@ -234,7 +234,7 @@ func TestSchemas(t *testing.T) {
 		}
 	}
 	bash := e.ts.Tools()[0]
-	if got := strings.Join(order(bash.InputSchema), ","); got != "command,description,timeoutMs,workdir,run_in_background" {
+	if got := strings.Join(order(bash.InputSchema), ","); got != "command,description,timeoutMs,workdir,run_in_background,tty" {
 		t.Errorf("bash parameters: %s", got)
 	}
 	bashNoBg := noBg.ts.Tools()[0]
@@ -311,7 +311,7 @@ func TestUnknownKeys(t *testing.T) {
 	noRuntime := newEnv(t, envOpts{noTasks: true})
 	spawned := e.dir + "/spawned"
 	cmd := `"command":"touch ` + spawned + `","description":"Touch a file"`
-	const bashTakes = "; bash takes command, description, timeoutMs, workdir, run_in_background"
+	const bashTakes = "; bash takes command, description, timeoutMs, workdir, run_in_background, tty"
 	cases := []struct {
 		name, tool string
 		env        *env

@@ -126,9 +126,9 @@ func checkTSClient(t *testing.T, tr string, got map[string]any, root string) {
 
 	expect("protocolVersion", "2025-11-25")
 	expect("server", "conch")
-	expect("tools", list{"bash", "task_output", "task_list", "task_kill"})
-	expect("withOutputSchema", list{"bash", "task_output", "task_list", "task_kill"})
-	expect("bashInputProperties", list{"command", "description", "timeoutMs", "workdir", "run_in_background"})
+	expect("tools", list{"bash", "task_output", "task_list", "task_kill", "task_input"})
+	expect("withOutputSchema", list{"bash", "task_output", "task_list", "task_kill", "task_input"})
+	expect("bashInputProperties", list{"command", "description", "timeoutMs", "workdir", "run_in_background", "tty"})
 
 	expect("echo", obj{
 		"texts": list{"hello\n"}, "isError": false,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/conch-dev/conch/internal/nsinit"
+	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/internal/testutil"
 )
 
@@ -40,6 +41,50 @@ func BenchmarkSpawnTrueVsBareCgroup(b *testing.B) {
 	o := initOptions()
 	o.Cgroup = cg.Dir
 	benchSpawn(b, o)
+}
+
+// BenchmarkSpawnTrueVsBareSandbox is BenchmarkSpawnTrueVsBare under a
+// workspace-write sandbox with the network off: the init applied it once,
+// so a command should cost what it costs without.
+func BenchmarkSpawnTrueVsBareSandbox(b *testing.B) {
+	o := initOptions()
+	o.Sandbox = benchPlan(b, sandbox.NetworkOff)
+	benchSpawn(b, o)
+}
+
+func benchPlan(b *testing.B, network sandbox.Network) *sandbox.Plan {
+	plan, err := sandbox.Policy{Network: network, Workspace: b.TempDir(), TempDirs: []string{"/tmp"}}.Resolve()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return plan
+}
+
+// BenchmarkStartSandbox alternates starting and closing an init without a
+// sandbox, with a workspace-write sandbox, and with the network off too
+// (a new network namespace), and reports each median.
+func BenchmarkStartSandbox(b *testing.B) {
+	variants := []struct {
+		name string
+		plan *sandbox.Plan
+	}{{"bare", nil}, {"sandbox", benchPlan(b, sandbox.NetworkOn)}, {"netoff", benchPlan(b, sandbox.NetworkOff)}}
+	times := make([][]time.Duration, len(variants))
+	for b.Loop() {
+		for k, v := range variants {
+			o := initOptions()
+			o.Sandbox = v.plan
+			t0 := time.Now()
+			in, err := nsinit.Start(o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			times[k] = append(times[k], time.Since(t0))
+			in.Close()
+		}
+	}
+	for k, v := range variants {
+		b.ReportMetric(float64(median(times[k]).Microseconds()), v.name+"-start-us")
+	}
 }
 
 func benchSpawn(b *testing.B, o *nsinit.Options) {

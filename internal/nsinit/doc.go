@@ -31,4 +31,10 @@
 // could otherwise unmount the namespace's /proc and see the host's) and
 // CAP_SYS_PTRACE (it could reach into the init). The init is not
 // dumpable and ignores every signal a command sends it.
+//
+// With Options.Sandbox, the init also enforces a sandbox plan (package
+// sandbox) on itself before it serves, so every command inherits it:
+// protected paths mounted read-only and denied paths hidden, Landlock,
+// a seccomp filter on unix sockets, every capability out of the
+// bounding set, and with the network off a network namespace of its own.
 package nsinit

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/conch-dev/conch/internal/proc"
+	"github.com/conch-dev/conch/internal/sandbox"
 )
 
 // initFD is the descriptor on which the init finds its end of the socket
@@ -48,11 +49,21 @@ func Main() int {
 	}
 	c := &conn{rw: fdConn(initFD)}
 	s := &initState{c: c, cmds: make(map[int]*command), owners: make(map[procKey][]*command)}
-	if err := s.setUp(); err != nil {
+	m, fds, err := c.recv()
+	if err != nil {
+		return 1
+	}
+	closeFDs(fds)
+	if m.Op != opPolicy {
+		c.send(&message{Op: opFail, Err: fmt.Sprintf("init: first message %q, want %q", m.Op, opPolicy)})
+		return 1
+	}
+	unenforced, err := s.setUp(m.Plan)
+	if err != nil {
 		c.send(&message{Op: opFail, Err: err.Error()})
 		return 1
 	}
-	if err := c.send(&message{Op: opReady}); err != nil {
+	if err := c.send(&message{Op: opReady, Unenforced: unenforced}); err != nil {
 		return 1
 	}
 	s.serve()
@@ -100,25 +111,42 @@ type command struct {
 }
 
 // setUp makes the mounts private to the namespace, mounts its own /proc,
-// prepares the spawner thread and starts listening for signals.
-func (s *initState) setUp() error {
+// enforces the sandbox plan (nil: none) on the init itself, so that every
+// command it forks inherits it, prepares the spawner thread and starts
+// listening for signals. It returns what of the plan the host could not
+// enforce.
+func (s *initState) setUp(plan *sandbox.Plan) (unenforced []string, err error) {
 	if os.Getpid() != 1 {
-		return fmt.Errorf("init: pid %d, not 1: not in a new PID namespace", os.Getpid())
+		return nil, fmt.Errorf("init: pid %d, not 1: not in a new PID namespace", os.Getpid())
 	}
 	// Nothing mounted here may propagate back to the host.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("init: make / private: %w", err)
+		return nil, fmt.Errorf("init: make / private: %w", err)
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fmt.Errorf("init: mount /proc: %w", err)
+		return nil, fmt.Errorf("init: mount /proc: %w", err)
+	}
+	sandboxed := plan != nil && plan.Mode != sandbox.FullAccess
+	if sandboxed {
+		// Mounts first: Landlock forbids mounting.
+		if err := sandbox.Mount(plan); err != nil {
+			return nil, fmt.Errorf("init: %w", err)
+		}
 	}
 	// Commands run as the same user: without this they could read the
 	// init's memory and use its socket to the server.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return fmt.Errorf("init: make non-dumpable: %w", err)
+		return nil, fmt.Errorf("init: make non-dumpable: %w", err)
 	}
-	if err := dropCapabilities(); err != nil {
-		return err
+	if sandboxed {
+		// Landlock binds the whole init (it holds nothing a command may
+		// not), the unix-socket filter this thread, which forks.
+		if unenforced, err = sandbox.Restrict(plan); err != nil {
+			return nil, fmt.Errorf("init: %w", err)
+		}
+	}
+	if err := dropCapabilities(sandboxed); err != nil {
+		return nil, err
 	}
 	// Every signal is caught and dropped: as pid 1 the init must not die
 	// of a `kill -TERM 1` from a command. Caught, not ignored: an ignored
@@ -134,7 +162,7 @@ func (s *initState) setUp() error {
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, unix.SIGCHLD)
 	go s.reaper(chld)
-	return nil
+	return unenforced, nil
 }
 
 // dropCapabilities drops, on this thread only (capabilities belong to a
@@ -142,10 +170,24 @@ func (s *initState) setUp() error {
 // capabilities a non-root init was started with (so a non-root command
 // has none) and, from the bounding set, CAP_SYS_ADMIN (a command running
 // as root could unmount the namespace's /proc and see the host's) and
-// CAP_SYS_PTRACE (it could reach into the init).
-func dropCapabilities() error {
-	for _, cp := range []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SYS_PTRACE} {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, cp, 0, 0, 0); err != nil {
+// CAP_SYS_PTRACE (it could reach into the init). Under a sandbox, every
+// capability leaves the bounding set: a command run as root inside has
+// none after its exec (so no CAP_DAC_OVERRIDE past a read-only mount's
+// owner checks, no CAP_NET_RAW).
+func dropCapabilities(all bool) error {
+	drop := []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SYS_PTRACE}
+	if all {
+		drop = drop[:0]
+		for cp := uintptr(0); cp <= unix.CAP_LAST_CAP; cp++ {
+			drop = append(drop, cp)
+		}
+	}
+	for _, cp := range drop {
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, cp, 0, 0, 0)
+		if err == unix.EINVAL && all {
+			continue // a capability this kernel does not know
+		}
+		if err != nil {
 			return fmt.Errorf("init: drop capability %d from the bounding set: %w", cp, err)
 		}
 	}

@@ -20,7 +20,8 @@ import (
 // helperEnv makes the test binary a helper instead of running the tests:
 // "init" is the init itself (what `conch __init` runs), "server" a server
 // that a test SIGKILLs, "degraded" a process in a user namespace that
-// allows no more user namespaces.
+// allows no more user namespaces, "nolandlock" a process whose kernel
+// seems to lack Landlock.
 const helperEnv = "NSINIT_TEST_HELPER"
 
 // TestMain dispatches the helpers, and otherwise makes the test binary
@@ -33,6 +34,8 @@ func TestMain(m *testing.M) {
 		os.Exit(serverHelper())
 	case "degraded":
 		os.Exit(degradedHelper())
+	case "nolandlock":
+		os.Exit(noLandlockHelper())
 	}
 	if err := proc.BecomeSubreaper(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

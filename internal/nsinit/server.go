@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/conch-dev/conch/internal/proc"
+	"github.com/conch-dev/conch/internal/sandbox"
 )
 
 // Options say how to start the init: which program runs Main.
@@ -36,6 +37,12 @@ type Options struct {
 	// cgroup of its own under a session cgroup made there, and
 	// KillLeftovers and Close start with its cgroup.kill.
 	Cgroup string
+	// Sandbox, when set, is enforced by the init on itself before it
+	// serves, so every command inherits it: protected paths and hidden
+	// paths mounted, Landlock, the unix-socket filter, no capabilities,
+	// no_new_privs, and with the network off an empty network namespace.
+	// Nil means no sandbox (containment only).
+	Sandbox *sandbox.Plan
 }
 
 // HelperArg is the hidden subcommand on which conch's binary runs Main.
@@ -68,7 +75,14 @@ type Init struct {
 	exited    chan struct{} // closed once the init process was reaped
 
 	cg *cgroups // nil without Options.Cgroup
+
+	unenforced []string // what the host could not enforce of Options.Sandbox
 }
+
+// Unenforced lists what of Options.Sandbox this host could not enforce,
+// each with its cause ("unix sockets (seccomp unavailable)"), for the
+// start-up log and `conch doctor`; nil when everything holds.
+func (i *Init) Unenforced() []string { return i.unenforced }
 
 // Start starts an init. The init dies with this process (parent-death
 // signal SIGKILL, sent when the thread that called Start exits: do not
@@ -122,6 +136,9 @@ func start(o Options) (*Init, error) {
 	cmd.Stderr = o.Stderr
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.SysProcAttr = namespaceAttr()
+	if o.Sandbox != nil && o.Sandbox.Network == sandbox.NetworkOff {
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
+	}
 	err = proc.StartCmd(cmd)
 	theirs.Close()
 	if err != nil {
@@ -146,10 +163,17 @@ func start(o Options) (*Init, error) {
 		proc.WaitCmd(cmd)
 		close(i.exited)
 	}()
-	m, _, err := c.recv()
+	// The sandbox travels as the first message, not in argv or the
+	// environment, which commands could read in /proc.
+	err = c.send(&message{Op: opPolicy, Plan: o.Sandbox})
+	var m *message
+	if err == nil {
+		m, _, err = c.recv()
+	}
 	if err == nil {
 		switch m.Op {
 		case opReady:
+			i.unenforced = m.Unenforced
 		case opFail:
 			err = errors.New(m.Err)
 		default:

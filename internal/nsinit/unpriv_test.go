@@ -30,6 +30,12 @@ var unprivTests = []string{
 	"TestServerKilled",
 	"TestUserNamespacesOff",
 	"TestProbe",
+	"TestSandboxAttacks",
+	"TestSandboxKeepsWorking",
+	"TestSandboxUnixSockets",
+	"TestSandboxNetworkOff",
+	"TestSandboxReadOnly",
+	"TestSandboxWithoutLandlock",
 }
 
 // TestUnprivileged runs unprivTests as uid 65534 (with a copy of this test

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/conch-dev/conch/internal/sandbox"
 )
 
 // The server and the init talk over a unix stream socket pair: each
@@ -34,7 +36,8 @@ const maxFDs = 4
 // ID and operation, except opRelease, which has none; the init also sends
 // events with ID 0.
 const (
-	opReady     = "ready"     // init → server, once: set up, serving
+	opPolicy    = "policy"    // server → init, first: Plan, the sandbox to enforce (nil: none)
+	opReady     = "ready"     // init → server, once: set up, serving; Unenforced
 	opFail      = "fail"      // init → server, once: set-up failed; Err says why
 	opSpawn     = "spawn"     // Path, Args, Env, Dir, three descriptors → Pid
 	opSignal    = "signal"    // Pid, Sig: signal the command's process group
@@ -62,6 +65,9 @@ type message struct {
 	Alive     bool          `json:"alive,omitempty"`
 	Escalated bool          `json:"escalated,omitempty"`
 	Err       string        `json:"err,omitempty"`
+
+	Plan       *sandbox.Plan `json:"plan,omitempty"`
+	Unenforced []string      `json:"unenforced,omitempty"`
 }
 
 // conn is one end of the socket pair. send may be called concurrently;

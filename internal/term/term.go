@@ -77,6 +77,12 @@ type Options struct {
 	// killed, and the bound on reading output after the program exited
 	// while a process it started keeps the terminal open (default 3 s).
 	Grace time.Duration
+	// Tracker, if set, records the program's session for Owner, so that
+	// its executor's KillOwner and KillAll take what the program leaves
+	// running; by default the terminal has a tracker of its own. Kill
+	// takes the program's session either way.
+	Tracker *proc.Tracker
+	Owner   string
 }
 
 // Term is a command running on a pseudo-terminal of Cols×Rows. Its
@@ -142,8 +148,11 @@ func Start(argv []string, opts *Options) (*Term, error) {
 		return nil, fmt.Errorf("term: start %s: %w", argv[0], err)
 	}
 	proc.Claim(cmd.Process.Pid)
-	procs := proc.NewTracker()
-	procs.Add(cmd.Process.Pid, "")
+	procs := o.Tracker
+	if procs == nil {
+		procs = proc.NewTracker()
+	}
+	procs.Add(cmd.Process.Pid, o.Owner)
 	unlock()
 	f, err := nonBlocking(master)
 	if err != nil {
@@ -289,6 +298,7 @@ func (t *Term) replies() {
 // the terminal.
 func (t *Term) wait() {
 	proc.WaitCmd(t.cmd) // the status is in ProcessState, whatever the error
+	t.procs.Exited(t.Pid())
 	t.mu.Lock()
 	if ps := t.cmd.ProcessState; ps != nil {
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -326,7 +336,7 @@ func (t *Term) Kill() {
 	t.kill.Do(func() {
 		go func() {
 			defer close(t.killed)
-			t.procs.KillAll(t.grace)
+			t.procs.KillSession(t.Pid(), t.grace)
 		}()
 	})
 }

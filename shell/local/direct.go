@@ -14,18 +14,11 @@ import (
 // direct is the default Spawner: each shell is a child of this process
 // (a child subreaper, so that what the shell leaves is re-parented here),
 // killed with the parent-death signal if this process dies, its
-// escapees found by a Tracker.
+// escapees found by the executor's Tracker, which also ends what an owner
+// or the executor leaves (so EndOwner and Close have nothing more to do).
 type direct struct {
 	tracker *proc.Tracker
-	grace   time.Duration
 	wrap    func(*exec.Cmd)
-}
-
-func newDirect(grace time.Duration, wrap func(*exec.Cmd)) (*direct, error) {
-	if err := proc.BecomeSubreaper(); err != nil {
-		return nil, err
-	}
-	return &direct{tracker: proc.NewTracker(), grace: grace, wrap: wrap}, nil
 }
 
 // Spawn implements Spawner.
@@ -55,14 +48,11 @@ func (d *direct) Spawn(c Command) (Child, error) {
 	return &directChild{d: d, cmd: cmd, pgid: pgid, grace: c.Grace}, nil
 }
 
-// EndOwner implements Spawner.
-func (d *direct) EndOwner(owner string) { d.tracker.KillOwner(owner, d.grace) }
+// EndOwner implements Spawner: the executor's tracker does it.
+func (d *direct) EndOwner(string) {}
 
-// Close implements Spawner.
-func (d *direct) Close() error {
-	d.tracker.KillAll(d.grace)
-	return nil
-}
+// Close implements Spawner: the executor's tracker does it.
+func (d *direct) Close() error { return nil }
 
 // directChild is a shell that is a child of this process. It is not
 // reaped before Release: os/exec would reap it before its pipes are

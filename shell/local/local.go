@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -31,6 +30,9 @@ type Executor struct {
 	scrubbed []string // names dropped from Options.Environ
 	spill    *capture.Dir
 	spawner  Spawner
+	// tracker follows what runs as this process's descendants (the
+	// default spawner's shells, terminals) and what they leave behind.
+	tracker *proc.Tracker
 
 	// startMu orders spawns against Close: a spawn holds it for reading
 	// from its check of closed until its command is started and
@@ -53,9 +55,9 @@ var (
 	_ shell.OwnerEnder = (*Executor)(nil)
 )
 
-// New checks opts (nil means all defaults) and returns an Executor. With
-// the default spawner it makes this process a child subreaper, so that
-// nothing a command leaves behind escapes Close.
+// New checks opts (nil means all defaults) and returns an Executor. It
+// makes this process a child subreaper, so that nothing a command leaves
+// behind escapes Close.
 //
 // New also makes this whole process non-dumpable (PR_SET_DUMPABLE 0), and
 // it stays so: a command runs as the same user, and could otherwise read
@@ -77,11 +79,13 @@ func New(opts *Options) (*Executor, error) {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("local: make the process non-dumpable: %w", err)
 	}
+	if err := proc.BecomeSubreaper(); err != nil {
+		return nil, err
+	}
+	tracker := proc.NewTracker()
 	spawner := o.Spawner
 	if spawner == nil {
-		if spawner, err = newDirect(o.Grace, o.Wrap); err != nil {
-			return nil, err
-		}
+		spawner = &direct{tracker: tracker, wrap: o.Wrap}
 	}
 	base, scrubbed := envpolicy.Base(o.Environ, o.PassEnv)
 	return &Executor{
@@ -91,6 +95,7 @@ func New(opts *Options) (*Executor, error) {
 		scrubbed: scrubbed,
 		spill:    capture.NewDir(o.SpillParent, o.SpillBudget),
 		spawner:  spawner,
+		tracker:  tracker,
 		live:     make(map[*command]struct{}),
 	}, nil
 }
@@ -150,6 +155,7 @@ func (e *Executor) close() error {
 	}
 	wg.Wait()
 	errSpawner := e.spawner.Close()
+	e.tracker.KillAll(e.opts.Grace)
 	e.wg.Wait()
 	return errors.Join(errSpawner, e.spill.Close())
 }
@@ -175,6 +181,7 @@ func (e *Executor) EndOwner(owner string) {
 		wg.Go(func() { c.stop(causeKill, false) })
 	}
 	e.spawner.EndOwner(owner)
+	e.tracker.KillOwner(owner, e.opts.Grace)
 	wg.Wait()
 }
 
@@ -226,15 +233,8 @@ var _ shell.Process = (*command)(nil)
 // it) and starts bash in a new session and group.
 // timed arms s.Timeout.
 func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
-	if fi, err := os.Stat(s.Workdir); err != nil {
-		return nil, &shell.WorkdirError{Path: s.Workdir, Err: unwrapPathError(err)}
-	} else if !fi.IsDir() {
-		return nil, &shell.WorkdirError{Path: s.Workdir, Err: syscall.ENOTDIR}
-	}
-	// The child's chdir would fail the same way, but it would come back
-	// as a spawn failure that does not name the directory.
-	if err := unix.Faccessat(unix.AT_FDCWD, s.Workdir, unix.X_OK, unix.AT_EACCESS); err != nil {
-		return nil, &shell.WorkdirError{Path: s.Workdir, Err: err}
+	if err := checkWorkdir(s.Workdir); err != nil {
+		return nil, err
 	}
 	maxOut := e.opts.MaxOutputBytes
 	if s.StdoutMaxBytes > 0 {

@@ -1,0 +1,234 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"unsafe"
+
+	seccomp "github.com/elastic/go-seccomp-bpf"
+	"github.com/landlock-lsm/go-landlock/landlock"
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+func access(path string) bool { return unix.Access(path, unix.W_OK) == nil }
+
+// Mount applies the mount half of plan. It must run in a private mount
+// namespace of its own, with CAP_SYS_ADMIN there, before Restrict (which
+// forbids mounting): each pinned git directory is bound onto itself
+// (read-write: a mount point cannot be renamed or removed), each
+// protected path is bind-mounted onto itself and
+// remounted read-only (a file as well as a directory: Landlock rules can
+// only add rights, so a read-only spot inside a writable root needs a
+// mount), and each denyRead path is covered by an empty read-only tmpfs
+// (a directory) or a read-only bind of /dev/null (a file). Paths that do
+// not exist are skipped.
+func Mount(plan *Plan) error {
+	if plan.Mode == FullAccess {
+		return nil
+	}
+	// Pinned first: the read-only binds inside them must be made on the
+	// pinned mount, not hidden under it.
+	for _, p := range plan.Pinned {
+		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("sandbox: pin %s: %w", p, err)
+		}
+	}
+	for _, p := range plan.Protected {
+		if err := bindReadOnly(p, p); err != nil {
+			return fmt.Errorf("sandbox: protect %s: %w", p, err)
+		}
+	}
+	for _, p := range plan.DenyRead {
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		if fi.IsDir() {
+			err = unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=0555")
+		} else {
+			err = bindReadOnly(os.DevNull, p)
+		}
+		if err != nil {
+			return fmt.Errorf("sandbox: hide %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// bindReadOnly binds from onto to, then remounts the bind read-only. In a
+// user namespace the remount must keep the flags the kernel locked on
+// the original mount (nosuid, nodev, noexec, atime), so they are read
+// back and kept.
+func bindReadOnly(from, to string) error {
+	if err := unix.Mount(from, to, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind: %w", err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(to, &st); err != nil {
+		return fmt.Errorf("statfs: %w", err)
+	}
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY)
+	for _, f := range [][2]uintptr{
+		{unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV}, {unix.ST_NOEXEC, unix.MS_NOEXEC},
+		{unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME}, {unix.ST_RELATIME, unix.MS_RELATIME},
+	} {
+		if uintptr(st.Flags)&f[0] != 0 {
+			flags |= f[1]
+		}
+	}
+	if err := unix.Mount("", to, "", flags, ""); err != nil {
+		return fmt.Errorf("remount read-only: %w", err)
+	}
+	return nil
+}
+
+// Restrict applies the Landlock half of plan to the whole calling process
+// (every thread) and, on the calling thread only, the seccomp filter
+// on unix sockets, then sets no_new_privs; commands forked from that
+// thread inherit all of it. Landlock: everything readable and
+// executable, writable only in plan.Writable and a few devices
+// (/dev/null, /dev/zero, /dev/full, /dev/tty, /dev/pts, /dev/shm), and
+// with the network off, TCP bind and connect denied (the empty network
+// namespace denies the rest). Seccomp: socket(AF_UNIX) fails with EACCES
+// (in the 32-bit compat ABI too) unless plan.UnixSockets lists some
+// (seccomp cannot see a path: see Unenforced).
+//
+// It returns what this host could not enforce, each with its cause.
+func Restrict(plan *Plan) (unenforced []string, err error) {
+	if plan.Mode == FullAccess {
+		return nil, nil
+	}
+	abi, abiErr := llsys.LandlockGetABIVersion()
+	switch {
+	case abiErr != nil:
+		unenforced = append(unenforced, fmt.Sprintf("file sandbox (Landlock unavailable: %v)", abiErr))
+	case abi < 4 && plan.Network == NetworkOff:
+		unenforced = append(unenforced, fmt.Sprintf("TCP by Landlock (ABI %d < 4; the empty network namespace still holds)", abi))
+	}
+	rules := []landlock.Rule{
+		landlock.RODirs("/"),
+		landlock.RWDirs(plan.Writable...).IgnoreIfMissing(),
+		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/tty").WithIoctlDev().IgnoreIfMissing(),
+		landlock.RWDirs("/dev/pts", "/dev/shm").WithIoctlDev().IgnoreIfMissing(),
+	}
+	// No IPC scopes: before ABI 8, go-landlock restricts each thread on
+	// its own, so the init's threads end up in sibling domains, and with
+	// a scope on signals the init's other threads could no longer manage
+	// the commands its spawner thread forked (tried here: a terminated
+	// command's exit was never reported). Landlock restricts TCP only in the
+	// rule sets that handle it.
+	cfg := landlock.Config{HandledAccessFS: landlock.V7.HandledAccessFS}
+	if plan.Network == NetworkOff {
+		cfg.HandledAccessNet = landlock.V7.HandledAccessNet
+	}
+	cfg = cfg.BestEffort()
+	if err := cfg.Restrict(rules...); err != nil {
+		return nil, fmt.Errorf("sandbox: landlock: %w", err)
+	}
+	// Landlock sets it when the kernel has Landlock; the filter below
+	// needs it too.
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("sandbox: no_new_privs: %w", err)
+	}
+	if len(plan.UnixSockets) > 0 {
+		unenforced = append(unenforced, "unix sockets by path (seccomp cannot see a path; all unix sockets allowed)")
+		return unenforced, nil
+	}
+	if !seccomp.Supported() {
+		return append(unenforced, "unix sockets (seccomp unavailable)"), nil
+	}
+	filter := seccomp.Filter{
+		NoNewPrivs: true,
+		Policy: seccomp.Policy{
+			DefaultAction: seccomp.ActionAllow,
+			Syscalls: []seccomp.SyscallGroup{{
+				Action: seccomp.ActionErrno | seccomp.Action(unix.EACCES),
+				NamesWithCondtions: []seccomp.NameWithConditions{{
+					Name:       "socket",
+					Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_UNIX}},
+				}},
+			}},
+		},
+	}
+	if err := seccomp.LoadFilter(filter); err != nil {
+		return nil, fmt.Errorf("sandbox: seccomp: %w", err)
+	}
+	if err := loadCompatFilter(); err != nil {
+		return nil, fmt.Errorf("sandbox: seccomp: %w", err)
+	}
+	return unenforced, nil
+}
+
+// compatABI is the 32-bit system call ABI a 64-bit kernel also serves,
+// with the numbers of socket and socketcall there (socketcall -1: none).
+type compatABI struct {
+	arch               uint32
+	socket, socketcall uint32
+}
+
+var compatABIs = map[string]compatABI{
+	"amd64": {arch: unix.AUDIT_ARCH_I386, socket: 359, socketcall: 102},
+	"arm64": {arch: unix.AUDIT_ARCH_ARM, socket: 281, socketcall: ^uint32(0)},
+}
+
+// loadCompatFilter closes the door go-seccomp-bpf leaves open: its
+// filter lets every system call of another architecture through, so a
+// 32-bit program (i386 on amd64) could open a unix socket. This filter,
+// on the calling thread, denies in the compat ABI socket(AF_UNIX, …) and
+// socketcall (whose arguments are behind a pointer the filter cannot
+// read: a 32-bit program using it has no sockets in the sandbox). No
+// filter is needed where the kernel has no compat ABI.
+func loadCompatFilter() error {
+	abi, ok := compatABIs[runtime.GOARCH]
+	if !ok {
+		return nil
+	}
+	const (
+		ld    = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		ret   = unix.BPF_RET | unix.BPF_K
+		nr    = 0  // offsetof(struct seccomp_data, nr)
+		arch  = 4  // offsetof(struct seccomp_data, arch)
+		arg0  = 16 // args[0]; its low half on a little-endian machine
+		allow = unix.SECCOMP_RET_ALLOW
+		deny  = unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)
+	)
+	prog := []unix.SockFilter{
+		{Code: ld, K: arch},
+		{Code: jeq, K: abi.arch, Jt: 0, Jf: 5}, // another ABI: allow
+		{Code: ld, K: nr},
+		{Code: jeq, K: abi.socketcall, Jt: 4, Jf: 0}, // deny
+		{Code: jeq, K: abi.socket, Jt: 0, Jf: 2},     // else allow
+		{Code: ld, K: arg0},
+		{Code: jeq, K: unix.AF_UNIX, Jt: 1, Jf: 0}, // deny, else allow
+		{Code: ret, K: allow},
+		{Code: ret, K: deny},
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); errno != 0 {
+		return fmt.Errorf("load the compat filter: %w", errno)
+	}
+	return nil
+}
+
+// HostSupport says what this host gives the sandbox, for `conch doctor`:
+// the Landlock ABI (0 and an error when there is none) and whether
+// seccomp filters load.
+type HostSupport struct {
+	LandlockABI int
+	LandlockErr error
+	Seccomp     bool
+}
+
+// Probe reports HostSupport without restricting anything.
+func Probe() HostSupport {
+	abi, err := llsys.LandlockGetABIVersion()
+	if err != nil {
+		err = fmt.Errorf("landlock: %w", err)
+	}
+	return HostSupport{LandlockABI: abi, LandlockErr: err, Seccomp: seccomp.Supported()}
+}

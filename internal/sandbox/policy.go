@@ -1,0 +1,347 @@
+// Package sandbox describes what a session's commands may touch (a
+// Policy), resolves it into the paths the kernel is told about (a Plan),
+// enforces a Plan inside a contained init (Linux: mounts, Landlock,
+// seccomp), and attributes a failed command's errors to the sandbox when,
+// and only when, the sandbox caused them.
+//
+// The package restricts nothing by itself being imported: Landlock and
+// seccomp bind the whole calling process (or thread), so Restrict must
+// only ever run in the init of package nsinit, never in the server.
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Mode says where commands may write.
+type Mode string
+
+const (
+	// ReadOnly: commands may write only /dev/null and the temp dirs.
+	ReadOnly Mode = "read-only"
+	// WorkspaceWrite (the default): the workspace, the temp dirs, the
+	// user's cache dir and the configured writable roots.
+	WorkspaceWrite Mode = "workspace-write"
+	// FullAccess: no file or network restriction.
+	FullAccess Mode = "full-access"
+)
+
+// Network says whether commands reach the network.
+type Network string
+
+const (
+	NetworkOn  Network = "on"
+	NetworkOff Network = "off"
+)
+
+// Policy is the sandbox of a session as configured: the flags
+// --sandbox, --network, --writable-root and the [sandbox] section.
+type Policy struct {
+	Mode    Mode    // "" means WorkspaceWrite
+	Network Network // "" means NetworkOn
+	// Workspace is the session's working directory: writable in
+	// WorkspaceWrite.
+	Workspace string
+	// WritableRoots are more writable directories (WorkspaceWrite).
+	WritableRoots []string
+	// TempDirs are writable in ReadOnly and WorkspaceWrite: the temp dir
+	// conch gives commands, /tmp, $TMPDIR.
+	TempDirs []string
+	// CacheDir is the user's cache dir ($XDG_CACHE_HOME or ~/.cache),
+	// writable in WorkspaceWrite.
+	CacheDir string
+	// DenyRead paths are hidden: shown as empty, neither readable nor
+	// writable.
+	DenyRead []string
+	// UnixSockets are the unix socket paths commands may connect to; any
+	// other unix socket connection is denied (not in FullAccess).
+	UnixSockets []string
+	// Protected paths stay read-only even inside a writable root: conch's
+	// configuration files and state directory, other sessions' spill
+	// files. Resolve adds the git ones it finds.
+	Protected []string
+}
+
+// Plan is a Policy resolved into absolute, cleaned paths, with the git
+// directories found under the writable roots: what the init enforces and
+// what attribution judges against. It travels to the init as JSON.
+type Plan struct {
+	Mode    Mode    `json:"mode"`
+	Network Network `json:"network"`
+	// Writable are the directories commands may write (none in
+	// FullAccess, where everything is).
+	Writable []string `json:"writable,omitempty"`
+	// Protected are existing files and directories inside Writable made
+	// read-only.
+	Protected []string `json:"protected,omitempty"`
+	// Pinned are the git directories of the repositories found: each is
+	// made a mount point of its own, which cannot be renamed or removed,
+	// so a command cannot move a repository's .git aside and put a copy
+	// with writable hooks in its place.
+	Pinned      []string `json:"pinned,omitempty"`
+	DenyRead    []string `json:"denyRead,omitempty"`
+	UnixSockets []string `json:"unixSockets,omitempty"`
+}
+
+// Bounds of the search for repositories under a writable root: deep
+// trees (node_modules, vendored checkouts) must not make a session's
+// start slow.
+const (
+	maxSearchDepth = 6
+	maxSearchDirs  = 20000
+)
+
+// Resolve checks p and resolves it into a Plan: paths made absolute
+// (relative to the workspace), symlinks resolved, and for every
+// repository found under the workspace and the writable roots (to depth
+// 6, at most 20000 directories, node_modules skipped), its .git/hooks and
+// .git/config protected, and so those of its submodules (in
+// .git/modules) and every linked worktree's config.worktree. A repository's git directory that lies outside
+// the writable roots (the workspace is a subdirectory of a repository, or
+// a linked worktree whose gitdir is in the main checkout) is made
+// writable, so that commits work, with its hooks and config protected.
+// A missing .git/hooks is created first: it could otherwise be created by
+// a command and run by the next git outside the sandbox. Each git
+// directory is pinned (see Plan.Pinned), and a linked worktree's or
+// submodule's .git file is protected.
+func (p Policy) Resolve() (*Plan, error) {
+	pl := &Plan{Mode: p.Mode, Network: p.Network}
+	if pl.Mode == "" {
+		pl.Mode = WorkspaceWrite
+	}
+	if pl.Network == "" {
+		pl.Network = NetworkOn
+	}
+	switch pl.Mode {
+	case ReadOnly, WorkspaceWrite, FullAccess:
+	default:
+		return nil, fmt.Errorf("sandbox: unknown mode %q (want read-only, workspace-write or full-access)", p.Mode)
+	}
+	switch pl.Network {
+	case NetworkOn, NetworkOff:
+	default:
+		return nil, fmt.Errorf("sandbox: unknown network %q (want on or off)", p.Network)
+	}
+	abs := func(path string) string {
+		if path == "" {
+			return ""
+		}
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(p.Workspace, path)
+		}
+		if r, err := filepath.EvalSymlinks(path); err == nil {
+			return r
+		}
+		return filepath.Clean(path)
+	}
+	absAll := func(paths []string) []string {
+		var out []string
+		for _, path := range paths {
+			if a := abs(path); a != "" && !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	pl.DenyRead = absAll(p.DenyRead)
+	pl.UnixSockets = absAll(p.UnixSockets)
+	if pl.Mode == FullAccess {
+		return pl, nil
+	}
+	var searched []string // the roots in which repositories are looked for
+	switch pl.Mode {
+	case ReadOnly:
+		pl.Writable = absAll(p.TempDirs)
+	case WorkspaceWrite:
+		if p.Workspace == "" {
+			return nil, fmt.Errorf("sandbox: workspace-write mode needs a workspace")
+		}
+		searched = absAll(append([]string{p.Workspace}, p.WritableRoots...))
+		pl.Writable = absAll(append(append(slices.Clone(searched), p.TempDirs...), p.CacheDir))
+	}
+	protected := absAll(p.Protected)
+	var gitDirs []string
+	for _, root := range searched {
+		repos := findRepos(root)
+		// The workspace may be a subdirectory of a repository (and only
+		// then is the repository above it its own: a dotfiles repository
+		// in the home above a project is not).
+		if !slices.Contains(repos, root) {
+			if top := enclosingRepo(root); top != "" {
+				repos = append(repos, top)
+			}
+		}
+		for _, dir := range repos {
+			// A linked worktree's or a submodule's .git file: rewritten,
+			// it could point at a git directory with any hooks.
+			if fi, err := os.Lstat(filepath.Join(dir, ".git")); err == nil && fi.Mode().IsRegular() {
+				protected = append(protected, filepath.Join(dir, ".git"))
+			}
+			for _, gd := range gitDirsOf(dir) {
+				gitDirs = append(gitDirs, gd)
+				// Submodules keep their git directories, hooks and
+				// config included, in the superproject's.
+				gitDirs = append(gitDirs, findGitDirs(filepath.Join(gd, "modules"))...)
+			}
+		}
+	}
+	for _, gd := range gitDirs {
+		if slices.Contains(pl.Pinned, gd) {
+			continue
+		}
+		pl.Pinned = append(pl.Pinned, gd)
+		if !within(gd, pl.Writable) {
+			pl.Writable = append(pl.Writable, gd)
+		}
+		hooks := filepath.Join(gd, "hooks")
+		if _, err := os.Lstat(filepath.Join(gd, "objects")); err == nil {
+			// A repository's own git directory, not a worktree's.
+			if _, err := os.Lstat(hooks); os.IsNotExist(err) {
+				os.Mkdir(hooks, 0o755)
+			}
+		}
+		protected = append(protected, hooks, filepath.Join(gd, "config"), filepath.Join(gd, "config.worktree"))
+		// Every linked worktree's own configuration (it may set
+		// core.hooksPath for that worktree).
+		if wts, err := filepath.Glob(filepath.Join(gd, "worktrees", "*", "config.worktree")); err == nil {
+			protected = append(protected, wts...)
+		}
+	}
+	for _, path := range protected {
+		if _, err := os.Lstat(path); err == nil && within(path, pl.Writable) && !slices.Contains(pl.Protected, path) {
+			pl.Protected = append(pl.Protected, path)
+		}
+	}
+	return pl, nil
+}
+
+// findRepos returns the directories under root (root included) that hold
+// a .git entry, searching as Resolve says.
+func findRepos(root string) []string {
+	var repos []string
+	seen := 0
+	var walk func(dir string, depth int)
+	walk = func(dir string, depth int) {
+		if seen >= maxSearchDirs {
+			return
+		}
+		seen++
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			if e.Name() == ".git" {
+				repos = append(repos, dir)
+				break
+			}
+		}
+		if depth >= maxSearchDepth {
+			return
+		}
+		for _, e := range ents {
+			// Type from ReadDir: a symlink is not followed.
+			if e.IsDir() && e.Name() != ".git" && e.Name() != "node_modules" {
+				walk(filepath.Join(dir, e.Name()), depth+1)
+			}
+		}
+	}
+	walk(root, 0)
+	return repos
+}
+
+// findGitDirs returns the git directories (holding objects and HEAD)
+// under dir, to depth 4: the submodules' under a superproject's
+// .git/modules, nested ones included.
+func findGitDirs(dir string) []string {
+	var out []string
+	var walk func(dir string, depth int)
+	walk = func(dir string, depth int) {
+		ents, err := os.ReadDir(dir)
+		if err != nil || depth > 4 {
+			return
+		}
+		if _, err := os.Lstat(filepath.Join(dir, "HEAD")); err == nil {
+			if _, err := os.Lstat(filepath.Join(dir, "objects")); err == nil {
+				out = append(out, dir)
+			}
+		}
+		for _, e := range ents {
+			if e.IsDir() && e.Name() != "objects" && e.Name() != "refs" && e.Name() != "logs" {
+				walk(filepath.Join(dir, e.Name()), depth+1)
+			}
+		}
+	}
+	walk(dir, 0)
+	return out
+}
+
+// enclosingRepo returns the nearest proper ancestor of dir holding a .git
+// entry, or "".
+func enclosingRepo(dir string) string {
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		if d == filepath.Dir(d) {
+			return ""
+		}
+	}
+}
+
+// gitDirsOf returns the git directories of the repository in dir: its
+// .git directory; or for a linked worktree (a .git file saying
+// "gitdir: <path>"), that path and the common git directory it names in
+// its commondir file.
+func gitDirsOf(dir string) []string {
+	dotgit := filepath.Join(dir, ".git")
+	fi, err := os.Stat(dotgit)
+	if err != nil {
+		return nil
+	}
+	if fi.IsDir() {
+		return []string{resolved(dotgit)}
+	}
+	b, err := os.ReadFile(dotgit)
+	if err != nil {
+		return nil
+	}
+	target, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
+	if !ok {
+		return nil
+	}
+	gd := relTo(dir, strings.TrimSpace(target))
+	dirs := []string{gd}
+	if c, err := os.ReadFile(filepath.Join(gd, "commondir")); err == nil {
+		dirs = append(dirs, relTo(gd, strings.TrimSpace(string(c))))
+	}
+	return dirs
+}
+
+func relTo(base, path string) string {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(base, path)
+	}
+	return resolved(path)
+}
+
+func resolved(path string) string {
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		return r
+	}
+	return filepath.Clean(path)
+}
+
+// within reports whether path is one of roots or below one.
+func within(path string, roots []string) bool {
+	for _, r := range roots {
+		if path == r || strings.HasPrefix(path, strings.TrimSuffix(r, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,152 @@
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func git(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+// TestResolveFindsRepositories: the hooks and config of every repository
+// under the workspace are protected, nested ones included; a linked
+// worktree's git directories outside the workspace become writable with
+// their hooks and config protected; a submodule's hooks and config are
+// protected; a missing hooks directory is created.
+func TestResolveFindsRepositories(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := filepath.Join(base, "main")
+	ws := filepath.Join(base, "ws")
+	nested := filepath.Join(ws, "a", "b", "nested")
+	for _, d := range []string{main, nested} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		git(t, d, "init", "-q")
+	}
+	os.RemoveAll(filepath.Join(nested, ".git", "hooks"))
+	// A submodule's git directory, as git keeps it in the superproject.
+	sub := filepath.Join(nested, ".git", "modules", "lib")
+	git(t, base, "init", "-q", "--bare", sub)
+	git(t, main, "commit", "-q", "--allow-empty", "-m", "x")
+	git(t, main, "worktree", "add", "-q", filepath.Join(ws, "wt"))
+
+	tmp := filepath.Join(base, "tmp")
+	pl, err := Policy{Workspace: ws, TempDirs: []string{tmp}}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.Mode != WorkspaceWrite || pl.Network != NetworkOn {
+		t.Errorf("defaults: %s %s", pl.Mode, pl.Network)
+	}
+	for _, p := range []string{
+		filepath.Join(nested, ".git", "hooks"),
+		filepath.Join(nested, ".git", "config"),
+		filepath.Join(main, ".git", "hooks"),
+		filepath.Join(main, ".git", "config"),
+		filepath.Join(sub, "hooks"),
+		filepath.Join(sub, "config"),
+		filepath.Join(ws, "wt", ".git"),
+	} {
+		if !slices.Contains(pl.Protected, p) {
+			t.Errorf("%s not protected: %q", p, pl.Protected)
+		}
+	}
+	for _, p := range []string{ws, tmp, filepath.Join(main, ".git"), filepath.Join(main, ".git", "worktrees", "wt")} {
+		if !slices.Contains(pl.Writable, p) {
+			t.Errorf("%s not writable: %q", p, pl.Writable)
+		}
+	}
+	for _, p := range []string{filepath.Join(nested, ".git"), sub, filepath.Join(main, ".git"), filepath.Join(main, ".git", "worktrees", "wt")} {
+		if !slices.Contains(pl.Pinned, p) {
+			t.Errorf("%s not pinned: %q", p, pl.Pinned)
+		}
+	}
+	if slices.Contains(pl.Writable, main) {
+		t.Errorf("the main checkout became writable: %q", pl.Writable)
+	}
+}
+
+func TestResolveModes(t *testing.T) {
+	ro, err := Policy{Mode: ReadOnly, Workspace: "/w", TempDirs: []string{"/tmp"}, CacheDir: "/c"}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ro.Writable, []string{"/tmp"}) {
+		t.Errorf("read-only writable = %q, want only the temp dirs", ro.Writable)
+	}
+	full, err := Policy{Mode: FullAccess, Workspace: "/w"}.Resolve()
+	if err != nil || full.Writable != nil {
+		t.Errorf("full-access: %v %q", err, full.Writable)
+	}
+	for _, p := range []Policy{{Mode: "yolo", Workspace: "/w"}, {Network: "maybe", Workspace: "/w"}, {}} {
+		if _, err := p.Resolve(); err == nil {
+			t.Errorf("Resolve(%+v) accepted", p)
+		}
+	}
+}
+
+// TestProbe: Probe reports this host's Landlock ABI and seccomp, or why
+// Landlock is missing (a kernel without it, or not enabled at boot).
+func TestProbe(t *testing.T) {
+	s := Probe()
+	if s.LandlockErr != nil {
+		if !strings.HasPrefix(s.LandlockErr.Error(), "landlock: ") || s.LandlockABI != 0 {
+			t.Errorf("Probe() = %+v: an error must say landlock and come with ABI 0", s)
+		}
+		t.Skipf("no Landlock here: %v", s.LandlockErr)
+	}
+	if s.LandlockABI < 1 || !s.Seccomp {
+		t.Errorf("Probe() = %+v, want a Landlock ABI and seccomp", s)
+	}
+	t.Logf("Landlock ABI %d, seccomp %v", s.LandlockABI, s.Seccomp)
+}
+
+// TestResolveEnclosingRepository: a workspace inside a repository gets
+// that repository's git directory writable (commits work) with its hooks
+// protected; a workspace that is a repository of its own leaves a
+// repository above it (a dotfiles repository in the home) alone.
+func TestResolveEnclosingRepository(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	git(t, base, "init", "-q")
+	sub := filepath.Join(base, "sub")
+	own := filepath.Join(base, "own")
+	for _, d := range []string{sub, own} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(t, own, "init", "-q")
+	top := filepath.Join(base, ".git")
+	pl, err := Policy{Workspace: sub}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pl.Writable, top) || !slices.Contains(pl.Protected, filepath.Join(top, "hooks")) {
+		t.Errorf("workspace in a repository: writable %q, protected %q", pl.Writable, pl.Protected)
+	}
+	pl, err = Policy{Workspace: own}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(pl.Writable, top) || slices.Contains(pl.Pinned, top) {
+		t.Errorf("a repository of its own made the one above it writable: %q, pinned %q", pl.Writable, pl.Pinned)
+	}
+}

@@ -1,0 +1,63 @@
+package local
+
+import (
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/conch-dev/conch/internal/envpolicy"
+	"github.com/conch-dev/conch/internal/term"
+	"github.com/conch-dev/conch/shell"
+)
+
+var _ shell.Terminals = (*Executor)(nil)
+
+// StartTerminal implements shell.Terminals: bash -c s.Command on a new
+// pseudo-terminal (internal/term), with the environment of the
+// executor's other commands except TERM (the emulator's, xterm-256color)
+// and standard input (the terminal, not /dev/null). Its session is
+// tracked for s.Owner, so EndOwner and Close take it and what it leaves
+// running; Close waits until the terminal is released.
+func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
+	if err := checkWorkdir(s.Workdir); err != nil {
+		return nil, err
+	}
+	e.startMu.RLock()
+	defer e.startMu.RUnlock()
+	if e.closed {
+		return nil, shell.ErrClosed
+	}
+	t, err := term.Start([]string{e.opts.Shell, "-c", s.Command}, &term.Options{
+		Dir:     s.Workdir,
+		Env:     envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv),
+		Grace:   e.opts.Grace,
+		Tracker: e.tracker,
+		Owner:   s.Owner,
+	})
+	if err != nil {
+		return nil, &shell.SpawnError{Err: err}
+	}
+	e.wg.Add(1) // Close waits for the terminal's release
+	go func() {
+		<-t.Done()
+		e.wg.Done()
+	}()
+	return t, nil
+}
+
+// checkWorkdir refuses a workdir that does not exist, is not a directory
+// or may not be entered, with a *shell.WorkdirError naming it: the
+// child's chdir would fail the same way, but as a spawn failure that does
+// not name the directory.
+func checkWorkdir(dir string) error {
+	if fi, err := os.Stat(dir); err != nil {
+		return &shell.WorkdirError{Path: dir, Err: unwrapPathError(err)}
+	} else if !fi.IsDir() {
+		return &shell.WorkdirError{Path: dir, Err: syscall.ENOTDIR}
+	}
+	if err := unix.Faccessat(unix.AT_FDCWD, dir, unix.X_OK, unix.AT_EACCESS); err != nil {
+		return &shell.WorkdirError{Path: dir, Err: err}
+	}
+	return nil
+}
