@@ -30,10 +30,11 @@ type Spawner interface {
 	// EndOwner kills what the commands spawned for owner left running
 	// (after their shells exited, or outside their groups) and returns
 	// once it is gone. The executor has stopped the owner's running
-	// commands itself.
+	// commands itself, and ends what runs as this process's descendants
+	// with its own bookkeeping.
 	EndOwner(owner string)
-	// Close kills everything any command left running, waits until it is
-	// gone and releases the Spawner's resources. It is called once, after
+	// Close kills everything any command left running where the Spawner
+	// runs them, waits until it is gone and releases its resources. It is called once, after
 	// the executor stopped its running commands; children not yet
 	// released are released afterwards.
 	Close() error
