@@ -20,6 +20,7 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/conch-dev/conch/internal/syncio"
+	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/tools"
 )
 
@@ -208,8 +209,12 @@ func (a *Agent) guard(method string, err *error) {
 
 var errShuttingDown = sdk.NewInternalError(map[string]any{"error": "the agent is shutting down"})
 
+// codeResourceNotFound is ACP's JSON-RPC error code for an unknown
+// resource; the SDK has no constructor for it.
+const codeResourceNotFound = -32002
+
 func resourceNotFound(id sdk.SessionId) error {
-	return &sdk.RequestError{Code: -32002, Message: "Resource not found", Data: map[string]any{"sessionId": string(id), "error": "unknown session " + string(id)}}
+	return &sdk.RequestError{Code: codeResourceNotFound, Message: "Resource not found", Data: map[string]any{"sessionId": string(id), "error": "unknown session " + string(id)}}
 }
 
 // Initialize answers initialize and notes the client's terminal
@@ -236,8 +241,9 @@ func (a *Agent) snapshot(cwd string) Snapshot {
 
 // sessionCwd checks a session cwd from the client: it must be an
 // absolute path to an existing folder, or every command of the session
-// would fail. Its symbolic links are resolved, as the tools want.
-func sessionCwd(cwd string) (string, error) {
+// would fail. Its symbolic links are resolved, as the tools want. The
+// default executor checks it, as the folder is on its host.
+func (a *Agent) sessionCwd(cwd string) (string, error) {
 	refuse := func(msg string) (string, error) {
 		return "", sdk.NewInvalidParams(map[string]any{"error": msg})
 	}
@@ -245,19 +251,16 @@ func sessionCwd(cwd string) (string, error) {
 		return refuse("cwd must be an absolute path, got " + strconv.Quote(cwd))
 	}
 	cwd = filepath.Clean(cwd)
-	fi, err := os.Stat(cwd)
+	real, err := a.ts.HostDir(cwd)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return refuse("cwd " + cwd + " does not exist")
+	case errors.Is(err, shell.ErrNotDir):
+		return refuse("cwd " + cwd + " is not a directory")
 	case err != nil:
 		return refuse("cwd " + cwd + ": " + err.Error())
-	case !fi.IsDir():
-		return refuse("cwd " + cwd + " is not a directory")
 	}
-	if real, err := filepath.EvalSymlinks(cwd); err == nil {
-		cwd = real
-	}
-	return cwd, nil
+	return real, nil
 }
 
 func newSessionID() string {
@@ -274,7 +277,7 @@ func (a handler) NewSession(ctx context.Context, p sdk.NewSessionRequest) (_ sdk
 	}
 	defer a.running.Done()
 	defer a.guard("session/new", &err)
-	cwd, err := sessionCwd(p.Cwd)
+	cwd, err := a.sessionCwd(p.Cwd)
 	if err != nil {
 		return sdk.NewSessionResponse{}, err
 	}
@@ -304,7 +307,7 @@ func (a handler) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (_ s
 	if a.store == nil {
 		return sdk.LoadSessionResponse{}, resourceNotFound(p.SessionId)
 	}
-	cwd, err := sessionCwd(p.Cwd)
+	cwd, err := a.sessionCwd(p.Cwd)
 	if err != nil {
 		return sdk.LoadSessionResponse{}, err
 	}

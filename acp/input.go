@@ -86,21 +86,21 @@ func validID(raw json.RawMessage) bool {
 // stops when out is closed.
 func filterInput(in io.Reader, out *io.PipeWriter, reply io.Writer, log *slog.Logger, order turnOrder) {
 	err := readLines(in, maxMessageLine, func(n int, line []byte, _ bool) bool {
-		var code int
-		var msg, reason string
+		var refusal func(data any) *sdk.RequestError
+		var reason string
 		var id json.RawMessage
 		var wm wireMessage
 		switch {
 		case line == nil:
-			code, msg, reason = -32600, "Invalid request", "message longer than 8 MiB"
+			refusal, reason = sdk.NewInvalidRequest, "message longer than 8 MiB"
 		case len(bytes.TrimSpace(line)) == 0:
 			return true
 		case !json.Valid(line):
-			code, msg, reason = -32700, "Parse error", "not JSON"
+			refusal, reason = sdk.NewParseError, "not JSON"
 		default:
 			var m map[string]json.RawMessage
 			if json.Unmarshal(line, &m) != nil {
-				code, msg, reason = -32600, "Invalid request", "not a JSON object"
+				refusal, reason = sdk.NewInvalidRequest, "not a JSON object"
 				break
 			}
 			_, hasMethod := m["method"]
@@ -108,16 +108,16 @@ func filterInput(in io.Reader, out *io.PipeWriter, reply io.Writer, log *slog.Lo
 				id = raw
 			}
 			if err := json.Unmarshal(line, &wm); err != nil {
-				code, msg, reason = -32600, "Invalid request", "not a JSON-RPC message: "+err.Error()
+				refusal, reason = sdk.NewInvalidRequest, "not a JSON-RPC message: "+err.Error()
 			} else if hasMethod && wm.Method == "" {
-				code, msg, reason = -32600, "Invalid request", "empty method"
+				refusal, reason = sdk.NewInvalidRequest, "empty method"
 			} else if !hasMethod && wm.ID == nil {
-				code, msg, reason = -32600, "Invalid request", "neither a method nor an id"
+				refusal, reason = sdk.NewInvalidRequest, "neither a method nor an id"
 			} else if hasMethod && wm.ID != nil && !validID(*wm.ID) {
-				code, msg, reason = -32600, "Invalid request", "the id is not a string, an integer or null"
+				refusal, reason = sdk.NewInvalidRequest, "the id is not a string, an integer or null"
 			}
 		}
-		if code == 0 {
+		if refusal == nil {
 			msg := append(bytes.TrimSpace(line), '\n')
 			if order != nil && !tellOrder(order, wm, msg) {
 				return true
@@ -132,7 +132,7 @@ func filterInput(in io.Reader, out *io.PipeWriter, reply io.Writer, log *slog.Lo
 		b, _ := json.Marshal(errorReply{
 			JSONRPC: "2.0",
 			ID:      id,
-			Error:   sdk.RequestError{Code: code, Message: msg, Data: map[string]any{"reason": reason, "line": n}},
+			Error:   *refusal(map[string]any{"reason": reason, "line": n}),
 		})
 		if _, err := reply.Write(append(b, '\n')); err != nil {
 			log.Debug("acp: cannot answer a bad input line", "err", err)

@@ -3,12 +3,10 @@ package mcpserver
 import (
 	"context"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -227,13 +225,8 @@ func (x *session) rootsCwd(ctx context.Context, ss *mcp.ServerSession) (cwd stri
 		if !ok {
 			continue
 		}
-		real, err := filepath.EvalSymlinks(dir)
-		if err == nil {
-			var fi os.FileInfo
-			if fi, err = os.Stat(real); err == nil && !fi.IsDir() {
-				err = &os.PathError{Op: "stat", Path: real, Err: syscall.ENOTDIR}
-			}
-		}
+		// The executor checks it: the directory is on its host.
+		real, err := x.srv.ts.HostDir(dir)
 		if err != nil {
 			x.srv.log.Warn("first file:// root is not a directory; using the default working directory",
 				"session", x.id, "root", r.URI, "error", err)

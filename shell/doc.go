@@ -7,18 +7,20 @@
 // # The flow
 //
 // A caller builds a Request, asks the executor to Resolve it into a Spec,
-// then either runs the Spec in the foreground with Run or starts it in the
-// background with Start:
+// then either runs the Spec in the foreground with Run (a function of this
+// package, over the executor's Launch) or starts it in the background
+// with Start:
 //
 //	spec, err := ex.Resolve(shell.Request{Command: "go test ./...", Workdir: dir})
 //	if err != nil { … } // a bad request: nothing was spawned
-//	res, err := ex.Run(ctx, spec)
+//	res, err := shell.Run(ctx, ex, spec)
 //	if err != nil { … } // infrastructure failure: missing workdir, no bash, ctx done before the spawn
 //	// res.ExitCode, res.Signal, res.TimedOut, res.Aborted, res.Stdout.Text …
 //
 // # What resolves
 //
-// Resolve is pure: it fills the executor's defaults (workdir, timeout),
+// Resolve is pure, and written once (Limits.Resolve, with the provider's
+// defaults and bounds): it fills the executor's defaults (workdir, timeout),
 // resolves a relative workdir against the executor's own cwd, clamps the
 // timeout to the executor's maximum silently (the clamped value is what a
 // model is told), and refuses bad numbers and a blank command with a
@@ -29,7 +31,7 @@
 //
 // # What errors
 //
-// Run and Start return an error only when the command could not be run at
+// Run, Launch and Start return an error only when the command could not be run at
 // all: *WorkdirError (the path is named), *SpawnError (bash could not be
 // started), ErrAbortedBeforeSpawn (Run's ctx was done before the spawn)
 // and ErrClosed. Everything that happens once the command runs is a
@@ -58,6 +60,13 @@
 // complete. Text is always valid UTF-8. Background processes are read
 // incrementally: each Read returns only what is new, and says Lossy when
 // unread bytes were dropped from memory.
+//
+// # Writing a provider
+//
+// A provider implements Resolve with Limits.Resolve, Launch, Start and
+// Close, and passes the suite in package shell/shelltest. Run needs
+// nothing more; a provider whose launch waits (a dial) also implements
+// ContextLauncher so that Run's ctx bounds the wait.
 //
 // # Nothing left behind
 //

@@ -1,7 +1,6 @@
 package shell
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -16,17 +15,8 @@ type Executor interface {
 	// the executor's maximum and refuses bad input (an empty command, a
 	// negative timeout, a negative byte cap) with a *RequestError.
 	// It does not touch the file system: a missing workdir is reported by
-	// Run or Start.
+	// Launch or Start. A provider implements it with Limits.Resolve.
 	Resolve(r Request) (Spec, error)
-
-	// Run runs s in the foreground and waits for it, its timeout, or ctx.
-	// It returns an error only for infrastructure failures: the workdir is
-	// missing, not a directory or not enterable (*WorkdirError), bash cannot be started,
-	// ctx was done before the spawn (ErrAbortedBeforeSpawn), or the
-	// executor is closed (ErrClosed). A non-zero exit, a timeout kill, a
-	// cancellation kill and a command that signals itself all return a
-	// Result and a nil error.
-	Run(ctx context.Context, s Spec) (Result, error)
 
 	// Start starts s in the background and returns at once. No timeout
 	// applies; the caller stops the process with Kill. Start returns an
@@ -42,8 +32,13 @@ type Executor interface {
 	// s.Timeout applies (Result.TimedOut), Kill aborts it
 	// (Result.Aborted), and it returns at once, so the caller can follow
 	// its progress, read it incrementally, or leave it running in the
-	// background (its timeout still applies). Run is Launch, a kill when
-	// ctx is done, and Result once Done. Errors are those of Run.
+	// background (its timeout still applies). It returns an error only
+	// for infrastructure failures: the workdir is missing, not a directory
+	// or not enterable (*WorkdirError), bash cannot be started
+	// (*SpawnError), or the executor is closed (ErrClosed). A non-zero
+	// exit, a timeout kill, a kill and a command that signals itself are
+	// the Process's Result. Run (a function of this package) is Launch
+	// and a wait.
 	Launch(s Spec) (Process, error)
 
 	// Close kills every process the executor still runs (and, for
@@ -134,6 +129,10 @@ type Output struct {
 	// Truncated and the file is complete and was closed without error;
 	// otherwise it is "" and a model is told "(unavailable)".
 	SpillPath string
+	// Host names the host whose file SpillPath is: "" for this machine,
+	// a remote host's name otherwise (shown to a model as
+	// <host>:<path>).
+	Host string
 	// Head is the stream's first bytes (at most HeadBytes of them), kept
 	// when the stream outgrew the tail, so that a reader can show the
 	// start and the end of a long stream; "" when Truncated is false
@@ -244,6 +243,9 @@ type ReadResult struct {
 	// StdoutSpill and StderrSpill name the spill files holding the whole
 	// streams, set on lossy reads when the file is still safe to name.
 	StdoutSpill, StderrSpill string
+	// Host names the host whose files StdoutSpill and StderrSpill are
+	// ("" for this machine; see Output.Host).
+	Host string
 	// StdoutSkipped and StderrSkipped measure, on a lossy read, the bytes
 	// that were dropped from memory before this reader saw them (they
 	// lie just before the text of this read).
@@ -253,27 +255,10 @@ type ReadResult struct {
 	StdoutSpillErr, StderrSpillErr error
 }
 
-// Text joins the read as a model sees it (see JoinStreams).
-func (r ReadResult) Text() string { return JoinStreams(r.Stdout, r.Stderr) }
-
 // Empty reports that the read carried nothing new.
 func (r ReadResult) Empty() bool { return r.Stdout == "" && r.Stderr == "" && !r.Lossy }
 
-// JoinStreams joins stdout and stderr the way conch shows them: stdout,
-// then, when stderr is non-empty, a newline if stdout is non-empty and does
-// not end in one, then "[stderr]\n" and stderr.
-func JoinStreams(stdout, stderr string) string {
-	if stderr == "" {
-		return stdout
-	}
-	sep := ""
-	if stdout != "" && stdout[len(stdout)-1] != '\n' {
-		sep = "\n"
-	}
-	return stdout + sep + "[stderr]\n" + stderr
-}
-
-// ErrClosed is returned by Run and Start after Close.
+// ErrClosed is returned by Launch, Start and Run after Close.
 var ErrClosed = errors.New("shell: executor is closed")
 
 // ErrAbortedBeforeSpawn is wrapped by the error Run returns when its ctx

@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -99,7 +98,7 @@ func (t *Toolset) managedEnv(sess Session) map[string]string {
 // "~" expanded, is resolved against the session's cwd; nothing but the
 // named arguments and the managed overlay reaches it.
 func (t *Toolset) request(sess Session, b bashArgs) shell.Request {
-	wd := expandHome(b.Workdir)
+	wd := t.expandHome(b.Workdir)
 	if sess.Cwd != "" {
 		switch {
 		case wd == "":
@@ -127,18 +126,37 @@ func (t *Toolset) handle(p shell.Process) *processHandle {
 }
 
 // expandHome expands "~" and "~/…" to the home directory, as a shell
-// would. It is the server's home: right for the local executor; a remote
-// provider will have to answer this for its own host. A home that cannot
-// be found leaves the path as given (and the workdir error names it).
-func expandHome(wd string) string {
-	if wd != "~" && !strings.HasPrefix(wd, "~/") {
+// would: the home of the user the default executor runs commands as,
+// which the executor knows (shell.FileSystem). An executor that does not
+// say, or a home that cannot be found, leaves the path as given (and the
+// workdir error names it).
+func (t *Toolset) expandHome(wd string) string {
+	if !shell.IsHomeRelative(wd) {
 		return wd
 	}
-	home, err := os.UserHomeDir()
+	fs, ok := t.ex.(shell.FileSystem)
+	if !ok {
+		return wd
+	}
+	home, err := fs.Home()
 	if err != nil {
 		return wd
 	}
 	return filepath.Join(home, wd[1:])
+}
+
+// HostDir checks dir, an absolute path on the default executor's host
+// (a session's working directory from its client), with the executor:
+// it returns dir's real path, or an error wrapping fs.ErrNotExist,
+// shell.ErrNotDir or another cause. An executor that is not a
+// shell.FileSystem cannot say: dir is returned as given, and a command
+// run there reports a missing workdir itself.
+func (t *Toolset) HostDir(dir string) (string, error) {
+	fs, ok := t.ex.(shell.FileSystem)
+	if !ok {
+		return dir, nil
+	}
+	return fs.Dir(dir)
 }
 
 // bash runs the bash tool. A result that holds a command's output comes
@@ -419,8 +437,8 @@ func (t *Toolset) yieldToTask(sess Session, b bashArgs, on target, spec shell.Sp
 		return Result{
 			Text: withMarkers(shown.body(), marker),
 			Value: YieldedValue{Kind: "yielded", TaskID: info.ID, YieldedAfterMs: ms, TimeoutMs: spec.Timeout.Milliseconds(),
-				Stdout: StreamValue{Text: shown.out, Truncated: shown.outCut, SpillPath: read.StdoutSpill},
-				Stderr: StreamValue{Text: shown.err, Truncated: shown.errCut, SpillPath: read.StderrSpill}},
+				Stdout: StreamValue{Text: shown.out, Truncated: shown.outCut, SpillPath: HostPath(read.Host, read.StdoutSpill)},
+				Stderr: StreamValue{Text: shown.err, Truncated: shown.errCut, SpillPath: HostPath(read.Host, read.StderrSpill)}},
 		}
 	}, true
 }

@@ -58,7 +58,7 @@ func executorTrue(b *testing.B, ctx context.Context, e *env) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	res, err := e.ex.Run(ctx, spec)
+	res, err := shell.Run(ctx, e.ex, spec)
 	if err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
 		b.Fatal(res, err)
 	}

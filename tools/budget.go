@@ -47,13 +47,13 @@ type streamIn struct {
 // outputStream is a foreground result's stream for the renderer.
 func outputStream(o shell.Output) streamIn {
 	if !o.Truncated {
-		return wholeStream(o.Text, where(o.SpillPath, o.SpillErr, false))
+		return wholeStream(o.Text, where(HostPath(o.Host, o.SpillPath), o.SpillErr, false))
 	}
 	if o.Size > 0 && int64(len(o.Head)) == o.Size { // the head holds all of it
-		return wholeStream(o.Head, where(o.SpillPath, o.SpillErr, true))
+		return wholeStream(o.Head, where(HostPath(o.Host, o.SpillPath), o.SpillErr, true))
 	}
 	return streamIn{head: o.Head, tail: o.Text, size: o.Size, lines: o.Lines,
-		where: where(o.SpillPath, o.SpillErr, true)}
+		where: where(HostPath(o.Host, o.SpillPath), o.SpillErr, true)}
 }
 
 // readStream is one stream of an incremental read: the new text, and,
@@ -116,7 +116,30 @@ type shownStreams struct {
 	outCut, errCut bool // the text is not the whole stream
 }
 
-func (s shownStreams) body() string { return shell.JoinStreams(s.out, s.err) }
+func (s shownStreams) body() string { return JoinStreams(s.out, s.err) }
+
+// HostPath shows a spill path to a model: as is for this machine ("" host),
+// as <host>:<path> for a remote host's file. An empty path stays empty.
+func HostPath(host, path string) string {
+	if host == "" || path == "" {
+		return path
+	}
+	return host + ":" + path
+}
+
+// JoinStreams joins stdout and stderr the way conch shows them to a model:
+// stdout, then, when stderr is non-empty, a newline if stdout is non-empty
+// and does not end in one, then "[stderr]\n" and stderr.
+func JoinStreams(stdout, stderr string) string {
+	if stderr == "" {
+		return stdout
+	}
+	sep := ""
+	if stdout != "" && stdout[len(stdout)-1] != '\n' {
+		sep = "\n"
+	}
+	return stdout + sep + "[stderr]\n" + stderr
+}
 
 // fitStreams renders stdout and stderr as the body of a text of at most
 // budget bytes that ends with markers (see withMarkers; none for a read).

@@ -425,3 +425,30 @@ func FuzzRenderBudget(f *testing.F) {
 		}
 	})
 }
+
+func TestJoinStreams(t *testing.T) {
+	for _, tc := range []struct{ out, err, want string }{
+		{"", "", ""},
+		{"a\n", "", "a\n"},
+		{"", "e\n", "[stderr]\ne\n"},
+		{"a", "e", "a\n[stderr]\ne"},
+		{"a\n", "e\n", "a\n[stderr]\ne\n"},
+	} {
+		if got := tools.JoinStreams(tc.out, tc.err); got != tc.want {
+			t.Errorf("JoinStreams(%q, %q) = %q, want %q", tc.out, tc.err, got, tc.want)
+		}
+	}
+}
+
+// A spill file of a remote host is shown with the host's name.
+func TestHostPath(t *testing.T) {
+	for _, tc := range []struct{ host, path, want string }{
+		{"", "/tmp/s/stdout", "/tmp/s/stdout"},
+		{"h1", "/tmp/s/stdout", "h1:/tmp/s/stdout"},
+		{"h1", "", ""},
+	} {
+		if got := tools.HostPath(tc.host, tc.path); got != tc.want {
+			t.Errorf("HostPath(%q, %q) = %q, want %q", tc.host, tc.path, got, tc.want)
+		}
+	}
+}

@@ -318,7 +318,7 @@ func TestRenderForegroundRules(t *testing.T) {
 		} else {
 			r.ExitCode = ptr(rapid.IntRange(0, 3).Draw(t, "code"))
 		}
-		body := shell.JoinStreams(r.Stdout.Text, r.Stderr.Text)
+		body := tools.JoinStreams(r.Stdout.Text, r.Stderr.Text)
 		if body == "" {
 			body = "(no output)"
 		}

@@ -113,7 +113,7 @@ func renderRead(r shell.ReadResult, budget int) string {
 // readShown is renderRead's streams, to be followed by markers.
 func readShown(r shell.ReadResult, budget int, markers ...string) shownStreams {
 	return fitStreams(
-		readStream(r.Stdout, r.StdoutSkipped, r.StdoutSpill, r.StdoutSpillErr),
-		readStream(r.Stderr, r.StderrSkipped, r.StderrSpill, r.StderrSpillErr),
+		readStream(r.Stdout, r.StdoutSkipped, HostPath(r.Host, r.StdoutSpill), r.StdoutSpillErr),
+		readStream(r.Stderr, r.StderrSkipped, HostPath(r.Host, r.StderrSpill), r.StderrSpillErr),
 		budget, markers...)
 }

@@ -114,8 +114,8 @@ func foregroundValue(r shell.Result, shown shownStreams) ForegroundValue {
 		TimedOut:  r.TimedOut,
 		Aborted:   r.Aborted,
 		TimeoutMs: r.Timeout.Milliseconds(),
-		Stdout:    StreamValue{Text: shown.out, Truncated: shown.outCut, SpillPath: r.Stdout.SpillPath},
-		Stderr:    StreamValue{Text: shown.err, Truncated: shown.errCut, SpillPath: r.Stderr.SpillPath},
+		Stdout:    StreamValue{Text: shown.out, Truncated: shown.outCut, SpillPath: HostPath(r.Stdout.Host, r.Stdout.SpillPath)},
+		Stderr:    StreamValue{Text: shown.err, Truncated: shown.errCut, SpillPath: HostPath(r.Stderr.Host, r.Stderr.SpillPath)},
 	}
 	if r.Signal != "" {
 		sig := r.Signal

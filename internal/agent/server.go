@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/conch-dev/conch/shell"
@@ -159,17 +158,11 @@ func (s *server) start(req Request) {
 	s.c.Write(Response{Op: OpDone, Proc: req.Proc, Done: EncodeDone(p)})
 }
 
-// HomeRelative reports whether workdir is "~" or "~/…": a path in the
-// home directory of the host's user, which only the agent knows.
-func HomeRelative(workdir string) bool {
-	return workdir == "~" || strings.HasPrefix(workdir, "~/")
-}
-
-// expandHome expands a HomeRelative workdir to the agent user's home; one
+// expandHome expands a workdir of "~" or "~/…" (shell.IsHomeRelative) to the agent user's home; one
 // that cannot be found leaves the path as given (the workdir error then
 // names it).
 func expandHome(workdir string) string {
-	if !HomeRelative(workdir) {
+	if !shell.IsHomeRelative(workdir) {
 		return workdir
 	}
 	home, err := os.UserHomeDir()

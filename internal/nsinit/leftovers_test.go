@@ -60,6 +60,9 @@ func TestKillLeftoversAfterRelease(t *testing.T) {
 	// Another command runs meanwhile, and must survive.
 	other := testutil.Marker(t)
 	och, ostdout, _ := spawn(t, in, other, "sleep 600")
+	// Seen running first: between fork and exec it does not carry its
+	// marker yet, and would pass for dead.
+	testutil.WaitFor(t, 10*time.Second, "the other command's sleep", func() bool { return len(testutil.Processes(other)) == 1 })
 	if err := ch.KillLeftovers(); err != nil {
 		t.Fatal(err)
 	}

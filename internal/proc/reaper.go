@@ -9,7 +9,9 @@ import (
 	"os/signal"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -198,15 +200,48 @@ func WaitCmd(cmd *exec.Cmd) error {
 // WaitExited blocks until pid, a child of this process, has exited, and
 // leaves it unreaped: its zombie keeps holding its pid (and, for a group
 // leader, its process group id), so the group can still be signalled
-// safely until the caller reaps it (exec.Cmd.Wait). It returns nil once
-// the child has exited, or the error of waitid (ECHILD when pid is not
-// our child, or was reaped already).
-func WaitExited(pid int) error {
+// safely until the caller reaps it (exec.Cmd.Wait). It returns the
+// child's wait status once it has exited, or the error of waitid (ECHILD
+// when pid is not our child, or was reaped already).
+func WaitExited(pid int) (syscall.WaitStatus, error) {
 	var info unix.Siginfo
 	for {
 		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if err != unix.EINTR {
-			return err
+		if err == unix.EINTR {
+			continue
 		}
+		if err != nil {
+			return 0, err
+		}
+		return waitStatus(&info), nil
+	}
+}
+
+// sigchld is the start of a siginfo_t of SIGCHLD on 64-bit Linux: the
+// union that follows si_code is 8-byte aligned.
+type sigchld struct {
+	signo, errno, code int32
+	_                  int32
+	pid                int32
+	uid                uint32
+	status             int32
+}
+
+// si_code values of SIGCHLD (the x/sys/unix package does not name them).
+const (
+	cldKilled = 2
+	cldDumped = 3
+)
+
+// waitStatus turns what waitid reported into the status wait4 would give.
+func waitStatus(info *unix.Siginfo) syscall.WaitStatus {
+	c := (*sigchld)(unsafe.Pointer(info))
+	switch c.code {
+	case cldKilled:
+		return syscall.WaitStatus(c.status & 0x7f)
+	case cldDumped:
+		return syscall.WaitStatus(c.status&0x7f | 0x80)
+	default: // CLD_EXITED
+		return syscall.WaitStatus(c.status&0xff) << 8
 	}
 }

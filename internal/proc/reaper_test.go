@@ -149,13 +149,18 @@ func TestLockSpawnAllowsConcurrentSpawns(t *testing.T) {
 	testutil.VerifyNoLeaks(t)
 }
 
-// TestWaitExitedLeavesTheZombie: WaitExited returns once the child has
-// exited and leaves it unreaped, so its pid and pgid stay held until Wait.
+// TestWaitExitedLeavesTheZombie: WaitExited returns the status once the
+// child has exited and leaves it unreaped, so its pid and pgid stay held
+// until Wait.
 func TestWaitExitedLeavesTheZombie(t *testing.T) {
 	marker := clean(t)
 	cmd := startSession(t, marker, "sleep 0.1; exit 5")
-	if err := proc.WaitExited(cmd.Process.Pid); err != nil {
+	ws, err := proc.WaitExited(cmd.Process.Pid)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !ws.Exited() || ws.ExitStatus() != 5 {
+		t.Errorf("WaitExited status %#x, want exit status 5", ws)
 	}
 	if p, err := proc.Stat(cmd.Process.Pid); err != nil || p.State != 'Z' {
 		t.Errorf("after WaitExited: %+v, %v; want an unreaped zombie", p, err)
@@ -166,7 +171,31 @@ func TestWaitExitedLeavesTheZombie(t *testing.T) {
 	if err := proc.WaitCmd(cmd); exitCode(err) != 5 {
 		t.Errorf("Wait = %v, want exit status 5", err)
 	}
-	if err := proc.WaitExited(cmd.Process.Pid); err == nil {
+	if _, err := proc.WaitExited(cmd.Process.Pid); err == nil {
 		t.Error("WaitExited of a reaped child succeeded")
+	}
+}
+
+// TestWaitExitedStatusOfASignal: a child killed by a signal is reported as
+// wait4 would, with the signal (and the core flag when it dumped).
+func TestWaitExitedStatusOfASignal(t *testing.T) {
+	marker := clean(t)
+	for _, tc := range []struct {
+		cmd string
+		sig syscall.Signal
+	}{
+		{"kill -TERM $$", syscall.SIGTERM},
+		{"kill -KILL $$", syscall.SIGKILL},
+		{"ulimit -c 0; kill -ABRT $$", syscall.SIGABRT},
+	} {
+		cmd := startSession(t, marker, tc.cmd)
+		ws, err := proc.WaitExited(cmd.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ws.Signaled() || ws.Signal() != tc.sig {
+			t.Errorf("%q: WaitExited status %#x, want the signal %v", tc.cmd, ws, tc.sig)
+		}
+		proc.WaitCmd(cmd)
 	}
 }

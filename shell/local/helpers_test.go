@@ -3,14 +3,13 @@
 package local_test
 
 import (
-	"context"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/conch-dev/conch/internal/testutil"
-	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/local"
+	"github.com/conch-dev/conch/shell/shelltest"
 )
 
 // newExec returns an executor whose commands carry the test's marker, and
@@ -45,49 +44,13 @@ func newExec(t *testing.T, o *local.Options) (*local.Executor, string) {
 	return ex, marker
 }
 
-func run(t *testing.T, ex *local.Executor, r shell.Request) shell.Result {
-	t.Helper()
-	return runCtx(t, context.Background(), ex, r)
-}
-
-func runCtx(t *testing.T, ctx context.Context, ex *local.Executor, r shell.Request) shell.Result {
-	t.Helper()
-	spec, err := ex.Resolve(r)
-	if err != nil {
-		t.Fatalf("Resolve(%+v): %v", r, err)
-	}
-	res, err := ex.Run(ctx, spec)
-	if err != nil {
-		t.Fatalf("Run(%q): %v", r.Command, err)
-	}
-	return res
-}
-
-func start(t *testing.T, ex *local.Executor, r shell.Request) shell.Process {
-	t.Helper()
-	spec, err := ex.Resolve(r)
-	if err != nil {
-		t.Fatalf("Resolve: %v", err)
-	}
-	p, err := ex.Start(spec)
-	if err != nil {
-		t.Fatalf("Start(%q): %v", r.Command, err)
-	}
-	return p
-}
-
-func code(r shell.Result) int {
-	if r.ExitCode == nil {
-		return -1
-	}
-	return *r.ExitCode
-}
-
-func waitDone(t *testing.T, p shell.Process, d time.Duration) {
-	t.Helper()
-	select {
-	case <-p.Done():
-	case <-time.After(d):
-		t.Fatalf("process not done after %v", d)
-	}
-}
+// The helpers the provider suite uses serve the local provider's own
+// tests too.
+var (
+	run       = shelltest.MustRun
+	runCtx    = shelltest.MustRunContext
+	start     = shelltest.MustStart
+	code      = shelltest.ExitCode
+	waitDone  = shelltest.WaitDone
+	readUntil = shelltest.ReadUntil
+)

@@ -4,11 +4,6 @@ package local_test
 
 import (
 	"context"
-	"os"
-	"runtime"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,7 +47,7 @@ func TestForkLoopDiesWithClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ex.Run(context.Background(), spec); err != nil {
+	if _, err := shell.Run(context.Background(), ex, spec); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitBeating(t, beat)
@@ -163,94 +158,5 @@ func TestSetsidForkLoopDiesWithKill(t *testing.T) {
 	waitDone(t, p, 5*time.Second)
 	if testutil.Beating(t, beat) {
 		t.Error("the setsid fork loop survived Kill")
-	}
-}
-
-// burnCPU keeps n goroutines spinning until the test ends, to starve the
-// goroutines that read the pipes.
-func burnCPU(t *testing.T, n int) {
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			for x := 0; !stop.Load(); x++ {
-				if x%1024 == 0 {
-					runtime.Gosched()
-				}
-			}
-		})
-	}
-	t.Cleanup(func() { stop.Store(true); wg.Wait() })
-}
-
-// With a 1 ms grace the drain after the shell's exit is cut almost every
-// time on a starved machine; no byte written before the exit may be lost.
-func TestNoByteLostWhenTheDrainIsCut(t *testing.T) {
-	runs, parallel := 200, 16
-	if testing.Short() {
-		runs = 64
-	}
-	if n, err := strconv.Atoi(os.Getenv("CONCHTEST_SOAK_RUNS")); err == nil && n > 0 {
-		runs = n // a longer soak, e.g. 5000
-	}
-	ex, _ := newExec(t, &local.Options{Grace: time.Millisecond})
-	burnCPU(t, 2*runtime.NumCPU())
-	spec, err := ex.Resolve(shell.Request{Command: "seq 1 3000; echo FINAL-LINE"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := ""
-	for i := 1; i <= 3000; i++ {
-		want += strconv.Itoa(i) + "\n"
-	}
-	want += "FINAL-LINE\n"
-	start := time.Now()
-	var lost, leftRunning atomic.Int32
-	sem := make(chan struct{}, parallel)
-	var wg sync.WaitGroup
-	for range runs {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			r, err := ex.Run(context.Background(), spec)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if r.Stdout.Text != want {
-				if lost.Add(1) <= 3 {
-					t.Errorf("run lost bytes: %d of %d, ends %q", len(r.Stdout.Text), len(want), r.Stdout.Text[max(0, len(r.Stdout.Text)-20):])
-				}
-			}
-			if r.LeftRunning {
-				leftRunning.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	t.Logf("%d runs, %d at a time, grace 1ms, %d CPU burners: %v; %d of them lost bytes", runs, parallel, 2*runtime.NumCPU(), time.Since(start), lost.Load())
-	if n := leftRunning.Load(); n > 0 {
-		t.Errorf("%d runs report a process left running; none was", n)
-	}
-}
-
-// LeftRunning says when the drain was cut because a process the command
-// started still holds its output, and only then.
-func TestLeftRunning(t *testing.T) {
-	ex, _ := newExec(t, &local.Options{Grace: 200 * time.Millisecond})
-	for _, tc := range []struct {
-		command string
-		want    bool
-	}{
-		{"sleep 600 & echo ok", true},
-		{"sleep 600 >&2 & echo ok", true},
-		{"echo ok", false},
-		{"sleep 600 >/dev/null 2>&1 & echo ok", false},
-		{"(sleep 0.05; echo late) & echo ok", false},
-	} {
-		r := run(t, ex, shell.Request{Command: tc.command})
-		if r.LeftRunning != tc.want || code(r) != 0 {
-			t.Errorf("%q: LeftRunning = %v, exit %d; want %v, 0", tc.command, r.LeftRunning, code(r), tc.want)
-		}
 	}
 }

@@ -75,7 +75,7 @@ func TestCloseRacingSpawns(t *testing.T) {
 			wg.Go(func() {
 				for {
 					spec, _ := ex.Resolve(shell.Request{Command: "sleep 30", Timeout: time.Minute})
-					_, err := ex.Run(context.Background(), spec)
+					_, err := shell.Run(context.Background(), ex, spec)
 					if errors.Is(err, shell.ErrClosed) {
 						return
 					}
@@ -342,7 +342,7 @@ func TestHugeByteCapsAreRefused(t *testing.T) {
 					t.Errorf("Run with StdoutMaxBytes=MaxInt panicked: %v", v)
 				}
 			}()
-			ex.Run(context.Background(), s)
+			shell.Run(context.Background(), ex, s)
 		}()
 	} else if !errors.As(err, new(*shell.RequestError)) {
 		t.Errorf("Resolve: %v", err)
@@ -410,7 +410,7 @@ func TestRefusedSpawnsLeakNoFD(t *testing.T) {
 	closed, _ := newExec(t, nil)
 	closed.Close()
 	spec, _ := bad.Resolve(shell.Request{Command: "true", Stdin: []byte("x")})
-	missing, _ := ex.Resolve(shell.Request{Command: "true", Workdir: "/nonexistent", Stdin: []byte("x")})
+	missing, _ := ex.Resolve(shell.Request{Command: "true", Workdir: filepath.Join(t.TempDir(), "missing"), Stdin: []byte("x")})
 	fds := testutil.CountFDs(t)
 	for range 50 {
 		if _, err := bad.Start(spec); err == nil {
@@ -419,7 +419,7 @@ func TestRefusedSpawnsLeakNoFD(t *testing.T) {
 		if _, err := closed.Start(spec); !errors.Is(err, shell.ErrClosed) {
 			t.Fatalf("Start after Close: %v", err)
 		}
-		if _, err := ex.Run(context.Background(), missing); err == nil {
+		if _, err := shell.Run(context.Background(), ex, missing); err == nil {
 			t.Fatal("Run in a missing workdir succeeded")
 		}
 	}

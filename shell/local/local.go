@@ -7,16 +7,12 @@
 package local
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -31,10 +27,14 @@ import (
 // safe for concurrent use.
 type Executor struct {
 	opts     Options
+	limits   shell.Limits
 	baseEnv  []string
 	scrubbed []string // names dropped from Options.Environ
 	spill    *capture.Dir
-	tracker  *proc.Tracker
+	spawner  Spawner
+	// tracker follows what runs as this process's descendants (the
+	// default spawner's shells, terminals) and what they leave behind.
+	tracker *proc.Tracker
 
 	// startMu orders spawns against Close: a spawn holds it for reading
 	// from its check of closed until its command is started and
@@ -84,13 +84,20 @@ func New(opts *Options) (*Executor, error) {
 	if err := proc.BecomeSubreaper(); err != nil {
 		return nil, err
 	}
+	tracker := proc.NewTracker()
+	spawner := o.Spawner
+	if spawner == nil {
+		spawner = &direct{tracker: tracker, wrap: o.Wrap}
+	}
 	base, scrubbed := envpolicy.Base(o.Environ, o.PassEnv)
 	return &Executor{
 		opts:     o,
+		limits:   shell.Limits{Cwd: o.Cwd, Timeout: o.Timeout, MaxTimeout: o.MaxTimeout, MaxStdoutBytes: capture.MaxTail},
 		baseEnv:  base,
 		scrubbed: scrubbed,
 		spill:    capture.NewDir(o.SpillParent, o.SpillBudget),
-		tracker:  proc.NewTracker(),
+		spawner:  spawner,
+		tracker:  tracker,
 		live:     make(map[*command]struct{}),
 	}, nil
 }
@@ -106,69 +113,8 @@ func (e *Executor) Scrubbed() []string { return slices.Clone(e.scrubbed) }
 // Grace implements shell.Graceful.
 func (e *Executor) Grace() time.Duration { return e.opts.Grace }
 
-// Resolve implements shell.Executor.
-func (e *Executor) Resolve(r shell.Request) (shell.Spec, error) {
-	if isBlank(r.Command) {
-		return shell.Spec{}, &shell.RequestError{Field: "Command", Reason: "must be a non-empty string"}
-	}
-	if r.Timeout < 0 {
-		return shell.Spec{}, &shell.RequestError{Field: "Timeout", Reason: "must be a positive finite number"}
-	}
-	if r.StdoutMaxBytes < 0 {
-		return shell.Spec{}, &shell.RequestError{Field: "StdoutMaxBytes", Reason: "must be a positive finite number"}
-	}
-	if r.StdoutMaxBytes > capture.MaxTail {
-		return shell.Spec{}, &shell.RequestError{Field: "StdoutMaxBytes", Reason: fmt.Sprintf("must be at most %d", capture.MaxTail)}
-	}
-	timeout := r.Timeout
-	if timeout == 0 {
-		timeout = e.opts.Timeout
-	}
-	timeout = min(timeout, e.opts.MaxTimeout)
-	wd := r.Workdir
-	switch {
-	case wd == "":
-		wd = e.opts.Cwd
-	case !filepath.IsAbs(wd):
-		wd = filepath.Join(e.opts.Cwd, wd)
-	}
-	return shell.Spec{
-		Command:        r.Command,
-		Workdir:        filepath.Clean(wd),
-		Timeout:        timeout,
-		StdoutMaxBytes: r.StdoutMaxBytes,
-		Stdin:          r.Stdin,
-		Env:            r.Env,
-		ManagedEnv:     r.ManagedEnv,
-		Owner:          r.Owner,
-	}, nil
-}
-
-func isBlank(s string) bool {
-	for _, r := range s {
-		switch r {
-		case ' ', '\t', '\n', '\r', '\v', '\f':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// Run implements shell.Executor.
-func (e *Executor) Run(ctx context.Context, s shell.Spec) (shell.Result, error) {
-	if err := ctx.Err(); err != nil {
-		return shell.Result{}, shell.AbortedBeforeSpawn(context.Cause(ctx))
-	}
-	c, err := e.spawn(s, true)
-	if err != nil {
-		return shell.Result{}, err
-	}
-	stop := context.AfterFunc(ctx, func() { c.stop(causeAbort, false) })
-	<-c.done
-	stop()
-	return c.Result(), nil
-}
+// Resolve implements shell.Executor with the executor's Limits.
+func (e *Executor) Resolve(r shell.Request) (shell.Spec, error) { return e.limits.Resolve(r) }
 
 // Launch implements shell.Executor.
 func (e *Executor) Launch(s shell.Spec) (shell.Process, error) {
@@ -210,18 +156,19 @@ func (e *Executor) close() error {
 		wg.Go(func() { c.stop(causeClose, false) })
 	}
 	wg.Wait()
+	errSpawner := e.spawner.Close()
 	e.tracker.KillAll(e.opts.Grace)
 	e.wg.Wait()
-	return e.spill.Close()
+	return errors.Join(errSpawner, e.spill.Close())
 }
 
 // EndOwner implements shell.OwnerEnder: it kills the commands still
 // running for owner (they report Aborted, and StatusKilled) and everything
 // the owner's commands left running, and returns once all is gone (at
-// most about the grace plus proc.KillWait). Escapees (setsid) are taken
-// when they could be attributed to one of the owner's commands: seen
-// while their parent lived, or started while only this owner's commands
-// ran; the others wait for Close.
+// most about the grace plus proc.KillWait). With the default spawner,
+// escapees (setsid) are taken when they could be attributed to one of the
+// owner's commands: seen while their parent lived, or started while only
+// this owner's commands ran; the others wait for Close.
 func (e *Executor) EndOwner(owner string) {
 	e.mu.Lock()
 	var cmds []*command
@@ -235,6 +182,7 @@ func (e *Executor) EndOwner(owner string) {
 	for _, c := range cmds {
 		wg.Go(func() { c.stop(causeKill, false) })
 	}
+	e.spawner.EndOwner(owner)
 	e.tracker.KillOwner(owner, e.opts.Grace)
 	wg.Wait()
 }
@@ -253,14 +201,15 @@ const (
 type command struct {
 	e              *Executor
 	owner          string
-	cmd            *exec.Cmd
-	pgid           int
+	child          Child
 	timeout        time.Duration // 0 for Start
 	timer          *time.Timer
 	stdout, stderr *capture.Stream
 
-	// The parent's ends of the pipes; stdin is nil for /dev/null.
+	// The parent's ends of the pipes; stdin is nil for /dev/null. The
+	// child's ends go to the spawner in shell.
 	stdoutR, stderrR, stdinW *os.File
+	shell                    Command
 	copying                  sync.WaitGroup // the goroutines that move the pipes
 	drained                  chan struct{}  // closed when stdout and stderr reached EOF
 	leftRunning              atomic.Bool    // the drain was cut with a pipe still held open
@@ -286,15 +235,8 @@ var _ shell.Process = (*command)(nil)
 // it) and starts bash in a new session and group.
 // timed arms s.Timeout.
 func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
-	if fi, err := os.Stat(s.Workdir); err != nil {
-		return nil, &shell.WorkdirError{Path: s.Workdir, Err: unwrapPathError(err)}
-	} else if !fi.IsDir() {
-		return nil, &shell.WorkdirError{Path: s.Workdir, Err: syscall.ENOTDIR}
-	}
-	// The child's chdir would fail the same way, but it would come back
-	// as a spawn failure that does not name the directory.
-	if err := unix.Faccessat(unix.AT_FDCWD, s.Workdir, unix.X_OK, unix.AT_EACCESS); err != nil {
-		return nil, &shell.WorkdirError{Path: s.Workdir, Err: err}
+	if err := checkWorkdir(s.Workdir); err != nil {
+		return nil, err
 	}
 	maxOut := e.opts.MaxOutputBytes
 	if s.StdoutMaxBytes > 0 {
@@ -310,28 +252,23 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	if timed {
 		c.timeout = s.Timeout
 	}
-	// exec.Command, not a bare exec.Cmd: GODEBUG=execwait=2 then catches a
-	// command that was never waited for. Args[0] stays "bash" whatever the
-	// binary's path.
-	cmd := exec.Command(e.opts.Shell, "-c", s.Command)
-	cmd.Args[0] = "bash"
-	cmd.Dir = s.Workdir
-	// PWD names the workdir as given, symlinks included, the way os/exec
+	// Args[0] stays "bash" whatever the binary's path. PWD names the workdir as given, symlinks included, the way os/exec
 	// sets it for a command that inherits the environment; bash keeps it
 	// when it names the directory it starts in, so `pwd` shows the path
 	// the caller chose rather than the server's own PWD or the real path.
-	cmd.Env = envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv)
-	// The command's own pgid and sid: signals reach the whole group, and
-	// no terminal can become its controlling one. The parent-death signal
-	// stops the shell if this server is SIGKILLed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
-	c.cmd = cmd
+	c.shell = Command{
+		Path:  e.opts.Shell,
+		Args:  []string{"bash", "-c", s.Command},
+		Env:   envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv),
+		Dir:   s.Workdir,
+		Owner: s.Owner,
+		Grace: e.opts.Grace,
+	}
 
-	// Our own pipes rather than os/exec's: os/exec reaps the shell before
-	// it drains the pipes, and a kill during that drain would signal a
-	// process group whose leader is gone, whose id may be reused. With
-	// our own pipes the shell stays an unreaped zombie, holding its pgid,
-	// until the drain and any kill are over.
+	// Our own pipes rather than os/exec's: the shell stays unreleased (a
+	// zombie holding its pgid, for the default spawner) until the drain
+	// and any kill are over, so no kill signals a group whose id may have
+	// been reused.
 	if err := c.openPipes(s.Stdin != nil); err != nil {
 		c.stdout.Close()
 		c.stderr.Close()
@@ -347,12 +284,7 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 		c.stderr.Close()
 		return nil, shell.ErrClosed
 	}
-	unlock := proc.LockSpawn()
-	err := cmd.Start()
-	if err == nil {
-		proc.Claim(cmd.Process.Pid)
-	}
-	unlock()
+	child, err := e.spawner.Spawn(c.shell)
 	c.closePipes(false) // the child's ends: the child holds them now
 	if err != nil {
 		c.closePipes(true)
@@ -360,8 +292,7 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 		c.stderr.Close()
 		return nil, &shell.SpawnError{Err: err}
 	}
-	c.pgid = cmd.Process.Pid
-	e.tracker.Add(c.pgid, s.Owner)
+	c.child = child
 	e.mu.Lock()
 	e.live[c] = struct{}{}
 	e.wg.Add(1)
@@ -441,14 +372,14 @@ func (c *command) openPipes(stdin bool) error {
 		outW.Close()
 		return err
 	}
-	c.cmd.Stdout, c.cmd.Stderr = outW, errW
+	c.shell.Stdout, c.shell.Stderr = outW, errW
 	if stdin {
 		if inR, c.stdinW, err = os.Pipe(); err != nil {
 			c.closePipes(false)
 			c.closePipes(true)
 			return err
 		}
-		c.cmd.Stdin = inR
+		c.shell.Stdin = inR
 	}
 	return nil
 }
@@ -463,8 +394,8 @@ func (c *command) closePipes(parent bool) {
 		}
 		return
 	}
-	for _, x := range []any{c.cmd.Stdout, c.cmd.Stderr, c.cmd.Stdin} {
-		if f, ok := x.(*os.File); ok {
+	for _, f := range []*os.File{c.shell.Stdout, c.shell.Stderr, c.shell.Stdin} {
+		if f != nil {
 			f.Close()
 		}
 	}
@@ -521,8 +452,7 @@ func (e *Executor) forget(c *command) {
 // cannot hang us), then any kill in flight, and only then the reap, so
 // that no kill ever signals the group after its leader's pid was freed.
 func (c *command) wait() {
-	exitErr := proc.WaitExited(c.pgid)
-	c.e.tracker.Exited(c.pgid)
+	ws, exitErr := c.child.Wait()
 	c.mu.Lock()
 	c.shellExited = true
 	c.mu.Unlock()
@@ -560,20 +490,17 @@ func (c *command) wait() {
 	if killDone != nil {
 		<-killDone
 	}
-	err := c.cmd.Wait()
-	proc.Release(c.pgid)
+	c.child.Release()
 	c.stdout.Close()
 	c.stderr.Close()
-	if ps := c.cmd.ProcessState; ps != nil {
-		ws := ps.Sys().(syscall.WaitStatus)
-		if ws.Signaled() {
-			c.signal = proc.SignalName(ws.Signal())
-		} else {
-			code := ws.ExitStatus()
-			c.exitCode = &code
-		}
-	} else if err != nil {
+	switch {
+	case exitErr != nil:
 		code := -1
+		c.exitCode = &code
+	case ws.Signaled():
+		c.signal = proc.SignalName(ws.Signal())
+	default:
+		code := ws.ExitStatus()
 		c.exitCode = &code
 	}
 	close(c.done)
@@ -597,21 +524,11 @@ func (c *command) stop(cause int32, async bool) bool {
 	c.mu.Unlock()
 	kill := func() {
 		defer close(done)
-		// What the command left outside its group is killed alongside
-		// the group, and looked for again once the group is gone (it may
-		// have made more while it died). Most commands leave nothing,
-		// and looking costs no scan of /proc then.
-		tr := c.e.tracker
-		var wg sync.WaitGroup
-		looked := tr.MayHaveLeftovers(c.pgid)
-		if looked {
-			wg.Go(func() { tr.KillCommand(c.pgid, c.e.opts.Grace) })
-		}
-		proc.Terminate(c.pgid, c.e.opts.Grace)
-		wg.Wait()
-		if !looked && tr.MayHaveLeftovers(c.pgid) {
-			tr.KillCommand(c.pgid, c.e.opts.Grace)
-		}
+		// The group first, then what the command left outside it,
+		// looked for once the group is gone (it may have made more
+		// while it died).
+		c.child.Terminate(c.e.opts.Grace)
+		c.child.KillLeftovers()
 	}
 	if async {
 		go kill() // wait() awaits it before the command settles

@@ -51,6 +51,17 @@ type Options struct {
 	PassEnv []string
 	// Shell is the bash binary (default: "bash" looked up in PATH).
 	Shell string
+	// Spawner starts each command's shell (see Spawner); nil means each
+	// shell is a direct child of this process, which New then makes a
+	// child subreaper.
+	Spawner Spawner
+	// Wrap, when set, may change each command of the default spawner
+	// before it starts: its Path and Args, to run the shell under a
+	// wrapper (env, a sandboxing tool) that ends by executing the
+	// original Path and Args; its SysProcAttr, keeping Setsid and
+	// Pdeathsig. Nothing may be added to the command's files. Ignored
+	// when Spawner is set.
+	Wrap func(*exec.Cmd)
 }
 
 // ConfigError is a setting New refused.

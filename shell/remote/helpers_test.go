@@ -19,6 +19,7 @@ import (
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/local"
 	"github.com/conch-dev/conch/shell/remote"
+	"github.com/conch-dev/conch/shell/shelltest"
 )
 
 // TestMain removes the conch binary the tests built (run as `conch
@@ -44,6 +45,17 @@ var transports = []transport{
 // pipeDialer serves each dial with agent.Serve over a local executor in
 // this process.
 func pipeDialer(t *testing.T, marker string) (remote.Dialer, func()) {
+	return servePipe(t, &local.Options{
+		Grace:       testGrace,
+		SpillParent: t.TempDir(),
+		Environ:     append(os.Environ(), testutil.MarkerEnv+"="+marker),
+	})
+}
+
+// servePipe serves each dial with agent.Serve over a local executor of
+// opts in this process. It returns the Dialer and a func that breaks
+// every stream it made.
+func servePipe(t *testing.T, opts *local.Options) (remote.Dialer, func()) {
 	var (
 		mu    sync.Mutex
 		conns []net.Conn
@@ -53,11 +65,7 @@ func pipeDialer(t *testing.T, marker string) (remote.Dialer, func()) {
 		wg.Wait()
 	})
 	d := remote.DialFunc(func(ctx context.Context) (io.ReadWriteCloser, error) {
-		ex, err := local.New(&local.Options{
-			Grace:       testGrace,
-			SpillParent: t.TempDir(),
-			Environ:     append(os.Environ(), testutil.MarkerEnv+"="+marker),
-		})
+		ex, err := local.New(opts)
 		if err != nil {
 			return nil, err
 		}
@@ -201,52 +209,14 @@ func newExec(t *testing.T, tr transport, o *remote.Options) (markedExec, string,
 	return markedExec{ex, marker}, marker, drop
 }
 
-func run(t *testing.T, ex shell.Executor, r shell.Request) shell.Result {
-	t.Helper()
-	return runCtx(t, context.Background(), ex, r)
-}
-
-func runCtx(t *testing.T, ctx context.Context, ex shell.Executor, r shell.Request) shell.Result {
-	t.Helper()
-	spec, err := ex.Resolve(r)
-	if err != nil {
-		t.Fatalf("Resolve(%+v): %v", r, err)
-	}
-	res, err := ex.Run(ctx, spec)
-	if err != nil {
-		t.Fatalf("Run(%q): %v", r.Command, err)
-	}
-	return res
-}
-
-func start(t *testing.T, ex shell.Executor, r shell.Request) shell.Process {
-	t.Helper()
-	spec, err := ex.Resolve(r)
-	if err != nil {
-		t.Fatalf("Resolve: %v", err)
-	}
-	p, err := ex.Start(spec)
-	if err != nil {
-		t.Fatalf("Start(%q): %v", r.Command, err)
-	}
-	return p
-}
-
-func code(r shell.Result) int {
-	if r.ExitCode == nil {
-		return -1
-	}
-	return *r.ExitCode
-}
-
-func waitDone(t *testing.T, p shell.Process, d time.Duration) {
-	t.Helper()
-	select {
-	case <-p.Done():
-	case <-time.After(d):
-		t.Fatalf("process not done after %v", d)
-	}
-}
+// The provider suite's helpers serve the remote provider's own tests.
+var (
+	run      = shelltest.MustRun
+	runCtx   = shelltest.MustRunContext
+	start    = shelltest.MustStart
+	code     = shelltest.ExitCode
+	waitDone = shelltest.WaitDone
+)
 
 // forEach runs f as a subtest over each transport.
 func forEach(t *testing.T, f func(t *testing.T, tr transport)) {

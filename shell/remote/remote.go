@@ -17,7 +17,6 @@ import (
 	"io"
 	"path"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,7 +77,10 @@ type Executor struct {
 	nextProc atomic.Uint64
 }
 
-var _ shell.Executor = (*Executor)(nil)
+var (
+	_ shell.Executor        = (*Executor)(nil)
+	_ shell.ContextLauncher = (*Executor)(nil)
+)
 
 // UnreachableError is a host that could not be reached (or whose agent
 // could not be started): the command did not run.
@@ -134,73 +136,31 @@ func New(name string, d Dialer, opts *Options) (*Executor, error) {
 func (e *Executor) Name() string { return e.name }
 
 // Resolve implements shell.Executor. It does not connect: the host's own
-// checks (the workdir, the stdout cap) come with Run and Start. With no
+// checks (the workdir, the stdout cap) come with Launch and Start. With no
 // Cwd configured, Spec.Workdir stays "" or relative and is resolved on the
 // host, against the agent's directory; "~" and "~/…" are the remote
 // user's home, expanded on the host.
 func (e *Executor) Resolve(r shell.Request) (shell.Spec, error) {
-	if strings.TrimSpace(r.Command) == "" {
-		return shell.Spec{}, &shell.RequestError{Field: "Command", Reason: "must be a non-empty string"}
-	}
-	if r.Timeout < 0 {
-		return shell.Spec{}, &shell.RequestError{Field: "Timeout", Reason: "must be a positive finite number"}
-	}
-	if r.StdoutMaxBytes < 0 {
-		return shell.Spec{}, &shell.RequestError{Field: "StdoutMaxBytes", Reason: "must be a positive finite number"}
-	}
-	timeout := r.Timeout
-	if timeout == 0 {
-		timeout = e.opts.Timeout
-	}
-	wd := r.Workdir
-	if e.opts.Cwd != "" {
-		switch {
-		case wd == "":
-			wd = e.opts.Cwd
-		case !path.IsAbs(wd) && !agent.HomeRelative(wd):
-			wd = path.Join(e.opts.Cwd, wd)
-		}
-	}
-	if wd != "" {
-		wd = path.Clean(wd)
-	}
-	return shell.Spec{
-		Command:        r.Command,
-		Workdir:        wd,
-		Timeout:        min(timeout, e.opts.MaxTimeout),
-		StdoutMaxBytes: r.StdoutMaxBytes,
-		Stdin:          r.Stdin,
-		Env:            r.Env,
-		ManagedEnv:     r.ManagedEnv,
-	}, nil
-}
-
-// Run implements shell.Executor: Launch, a kill when ctx is done, the
-// Result once settled.
-func (e *Executor) Run(ctx context.Context, s shell.Spec) (shell.Result, error) {
-	if err := ctx.Err(); err != nil {
-		return shell.Result{}, shell.AbortedBeforeSpawn(context.Cause(ctx))
-	}
-	p, err := e.start(ctx, s, false)
-	if err != nil {
-		var ue *UnreachableError
-		if errors.As(err, &ue) && ctx.Err() != nil {
-			// ctx ended the dial: nothing was spawned.
-			return shell.Result{}, shell.AbortedBeforeSpawn(context.Cause(ctx))
-		}
-		return shell.Result{}, err
-	}
-	stop := context.AfterFunc(ctx, func() { p.Kill() })
-	<-p.Done()
-	stop()
-	res := p.Result()
-	p.release()
-	return res, nil
+	return shell.Limits{Cwd: e.opts.Cwd, Timeout: e.opts.Timeout, MaxTimeout: e.opts.MaxTimeout, HomeRelative: true}.Resolve(r)
 }
 
 // Launch implements shell.Executor.
 func (e *Executor) Launch(s shell.Spec) (shell.Process, error) {
 	return e.start(context.Background(), s, false)
+}
+
+// LaunchContext implements shell.ContextLauncher: ctx bounds the dial,
+// when there is one, and a dial that ctx ended is an abort before spawn.
+func (e *Executor) LaunchContext(ctx context.Context, s shell.Spec) (shell.Process, error) {
+	p, err := e.start(ctx, s, false)
+	if err != nil {
+		var ue *UnreachableError
+		if errors.As(err, &ue) && ctx.Err() != nil {
+			return nil, shell.AbortedBeforeSpawn(context.Cause(ctx))
+		}
+		return nil, err
+	}
+	return p, nil
 }
 
 // Start implements shell.Executor.
@@ -553,12 +513,11 @@ func (p *process) Signal() string {
 	return ""
 }
 
-// Result implements shell.Process; spill paths are shown as <host>:<path>.
+// Result implements shell.Process; spill paths name files of the host.
 func (p *process) Result() shell.Result {
 	<-p.done
 	res := p.result.Result()
-	res.Stdout.SpillPath = hostPath(p.c.host, res.Stdout.SpillPath)
-	res.Stderr.SpillPath = hostPath(p.c.host, res.Stderr.SpillPath)
+	res.Stdout.Host, res.Stderr.Host = p.c.host, p.c.host
 	return res
 }
 
@@ -602,8 +561,7 @@ func (p *process) read(req agent.Request) shell.ReadResult {
 		return shell.ReadResult{Stderr: p.result.Stderr.Text}
 	}
 	r := resp.Read.ReadResult()
-	r.StdoutSpill = hostPath(p.c.host, r.StdoutSpill)
-	r.StderrSpill = hostPath(p.c.host, r.StderrSpill)
+	r.Host = p.c.host
 	return r
 }
 
@@ -627,12 +585,4 @@ func (p *process) Written() (stdout, stderr int64) {
 		return 0, 0
 	}
 	return resp.Written[0], resp.Written[1]
-}
-
-// hostPath shows a path of the host as <host>:<path>.
-func hostPath(host, p string) string {
-	if p == "" {
-		return ""
-	}
-	return host + ":" + p
 }

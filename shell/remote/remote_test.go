@@ -17,6 +17,7 @@ import (
 	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/remote"
+	"github.com/conch-dev/conch/tools"
 )
 
 func TestEchoExitCodesAndStreams(t *testing.T) {
@@ -48,7 +49,7 @@ func TestWorkdirs(t *testing.T) {
 			t.Errorf("pwd %q, want %q", r.Stdout.Text, dir)
 		}
 		spec, _ := ex.Resolve(shell.Request{Command: "true", Workdir: "missing"})
-		_, err := ex.Run(context.Background(), spec)
+		_, err := shell.Run(context.Background(), ex, spec)
 		var we *shell.WorkdirError
 		if !errors.As(err, &we) || !errors.Is(err, fs.ErrNotExist) || we.Path != dir+"/missing" {
 			t.Errorf("missing workdir: %v, want a *shell.WorkdirError for %s/missing wrapping ENOENT", err, dir)
@@ -90,7 +91,7 @@ func TestTimeoutAndCancelKillTheTree(t *testing.T) {
 			t.Errorf("cancel: %+v", r)
 		}
 		testutil.AssertNoProcesses(t, marker)
-		_, err := ex.Run(ctx, shell.Spec{Command: "true"})
+		_, err := shell.Run(ctx, ex, shell.Spec{Command: "true"})
 		if !errors.Is(err, shell.ErrAbortedBeforeSpawn) {
 			t.Errorf("Run with a done ctx: %v", err)
 		}
@@ -104,7 +105,8 @@ func TestBackgroundReadsAndKill(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Second)
 		var got strings.Builder
 		for !strings.Contains(got.String(), "two") && time.Now().Before(deadline) {
-			got.WriteString(p.Read().Text())
+			r := p.Read()
+			got.WriteString(tools.JoinStreams(r.Stdout, r.Stderr))
 			time.Sleep(20 * time.Millisecond)
 		}
 		if got.String() != "one\n[stderr]\ntwo\n" {
@@ -147,17 +149,17 @@ func TestLongOutputSpillsOnTheHost(t *testing.T) {
 		ex, _, _ := newExec(t, tr, nil)
 		r := run(t, ex, shell.Request{Command: "seq 1 100000"})
 		o := r.Stdout
-		if !o.Truncated || !strings.HasPrefix(o.SpillPath, "h1:/") || !strings.HasSuffix(o.Text, "\n100000\n") {
+		if !o.Truncated || o.Host != "h1" || !strings.HasPrefix(o.SpillPath, "/") || !strings.HasSuffix(o.Text, "\n100000\n") {
 			t.Fatalf("stdout: truncated %v spill %q tail %q", o.Truncated, o.SpillPath, o.Text[max(0, len(o.Text)-20):])
 		}
-		local := strings.TrimPrefix(o.SpillPath, "h1:")
+		local := o.SpillPath
 		if c := run(t, ex, shell.Request{Command: "wc -c < " + local}); c.Stdout.Text != "588895\n" {
 			t.Errorf("spill file holds %q bytes", c.Stdout.Text)
 		}
 		p := start(t, ex, shell.Request{Command: "seq 1 100000"})
 		waitDone(t, p, 10*time.Second)
 		rr := p.Read()
-		if !rr.Lossy || !strings.HasPrefix(rr.StdoutSpill, "h1:/") {
+		if !rr.Lossy || rr.Host != "h1" || !strings.HasPrefix(rr.StdoutSpill, "/") {
 			t.Errorf("lossy read: lossy %v spill %q skipped %+v", rr.Lossy, rr.StdoutSpill, rr.StdoutSkipped)
 		}
 	})
@@ -229,7 +231,7 @@ func TestCloseKillsEverything(t *testing.T) {
 func TestHugeStdinFailsAlone(t *testing.T) {
 	ex, _, _ := newExec(t, transports[0], nil)
 	spec, _ := ex.Resolve(shell.Request{Command: "wc -c", Stdin: make([]byte, agent.MaxFrame)})
-	if _, err := ex.Run(context.Background(), spec); !errors.Is(err, agent.ErrFrameTooLarge) {
+	if _, err := shell.Run(context.Background(), ex, spec); !errors.Is(err, agent.ErrFrameTooLarge) {
 		t.Errorf("Run with a %d-byte stdin: %v", agent.MaxFrame, err)
 	}
 	if r := run(t, ex, shell.Request{Command: "wc -c", Stdin: make([]byte, 1<<20)}); r.Stdout.Text != "1048576\n" {
@@ -247,7 +249,7 @@ func TestUnreachableHost(t *testing.T) {
 	}
 	defer ex.Close()
 	spec, _ := ex.Resolve(shell.Request{Command: "true"})
-	_, err = ex.Run(context.Background(), spec)
+	_, err = shell.Run(context.Background(), ex, spec)
 	want := "host gpu1 unreachable: dial tcp 127.0.0.1:1: connect: connection refused; the command did not run"
 	var ue *remote.UnreachableError
 	if !errors.As(err, &ue) || err.Error() != want {
@@ -283,7 +285,7 @@ func TestCancelDuringDial(t *testing.T) {
 	defer ex.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := ex.Run(ctx, shell.Spec{Command: "true"}); !errors.Is(err, shell.ErrAbortedBeforeSpawn) {
+	if _, err := shell.Run(ctx, ex, shell.Spec{Command: "true"}); !errors.Is(err, shell.ErrAbortedBeforeSpawn) {
 		t.Errorf("Run: %v, want aborted before spawn", err)
 	}
 }

@@ -57,7 +57,7 @@ func runB(b *testing.B, ex shell.Executor, cmd string) shell.Result {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, err := ex.Run(context.Background(), spec)
+	r, err := shell.Run(context.Background(), ex, spec)
 	if err != nil {
 		b.Fatal(err)
 	}

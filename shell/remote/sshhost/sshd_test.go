@@ -111,7 +111,7 @@ func run(t *testing.T, ex shell.Executor, r shell.Request) shell.Result {
 	if err != nil {
 		t.Fatalf("Resolve(%+v): %v", r, err)
 	}
-	res, err := ex.Run(context.Background(), spec)
+	res, err := shell.Run(context.Background(), ex, spec)
 	if err != nil {
 		t.Fatalf("Run(%q): %v", r.Command, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/remote"
 	"github.com/conch-dev/conch/shell/remote/sshhost"
+	"github.com/conch-dev/conch/tools"
 )
 
 // Two hosts, each its own sshd: exit codes, streams, the host's own
@@ -75,7 +76,8 @@ func waitOutput(t *testing.T, p shell.Process, want string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("output %q after 10 s, want %q", got.String(), want)
 		}
-		got.WriteString(p.Read().Text())
+		r := p.Read()
+		got.WriteString(tools.JoinStreams(r.Stdout, r.Stderr))
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -308,7 +310,7 @@ func TestContextCancelKillsRemoteCommand(t *testing.T) {
 	spec, _ := ex.Resolve(shell.Request{Command: "sleep 30 & sleep 30"})
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	r, err := ex.Run(ctx, spec)
+	r, err := shell.Run(ctx, ex, spec)
 	if err != nil || !r.Aborted || r.Signal != "SIGTERM" {
 		t.Errorf("cancelled run: %+v %v", r, err)
 	}
@@ -324,7 +326,7 @@ func TestCancelDuringFirstDial(t *testing.T) {
 	for _, d := range []time.Duration{20, 50, 100, 200, 400, 800} {
 		ex := newExec(t, sshhost.Host{Name: "h", SSH: "h"}, c.options(), s)
 		ctx, cancel := context.WithTimeout(context.Background(), d*time.Millisecond)
-		r, err := ex.Run(ctx, shell.Spec{Command: "true"})
+		r, err := shell.Run(ctx, ex, shell.Spec{Command: "true"})
 		cancel()
 		if err != nil && !errors.Is(err, shell.ErrAbortedBeforeSpawn) {
 			t.Errorf("after %v: %v, want aborted before spawn", d*time.Millisecond, err)

@@ -1,0 +1,88 @@
+//go:build linux
+
+// Package contained is the provider of the shell seam that runs a
+// session's commands inside a per-session init (internal/nsinit): their
+// own user, PID and mount namespaces, where the kernel kills everything
+// when the init ends. It is the local provider plus a spawner: output
+// capture, timeouts, kills and results are the local provider's.
+package contained
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/conch-dev/conch/internal/nsinit"
+	"github.com/conch-dev/conch/shell/local"
+)
+
+// New starts an init with initOpts (nil: conch's own binary, which
+// serves it as `conch __init`) and returns a local executor of opts whose
+// commands it spawns. Closing the executor ends the init. When the host
+// allows no user or PID namespaces the error is an
+// *nsinit.UnavailableError naming the cause.
+func New(opts *local.Options, initOpts *nsinit.Options) (*local.Executor, error) {
+	var o local.Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Spawner != nil {
+		return nil, errors.New("contained: Options.Spawner is the init's")
+	}
+	in, err := nsinit.Start(initOpts)
+	if err != nil {
+		return nil, err
+	}
+	o.Spawner = &spawner{in: in, owned: make(map[string][]*nsinit.Child)}
+	ex, err := local.New(&o)
+	if err != nil {
+		in.Close()
+		return nil, fmt.Errorf("contained: %w", err)
+	}
+	return ex, nil
+}
+
+// spawner spawns each command through the init and remembers, per owner,
+// the commands whose leftovers EndOwner must take.
+type spawner struct {
+	in *nsinit.Init
+
+	mu    sync.Mutex
+	owned map[string][]*nsinit.Child
+}
+
+var _ local.Spawner = (*spawner)(nil)
+
+// Spawn implements local.Spawner.
+func (s *spawner) Spawn(c local.Command) (local.Child, error) {
+	ch, err := s.in.Spawn(nsinit.Command{
+		Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir,
+		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.owned[c.Owner] = append(s.owned[c.Owner], ch)
+	s.mu.Unlock()
+	return ch, nil
+}
+
+// EndOwner implements local.Spawner: the init kills what each of the
+// owner's commands left running (it charges leftovers to the command
+// that started them, even after its shell was released).
+func (s *spawner) EndOwner(owner string) {
+	s.mu.Lock()
+	chs := s.owned[owner]
+	delete(s.owned, owner)
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, ch := range chs {
+		wg.Go(func() { ch.KillLeftovers() })
+	}
+	wg.Wait()
+}
+
+// Close implements local.Spawner: the init ends, and the kernel kills
+// everything in its namespace.
+func (s *spawner) Close() error { return s.in.Close() }

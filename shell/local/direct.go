@@ -1,0 +1,97 @@
+//go:build linux
+
+package local
+
+import (
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/conch-dev/conch/internal/proc"
+)
+
+// direct is the default Spawner: each shell is a child of this process
+// (a child subreaper, so that what the shell leaves is re-parented here),
+// killed with the parent-death signal if this process dies, its
+// escapees found by the executor's Tracker, which also ends what an owner
+// or the executor leaves (so EndOwner and Close have nothing more to do).
+type direct struct {
+	tracker *proc.Tracker
+	wrap    func(*exec.Cmd)
+}
+
+// Spawn implements Spawner.
+func (d *direct) Spawn(c Command) (Child, error) {
+	// exec.Command, not a bare exec.Cmd: GODEBUG=execwait=2 then catches a
+	// command that was never waited for.
+	cmd := exec.Command(c.Path, c.Args[1:]...)
+	cmd.Args[0] = c.Args[0]
+	cmd.Dir = c.Dir
+	cmd.Env = c.Env
+	cmd.Stdout, cmd.Stderr = c.Stdout, c.Stderr
+	if c.Stdin != nil {
+		cmd.Stdin = c.Stdin
+	}
+	// The command's own pgid and sid: signals reach the whole group, and
+	// no terminal can become its controlling one. The parent-death signal
+	// stops the shell if this server is SIGKILLed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if d.wrap != nil {
+		d.wrap(cmd)
+	}
+	if err := proc.StartCmd(cmd); err != nil {
+		return nil, err
+	}
+	pgid := cmd.Process.Pid
+	d.tracker.Add(pgid, c.Owner)
+	return &directChild{d: d, cmd: cmd, pgid: pgid, grace: c.Grace}, nil
+}
+
+// EndOwner implements Spawner: the executor's tracker does it.
+func (d *direct) EndOwner(string) {}
+
+// Close implements Spawner: the executor's tracker does it.
+func (d *direct) Close() error { return nil }
+
+// directChild is a shell that is a child of this process. It is not
+// reaped before Release: os/exec would reap it before its pipes are
+// drained, and a kill during that drain would signal a process group
+// whose leader is gone, whose id may be reused.
+type directChild struct {
+	d     *direct
+	cmd   *exec.Cmd
+	pgid  int
+	grace time.Duration
+}
+
+func (c *directChild) Wait() (syscall.WaitStatus, error) {
+	ws, err := proc.WaitExited(c.pgid)
+	c.d.tracker.Exited(c.pgid)
+	return ws, err
+}
+
+// Terminate kills what the command is already known to have left outside
+// its group alongside the group, so that an escapee cannot go on during
+// the grace.
+func (c *directChild) Terminate(grace time.Duration) (bool, error) {
+	var wg sync.WaitGroup
+	if c.d.tracker.MayHaveLeftovers(c.pgid) {
+		wg.Go(func() { c.d.tracker.KillCommand(c.pgid, c.grace) })
+	}
+	escalated := proc.Terminate(c.pgid, grace)
+	wg.Wait()
+	return escalated, nil
+}
+
+// KillLeftovers takes what is left outside the group, the group being
+// gone or released to the caller's kill. It looks without a scan of
+// /proc first: most commands leave nothing.
+func (c *directChild) KillLeftovers() error {
+	if c.d.tracker.MayHaveLeftovers(c.pgid) {
+		c.d.tracker.KillCommand(c.pgid, c.grace)
+	}
+	return nil
+}
+
+func (c *directChild) Release() { proc.WaitCmd(c.cmd) }

@@ -1,0 +1,85 @@
+package local
+
+import (
+	"os"
+	"syscall"
+	"time"
+)
+
+// Spawner starts the shell of each command. It is the local provider's
+// spawn hook: a provider that runs commands elsewhere than as direct
+// children of this process (inside a per-session init in its own PID
+// namespace, say) is the local provider plus a Spawner, and keeps the
+// local provider's pipes, capture, timeouts, kill causes and Results.
+// The default (Options.Spawner nil) starts each shell as a direct child
+// of this process (see Options.Wrap).
+//
+// Spawn is called from an ordinary goroutine, never one locked to its OS
+// thread, with Close ordered after every Spawn that returned. A Spawner
+// that forks from a thread of its own must keep that thread alive as
+// long as the commands it forked: the parent-death signal a child may be
+// given (Pdeathsig) fires when the thread that forked it exits, not when
+// the process does, so a fork from a goroutine locked with
+// runtime.LockOSThread that later exits kills the child at once.
+type Spawner interface {
+	// Spawn starts c in a new session and process group and returns it.
+	// c's files are the caller's: Spawn must not keep them open (the
+	// caller closes them once Spawn returns, so that the pipes reach
+	// their end when the command's processes are gone).
+	Spawn(c Command) (Child, error)
+	// EndOwner kills what the commands spawned for owner left running
+	// (after their shells exited, or outside their groups) and returns
+	// once it is gone. The executor has stopped the owner's running
+	// commands itself, and ends what runs as this process's descendants
+	// with its own bookkeeping.
+	EndOwner(owner string)
+	// Close kills everything any command left running where the Spawner
+	// runs them, waits until it is gone and releases its resources. It is called once, after
+	// the executor stopped its running commands; children not yet
+	// released are released afterwards.
+	Close() error
+}
+
+// Command is one shell for a Spawner to start.
+type Command struct {
+	// Path is the executable; Args its arguments, Args[0] included.
+	Path string
+	Args []string
+	// Env is the whole environment; Dir the working directory.
+	Env []string
+	Dir string
+	// Stdin, Stdout and Stderr become descriptors 0, 1 and 2; a nil
+	// Stdin means /dev/null.
+	Stdin, Stdout, Stderr *os.File
+	// Owner is the command's Request.Owner, for EndOwner.
+	Owner string
+	// Grace is the executor's delay between SIGTERM and SIGKILL, for
+	// the kills of what the command leaves running.
+	Grace time.Duration
+}
+
+// Child is a shell a Spawner started: the leader of its own session and
+// process group. The executor calls Wait once, Terminate and
+// KillLeftovers while no Release is in flight, and Release once, last,
+// after Wait returned and every kill finished; *nsinit.Child has this
+// shape.
+type Child interface {
+	// Wait waits for the shell to exit and returns its wait status (an
+	// exit code or the signal that ended it) without releasing it: its
+	// process group id stays its own, so Terminate stays safe, until
+	// Release.
+	Wait() (syscall.WaitStatus, error)
+	// Terminate stops the process group: SIGTERM, SIGKILL if anything of
+	// it is alive after grace, and a bounded wait until it is gone. A
+	// Child that already knows of processes the command started outside
+	// its group may kill them meanwhile.
+	Terminate(grace time.Duration) (escalated bool, err error)
+	// KillLeftovers kills everything the command started that is still
+	// alive, in its group or outside it (setsid, double fork), and
+	// returns once it is gone. The executor calls it after each
+	// Terminate; it should cost little when there is nothing to kill.
+	KillLeftovers() error
+	// Release lets the shell go: its zombie is reaped and its process
+	// group id may be reused.
+	Release()
+}
