@@ -86,3 +86,13 @@ func (s *spawner) EndOwner(owner string) {
 // Close implements local.Spawner: the init ends, and the kernel kills
 // everything in its namespace.
 func (s *spawner) Close() error { return s.in.Close() }
+
+// Unenforced lists what of the sandbox given to New the init of ex could
+// not enforce on this host, each with its cause (nsinit.Init.Unenforced);
+// nil when everything holds or ex was not made by New.
+func Unenforced(ex *local.Executor) []string {
+	if s, ok := ex.Options().Spawner.(*spawner); ok {
+		return s.in.Unenforced()
+	}
+	return nil
+}

@@ -1,0 +1,28 @@
+//go:build !linux
+
+package main
+
+import (
+	"errors"
+	"log/slog"
+
+	"github.com/conch-dev/conch/shell/local"
+)
+
+// executor builds the executor of the stack with o, and says what it
+// enforces. Containment and the sandbox are Linux's: elsewhere auto runs
+// without them and require, or a restricting sandbox, is refused.
+func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, enforcement, error) {
+	_, restricts, err := c.sandboxPolicy()
+	if err != nil {
+		return nil, enforcement{}, err
+	}
+	if restricts || c.containment.v == "require" {
+		return nil, enforcement{}, errors.New("containment unavailable: it needs Linux namespaces")
+	}
+	if c.containment.v == "auto" && log != nil {
+		log.Warn("containment unavailable: commands run without it", "cause", "it needs Linux namespaces")
+	}
+	ex, err := local.New(o)
+	return ex, enforcement{"none (off)", "none (off)"}, err
+}
