@@ -3,7 +3,11 @@
 package main
 
 import (
+	"context"
+	"time"
+
 	"fmt"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"net"
 	"os"
 	"os/exec"
@@ -214,5 +218,68 @@ func writeFile(t *testing.T, path, text string) {
 	}
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestServeContained: conch serve --containment require over stdio, with
+// the SDK's client, runs a command and a background task, and task_kill
+// ends the task with the escapee it left in a session of its own.
+func TestServeContained(t *testing.T) {
+	t.Parallel()
+	marker := testutil.Marker(t)
+	cs, server := startStdio(t, serverOptions{marker: marker, args: []string{"--containment", "require"}})
+	if got := text(t, callTool(t, cs, "bash", bash("cat /proc/1/cmdline | tr '\\0' ' '"))); !strings.HasSuffix(got, " __init ") {
+		t.Errorf("pid 1 of the command: %q, want conch's init", got)
+	}
+	if got := text(t, callTool(t, cs, "bash", bashBG("setsid sleep 1031 >/dev/null 2>&1 & sleep 1032"))); got != "started background task bash-1" {
+		t.Fatalf("background: %q", got)
+	}
+	waitProcess(t, marker, server, "sleep 1031")
+	waitProcess(t, marker, server, "sleep 1032")
+	if got := text(t, callTool(t, cs, "task_kill", map[string]any{"task_id": "bash-1"})); got != "killed task bash-1 [status: killed, signal: SIGTERM]" {
+		t.Errorf("task_kill: %q", got)
+	}
+	waitNoProcesses(t, marker, server, 5*time.Second)
+}
+
+// TestServeContainedKilled: when a contained conch serve is killed with
+// SIGKILL, its init dies with it and the kernel ends everything in the
+// namespace: a background task and a setsid escapee, as root and as an
+// unprivileged user.
+func TestServeContainedKilled(t *testing.T) {
+	t.Parallel()
+	for _, nobody := range []bool{false, true} {
+		t.Run(fmt.Sprintf("nobody=%v", nobody), func(t *testing.T) {
+			marker := testutil.Marker(t)
+			defer testutil.AssertNoProcesses(t, marker)
+			cmd := testutil.Conch(t, marker, "serve", "--containment", "require")
+			if nobody {
+				testutil.Unprivileged(t, cmd)
+				dir := testutil.UnprivilegedDir(t)
+				cmd.Env = append(cmd.Env, "TMPDIR="+dir, "XDG_STATE_HOME="+dir, "HOME="+dir)
+			}
+			cmd.Stderr = newLogBuffer(t, "conch serve")
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			cs, err := newClient(serverOptions{}).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+			if err != nil {
+				t.Fatalf("connect to conch serve: %v", err)
+			}
+			defer cs.Close()
+			uid := os.Getuid()
+			if nobody {
+				uid = testutil.UnprivilegedID
+			}
+			if got := text(t, callTool(t, cs, "bash", bash("id -u"))); got != strconv.Itoa(uid)+"\n" {
+				t.Errorf("id -u: %q", got)
+			}
+			callTool(t, cs, "bash", bashBG("setsid sleep 1033 >/dev/null 2>&1 & sleep 1034"))
+			waitProcess(t, marker, cmd.Process.Pid, "sleep 1033")
+			waitProcess(t, marker, cmd.Process.Pid, "sleep 1034")
+			if err := cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			waitNoProcesses(t, marker, -1, 5*time.Second)
+		})
 	}
 }
