@@ -20,9 +20,14 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 	if restricts || c.containment.v == "require" {
 		return nil, enforcement{}, errors.New("containment unavailable: it needs Linux namespaces")
 	}
-	if c.containment.v == "auto" && log != nil {
-		log.Warn("containment unavailable: commands run without it", "cause", "it needs Linux namespaces")
+	enf := enforcement{"none (off)", "none (off)"}
+	if c.containment.v == "auto" {
+		const cause = "it needs Linux namespaces"
+		if log != nil {
+			log.Warn("containment unavailable: commands run without it", "cause", cause)
+		}
+		enf.containment = "none (" + cause + ")"
 	}
 	ex, err := local.New(o)
-	return ex, enforcement{"none (off)", "none (off)"}, err
+	return ex, enf, err
 }
