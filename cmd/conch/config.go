@@ -246,7 +246,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 	}
 	home := stateDir()
 	rt := tasks.New(&tasks.Options{MaxPerSession: int(c.maxTasks.v), OnNotice: c.onNotice})
-	ts := tools.New(ex, &tools.Options{
+	ts := tools.New(toolsExecutor(ex, enforces), &tools.Options{
 		Tasks:             rt,
 		DisableBackground: c.noBackground,
 		Home:              home,
@@ -268,7 +268,10 @@ const localEnforces = "process groups, child subreaper, environment scrub, non-d
 // localEnforces: its containment ("pid-namespace, cgroup", or
 // "none (<cause>)") and its sandbox ("workspace-write, network off", or
 // "none (off)").
-type enforcement struct{ containment, sandbox string }
+type enforcement struct {
+	containment, sandbox string
+	contained            bool // commands run in an init
+}
 
 func (e enforcement) String() string {
 	return localEnforces + "; containment: " + e.containment + "; sandbox: " + e.sandbox

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/local"
 )
 
@@ -20,7 +21,7 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 	if restricts || c.containment.v == "require" {
 		return nil, enforcement{}, errors.New("containment unavailable: it needs Linux namespaces")
 	}
-	enf := enforcement{"none (off)", "none (off)"}
+	enf := enforcement{containment: "none (off)", sandbox: "none (off)"}
 	if c.containment.v == "auto" {
 		const cause = "it needs Linux namespaces"
 		if log != nil {
@@ -31,3 +32,6 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 	ex, err := local.New(o)
 	return ex, enf, err
 }
+
+// toolsExecutor is the executor the tools get: ex, never contained here.
+func toolsExecutor(ex *local.Executor, _ enforcement) shell.Executor { return ex }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"fmt"
@@ -200,6 +201,28 @@ func TestRunSandbox(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(home, "x")); err == nil {
 		t.Errorf("~/x was written under workspace-write")
 	}
+	// The sandbox's denial is named in the result, before the exit
+	// marker, and in the structured value.
+	out, _, _ = run("--sandbox", "workspace-write", "--", "touch ~/x")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	wantMarker := "[sandbox: write to " + home + "/x denied under workspace-write mode; writable: " + ws + ", "
+	if n := len(lines); n < 2 || !strings.HasPrefix(lines[n-2], wantMarker) || lines[n-1] != "[exit code: 1]" {
+		t.Errorf("touch ~/x under workspace-write:\n%s\nwant the line before the exit marker to start %q", out, wantMarker)
+	}
+	out, _, _ = run("--json", "--sandbox", "workspace-write", "--", "touch ~/x")
+	var v struct {
+		Sandbox *struct {
+			Mode, Network string
+			Denied        []struct{ Path, Op string }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	if sb := v.Sandbox; sb == nil || sb.Mode != "workspace-write" || sb.Network != "on" || len(sb.Denied) != 1 || sb.Denied[0].Path != home+"/x" || sb.Denied[0].Op != "write" {
+		t.Errorf("structured sandbox value of touch ~/x: %+v", v.Sandbox)
+	}
+
 	connect := fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d && echo connected`, port)
 	if out, errOut, _ := run("--", connect); out != "connected\n" {
 		t.Fatalf("network on: stdout %q, stderr %q; want connected", out, errOut)
@@ -281,5 +304,30 @@ func TestServeContainedKilled(t *testing.T) {
 			}
 			waitNoProcesses(t, marker, -1, 5*time.Second)
 		})
+	}
+}
+
+// TestServeContainedNoTTY: terminals start outside the init, so a
+// contained conch serve does not offer tty (a plain one does).
+func TestServeContainedNoTTY(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		tty  bool
+	}{{nil, true}, {[]string{"--containment", "require"}, false}} {
+		cs, _ := startStdio(t, serverOptions{marker: testutil.Marker(t), args: c.args})
+		res, err := cs.ListTools(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tool := range res.Tools {
+			if tool.Name != "bash" {
+				continue
+			}
+			schema, _ := json.Marshal(tool.InputSchema)
+			if got := strings.Contains(string(schema), `"tty"`); got != c.tty {
+				t.Errorf("conch serve %v: tty offered %v, want %v", c.args, got, c.tty)
+			}
+		}
 	}
 }

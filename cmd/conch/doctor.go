@@ -84,7 +84,7 @@ func doctorCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 func enforcementOf(c *config) (enf enforcement, ok bool) {
 	ex, enf, err := c.executor(&local.Options{Cwd: c.cwd}, nil)
 	if err != nil {
-		return enforcement{"none (" + err.Error() + ")", "none"}, false
+		return enforcement{containment: "none (" + err.Error() + ")", sandbox: "none"}, false
 	}
 	ex.Close()
 	return enf, true
