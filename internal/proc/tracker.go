@@ -84,21 +84,31 @@ func NewTracker() *Tracker {
 // What escapes the attribution (it is bookkeeping by the same user, not a
 // kernel boundary): a process that leaves its session and whose parent
 // exits before any scan saw it, when it started while commands of another
-// owner ran too, or later than its command (a re-parented grandchild of an
-// escapee that exited); and a process that calls setsid at every fork of a
-// fork loop (no scan sees it, and each zombie it leaves names a new group).
+// owner ran too, or after its command's shell exited (forked by a
+// background process of the command, or by an escapee, that exited since);
+// and a process that calls setsid at every fork of a fork loop (no scan
+// sees it, and each zombie it leaves names a new group).
 // KillAll still takes the first kind; nothing here takes the second.
 func (t *Tracker) Add(sid int, owner string) {
 	if sid <= 1 {
 		return
+	}
+	// The command's window opens when its shell started, not when Add
+	// runs: the shell may fork escapees at once, while the caller is
+	// descheduled between the spawn and Add for many clock ticks (a
+	// loaded machine). The pid is claimed, so it is still the shell's,
+	// even if it exited already. A pid that cannot be read opens no
+	// window: its escapees are left to KillAll.
+	var start uint64
+	if p, err := Stat(sid); err == nil {
+		start = p.StartTime
 	}
 	registry.mu.Lock()
 	if registry.sessions == nil {
 		registry.sessions = make(map[int]*sessionEntry)
 	}
 	registry.seq++
-	// One tick of slack: the shell may have started in the tick before.
-	registry.sessions[sid] = &sessionEntry{tracker: t, owner: owner, root: sid, seq: registry.seq, start: ticksNow() - 1}
+	registry.sessions[sid] = &sessionEntry{tracker: t, owner: owner, root: sid, seq: registry.seq, start: start}
 	prune := !registry.pruning && len(registry.sessions) >= max(registry.pruneAt, minPruneAt)
 	if prune {
 		registry.pruning = true

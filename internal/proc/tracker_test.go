@@ -213,3 +213,26 @@ func TestTrackerKillOwnerAfterPrune(t *testing.T) {
 	}
 	tr.KillAll(time.Second)
 }
+
+// The window by which an escapee is attributed opens when the command's
+// shell started, not when Add ran: a caller descheduled after the spawn
+// (a loaded machine) adds the command after its shell forked the escapee.
+func TestTrackerAttributesEscapeeForkedBeforeAdd(t *testing.T) {
+	marker := clean(t)
+	tr := proc.NewTracker()
+	cmd := startSession(t, marker, "setsid sleep 1003 &")
+	testutil.WaitFor(t, 5*time.Second, "the escapee", func() bool {
+		return len(withCmdline(marker, "sleep 1003")) == 1
+	})
+	time.Sleep(50 * time.Millisecond) // five clock ticks: the caller was descheduled
+	tr.Add(cmd.Process.Pid, "a")
+	if err := proc.WaitCmd(cmd); err != nil {
+		t.Fatal(err)
+	}
+	tr.Exited(cmd.Process.Pid)
+	tr.KillOwner("a", time.Second)
+	if n := len(withCmdline(marker, "sleep 1003")); n != 0 {
+		t.Error("KillOwner(a) left a's escapee, forked before Add")
+	}
+	tr.KillAll(time.Second)
+}

@@ -103,7 +103,11 @@ func TestEscapeesOfTaskDieWithKill(t *testing.T) {
 func TestEndOwnerTakesOnlyItsOwn(t *testing.T) {
 	ex, marker := newExec(t, nil)
 	quiet := " >/dev/null 2>&1"
-	run(t, ex, shell.Request{Owner: "a", Command: "setsid sleep 1010" + quiet + " & ( ( setsid sleep 1011" + quiet + " & ) & ); sleep 1012" + quiet + " &"})
+	// The shell waits for the subshells of the double fork, so that
+	// sleep 1011 starts before the shell exits: a background subshell
+	// (`( ( … & ) & )`) may fork it after the exit, and an escapee that
+	// starts after its command ended is nobody's.
+	run(t, ex, shell.Request{Owner: "a", Command: "setsid sleep 1010" + quiet + " & ( ( setsid sleep 1011" + quiet + " & ) ); sleep 1012" + quiet + " &"})
 	// Commands of two owners that overlap make an escapee's owner
 	// unknowable from its start time; these do not.
 	time.Sleep(50 * time.Millisecond)

@@ -149,11 +149,26 @@ func testTimeoutCancelSelfSignal(t *testing.T, su *suite) {
 	}
 
 	// A cancellation after the timeout fired does not change the cause.
+	// The cancellation follows the timeout's SIGTERM, which the trap
+	// records, not a delay: the timeout runs from the spawn, which may
+	// take longer than any delay on a loaded machine.
+	termed := filepath.Join(t.TempDir(), "termed")
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
-	time.AfterFunc(250*time.Millisecond, cancel)
-	r = MustRunContext(t, ctx, ex, shell.Request{Command: "trap '' TERM; sleep 2", Timeout: 100 * time.Millisecond})
-	if !r.TimedOut || r.Aborted {
+	canceled := make(chan struct{})
+	go func() {
+		defer close(canceled)
+		defer cancel()
+		for range 1000 {
+			if _, err := os.Stat(termed); err == nil {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	r = MustRunContext(t, ctx, ex, shell.Request{Command: "trap 'touch " + termed + "' TERM; while :; do sleep 0.1; done", Timeout: 100 * time.Millisecond})
+	<-canceled
+	if !r.TimedOut || r.Aborted || r.Signal != "SIGKILL" {
 		t.Errorf("first cause: %+v", r)
 	}
 }
