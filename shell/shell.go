@@ -3,6 +3,7 @@ package shell
 import (
 	"errors"
 	"fmt"
+	"github.com/conch-dev/conch/internal/sandbox"
 	"time"
 )
 
@@ -186,6 +187,13 @@ type Result struct {
 	// at the grace because a process the command started still held its
 	// output open; what it writes later is not captured.
 	LeftRunning bool
+	// Notes are the provider's own findings about the command, one line
+	// each, which a result shows before its timeout and exit markers: a
+	// sandboxed provider's denials ("[sandbox: …]").
+	Notes []string
+	// Sandbox is the sandbox the command ran under and what it denied;
+	// nil when it ran without one.
+	Sandbox *sandbox.Report
 }
 
 // Status is the life stage of a background Process.

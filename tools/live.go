@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -143,9 +144,9 @@ func lineStart(atNewline bool) string {
 
 // cardMarkers are the markers of a foreground result that a terminal card
 // shows in its text: all but the exit or signal marker, which the card
-// draws as its exit pill.
+// draws as its exit pill. The provider's notes come first.
 func cardMarkers(r shell.Result) []string {
-	var m []string
+	m := slices.Clone(r.Notes)
 	if r.LeftRunning {
 		m = append(m, leftRunningMarker)
 	}

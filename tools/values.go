@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/tasks"
 )
@@ -25,6 +26,9 @@ type ForegroundValue struct {
 	TimeoutMs int64       `json:"timeoutMs"`
 	Stdout    StreamValue `json:"stdout"`
 	Stderr    StreamValue `json:"stderr"`
+	// Sandbox is the sandbox the command ran under and what it denied;
+	// absent without one.
+	Sandbox *sandbox.Report `json:"sandbox,omitempty"`
 }
 
 // BackgroundValue is the structured value of a background start.
@@ -116,6 +120,7 @@ func foregroundValue(r shell.Result, shown shownStreams) ForegroundValue {
 		TimeoutMs: r.Timeout.Milliseconds(),
 		Stdout:    StreamValue{Text: shown.out, Truncated: shown.outCut, SpillPath: HostPath(r.Stdout.Host, r.Stdout.SpillPath)},
 		Stderr:    StreamValue{Text: shown.err, Truncated: shown.errCut, SpillPath: HostPath(r.Stderr.Host, r.Stderr.SpillPath)},
+		Sandbox:   r.Sandbox,
 	}
 	if r.Signal != "" {
 		sig := r.Signal

@@ -45,6 +45,7 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		}
 	}
 	log := c.newLogger(stderr)
+	c.configFile = set.file
 	st, err := c.build(log)
 	if err != nil {
 		fmt.Fprintln(stderr, "conch acp:", err)

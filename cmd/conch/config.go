@@ -7,10 +7,13 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	cfgfile "github.com/conch-dev/conch/internal/config"
+	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/rules"
 	"github.com/conch-dev/conch/shell/local"
 	"github.com/conch-dev/conch/shell/remote"
@@ -35,6 +38,14 @@ type config struct {
 	maxResultBytes number
 	hosts          hostValues // NAME=SSH
 	hostCwds       hostValues // NAME=DIR
+	containment    choice
+	sandboxMode    choice
+	network        choice
+	writableRoots  paths
+
+	// configFile, if set before build, is the configuration file read:
+	// commands may not write it under a sandbox.
+	configFile string
 
 	// maxWait, if set before build, caps task_output's wait
 	// (tools.Options.MaxWait).
@@ -119,6 +130,28 @@ func (n *names) Set(s string) error {
 func (n *names) isList()          {}
 func (n *names) Values() []string { return n.vals }
 
+// paths is a flag value that may be given many times, each time one
+// path. Its configuration key takes a list.
+type paths struct{ vals []string }
+
+func (p *paths) String() string {
+	if p == nil {
+		return ""
+	}
+	return strings.Join(p.vals, ",")
+}
+
+func (p *paths) Set(s string) error {
+	if s == "" || strings.ContainsRune(s, 0) {
+		return errors.New("must be a path")
+	}
+	p.vals = append(p.vals, s)
+	return nil
+}
+
+func (p *paths) isList()          {}
+func (p *paths) Values() []string { return p.vals }
+
 // addFlags registers the shared flags with their defaults; yieldDefault
 // is the yield window of this subcommand in ms, logDefault its log level.
 func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64, logDefault slog.Level) {
@@ -148,6 +181,13 @@ func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64, logDefault slo
 	c.hostCwds = hostValues{what: "dir"}
 	fs.Var(&c.hosts, "host", "a remote host commands may run on, `NAME=SSH` (user@host:port or a ~/.ssh/config alias; repeatable)")
 	fs.Var(&c.hostCwds, "host-cwd", "default working directory on a remote host, `NAME=DIR` (default: the remote user's home; repeatable)")
+	c.containment = choice{v: "off", from: []string{"auto", "require", "off"}}
+	c.sandboxMode = choice{v: string(sandbox.FullAccess), from: []string{string(sandbox.ReadOnly), string(sandbox.WorkspaceWrite), string(sandbox.FullAccess)}}
+	c.network = choice{v: string(sandbox.NetworkOn), from: []string{string(sandbox.NetworkOn), string(sandbox.NetworkOff)}}
+	fs.Var(&c.containment, "containment", "run commands in their own user, PID and mount namespaces: auto (when the host allows), require (refuse to start without), off (the default for now: its per-command cost is still above budget)")
+	fs.Var(&c.sandboxMode, "sandbox", "where commands may write: read-only, workspace-write (--cwd, the temp dirs, the cache dir, --writable-root) or full-access (the default for now); any other than full-access needs containment and starts it")
+	fs.Var(&c.network, "network", "whether commands reach the network: on, or off (an empty network namespace; needs containment and starts it)")
+	fs.Var(&c.writableRoots, "writable-root", "one more `DIR` commands may write under --sandbox workspace-write (repeatable)")
 	fs.Var(&c.maxResultBytes, "max-result-bytes", "bound on the text of a bash result (longer output keeps its start and end), in bytes")
 }
 
@@ -177,7 +217,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 			return nil, fmt.Errorf("--cwd %s: not a directory", c.cwd)
 		}
 	}
-	ex, err := local.New(&local.Options{
+	ex, enforces, err := c.executor(&local.Options{
 		Cwd:            c.cwd,
 		Timeout:        c.timeoutMs.millis(),
 		MaxTimeout:     c.maxTimeoutMs.millis(),
@@ -185,7 +225,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		MaxSpillBytes:  int64(c.maxSpillBytes.v),
 		Grace:          c.graceMs.millis(),
 		PassEnv:        c.passEnv.vals,
-	})
+	}, log)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +246,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 	}
 	home := stateDir()
 	rt := tasks.New(&tasks.Options{MaxPerSession: int(c.maxTasks.v), OnNotice: c.onNotice})
-	ts := tools.New(ex, &tools.Options{
+	ts := tools.New(toolsExecutor(ex, enforces), &tools.Options{
 		Tasks:             rt,
 		DisableBackground: c.noBackground,
 		Home:              home,
@@ -217,11 +257,52 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		ProjectFiles:      true,
 		Hosts:             hosts,
 	})
-	return &stack{ex: ex, hosts: hostExs, tasks: rt, tools: ts, home: home, provider: c.provider.v, enforces: localEnforces}, nil
+	return &stack{ex: ex, hosts: hostExs, tasks: rt, tools: ts, home: home, provider: c.provider.v, enforces: enforces.String()}, nil
 }
 
-// localEnforces is what the local provider holds commands to.
-const localEnforces = "process groups, child subreaper, environment scrub, non-dumpable server; containment: none (not built yet)"
+// localEnforces is what the local provider holds every command to, with
+// or without containment.
+const localEnforces = "process groups, child subreaper, environment scrub, non-dumpable server"
+
+// enforcement is what the executor holds commands to beyond
+// localEnforces: its containment ("pid-namespace, cgroup", or
+// "none (<cause>)") and its sandbox ("workspace-write, network off", or
+// "none (off)").
+type enforcement struct {
+	containment, sandbox string
+	contained            bool // commands run in an init
+}
+
+func (e enforcement) String() string {
+	return localEnforces + "; containment: " + e.containment + "; sandbox: " + e.sandbox
+}
+
+// sandboxPolicy is the sandbox the flags configure, and whether it
+// restricts anything: full-access with the network on needs no init.
+func (c *config) sandboxPolicy() (p sandbox.Policy, restricts bool, err error) {
+	ws := c.cwd
+	if ws == "" {
+		if ws, err = os.Getwd(); err != nil {
+			return p, false, fmt.Errorf("sandbox: workspace: %w", err)
+		}
+	}
+	cfgFile := c.configFile
+	if cfgFile == "" {
+		cfgFile = cfgfile.DefaultPath()
+	}
+	p = sandbox.Policy{
+		Mode:          sandbox.Mode(c.sandboxMode.v),
+		Network:       sandbox.Network(c.network.v),
+		Workspace:     ws,
+		WritableRoots: c.writableRoots.vals,
+		TempDirs:      []string{os.TempDir(), "/tmp"},
+		Protected:     []string{cfgFile, filepath.Dir(cfgfile.DefaultPath()), stateDir()},
+	}
+	if cache, err := os.UserCacheDir(); err == nil {
+		p.CacheDir = cache
+	}
+	return p, p.Mode != sandbox.FullAccess || p.Network != sandbox.NetworkOn, nil
+}
 
 // close kills every task and every process, and removes the spill files;
 // the agents on remote hosts do the same there.

@@ -18,7 +18,13 @@ import (
 // run's --json, say) are not keys.
 var (
 	// tableKeys are the keys that do not follow the flag's name.
-	tableKeys = map[string]string{"pass-env": "env.pass"}
+	tableKeys = map[string]string{
+		"pass-env":      "env.pass",
+		"containment":   "containment.mode",
+		"sandbox":       "sandbox.mode",
+		"network":       "sandbox.network",
+		"writable-root": "sandbox.writable_roots",
+	}
 	// notKeys are flags with no key.
 	notKeys = []string{"config", "workdir", "json", "present", "background", "host", "host-cwd"}
 )

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/conch-dev/conch/shell/local"
 )
 
 const doctorUsage = `Usage: conch doctor [flags]
@@ -27,18 +29,18 @@ those of conch serve, whose settings are checked as serve would.
 
 Exit status:
   0   the configured provider can run commands as configured
-  1   it cannot (no bash that runs, say)
+  1   it cannot (no bash that runs, or --containment require or a
+      --sandbox that this host cannot enforce)
   2   a usage error or a bad configuration file
 
 Flags:
 `
 
-// doctorCommand is `conch doctor`. The configured mode is the local
-// provider as conch serve would build it: it holds commands to process
-// groups, the child subreaper and the environment scrub, all of which
-// need nothing of the host but a bash that runs; containment and the
-// sandbox are not part of it yet, so what the host lacks of them is
-// reported without failing.
+// doctorCommand is `conch doctor`. The configured mode is the executor
+// as conch serve would build it: the local provider needs nothing of the
+// host but a bash that runs; containment (--containment require, or a
+// sandbox that restricts) needs an init the host allows, and doctor
+// starts one to find out. --containment auto never fails: it falls back.
 func doctorCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("conch doctor", flag.ContinueOnError)
 	var c config
@@ -59,7 +61,8 @@ func doctorCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		{"provider", c.provider.v},
 		{"bash", bash},
 	}
-	lines = append(lines, hostLines()...)
+	host, enforceable := hostLines(&c)
+	lines = append(lines, host...)
 	clients := mcpClientFiles()
 	for _, f := range clients {
 		lines = append(lines, [2]string{"mcp client", f.client + " (" + f.path + ")"})
@@ -70,10 +73,21 @@ func doctorCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	for _, l := range lines {
 		fmt.Fprintf(stdout, "%s: %s\n", l[0], l[1])
 	}
-	if bashErr != nil {
+	if bashErr != nil || !enforceable {
 		return 1
 	}
 	return 0
+}
+
+// enforcementOf builds c's executor, closes it, and returns what it
+// enforced; ok is false when it could not be built.
+func enforcementOf(c *config) (enf enforcement, ok bool) {
+	ex, enf, err := c.executor(&local.Options{Cwd: c.cwd}, nil)
+	if err != nil {
+		return enforcement{containment: "none (" + err.Error() + ")", sandbox: "none"}, false
+	}
+	ex.Close()
+	return enf, true
 }
 
 // bashVersion runs the bash the local provider would run (bash in PATH)

@@ -10,8 +10,11 @@ import (
 )
 
 // hostLines are conch doctor's findings about the kernel: what
-// containment and the sandbox could use, and what commands get today.
-func hostLines() [][2]string {
+// containment and the sandbox could use, and what commands get with c,
+// found by building c's executor as conch serve would (an init started,
+// then ended). ok is false when c requires containment or a sandbox this
+// host cannot enforce.
+func hostLines(c *config) (lines [][2]string, ok bool) {
 	ns, sb := nsinit.Probe(), sandbox.Probe()
 	cg := "not mounted"
 	if ns.Cgroup.Mount != "" {
@@ -25,15 +28,19 @@ func hostLines() [][2]string {
 	if sb.LandlockErr != nil {
 		ll = "none (" + sb.LandlockErr.Error() + ")"
 	}
+	enf, ok := enforcementOf(c)
+	if enf.containment == "none (off)" {
+		enf.containment = "none (off; this host would allow: " + ns.Summary() + ")"
+	}
 	return [][2]string{
 		{"user namespaces", yesOr(ns.UserNS)},
 		{"pid namespaces", yesOr(ns.PIDNS)},
 		{"cgroup v2", cg},
 		{"landlock", ll},
 		{"seccomp", yesNo(sb.Seccomp)},
-		{"containment", "none (built but not yet wired into the local provider; this host would allow: " + ns.Summary() + ")"},
-		{"sandbox", "none (built but not yet wired into the local provider)"},
-	}
+		{"containment", enf.containment},
+		{"sandbox", enf.sandbox},
+	}, ok
 }
 
 func yesOr(err error) string {

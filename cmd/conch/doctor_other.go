@@ -3,10 +3,9 @@
 package main
 
 // hostLines are conch doctor's findings about the kernel: containment and
-// the sandbox are Linux features.
-func hostLines() [][2]string {
-	return [][2]string{
-		{"containment", "none (needs Linux)"},
-		{"sandbox", "none (needs Linux)"},
-	}
+// the sandbox are Linux features, so c's executor enforces neither; ok is
+// false when c requires them.
+func hostLines(c *config) (lines [][2]string, ok bool) {
+	enf, ok := enforcementOf(c)
+	return [][2]string{{"containment", enf.containment}, {"sandbox", enf.sandbox}}, ok
 }

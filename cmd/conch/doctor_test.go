@@ -24,8 +24,8 @@ var doctorLine = map[string]*regexp.Regexp{
 	"cgroup v2":       regexp.MustCompile(`^(/\S+ \((not )?writable\)|not mounted)$`),
 	"landlock":        regexp.MustCompile(`^(ABI [1-9]\d*|none \(landlock: .+\))$`),
 	"seccomp":         regexp.MustCompile(`^(yes|no)$`),
-	"containment":     regexp.MustCompile(`^none \(built but not yet wired into the local provider; this host would allow: (pid-namespace(, cgroup)?|none \(.+\))\)$`),
-	"sandbox":         regexp.MustCompile(`^none \(built but not yet wired into the local provider\)$`),
+	"containment":     regexp.MustCompile(`^(none \(off; this host would allow: (pid-namespace(, cgroup)?|none \(.+\))\)|pid-namespace(, cgroup)?|none \(.+\))$`),
+	"sandbox":         regexp.MustCompile(`^(none( \(off\))?|(read-only|workspace-write|full-access), network (on|off))$`),
 	"mcp client":      regexp.MustCompile(`^(none configured for conch|(Claude Code|Codex|Cursor|Claude Desktop|Zed) \(/.+\))$`),
 }
 
@@ -66,9 +66,19 @@ func doctorHome(t *testing.T) string {
 // its exit status. Every line must have its shape.
 func runDoctor(t *testing.T, home string, asNobody bool, env ...string) (map[string][]string, int) {
 	t.Helper()
+	return runDoctorCmd(t, home, asNobody, nil, env...)
+}
+
+// runDoctorCmd is runDoctor with the command run under wrap (see
+// withoutUserNS), when not nil.
+func runDoctorCmd(t *testing.T, home string, asNobody bool, wrap func(*exec.Cmd), env ...string) (map[string][]string, int) {
+	t.Helper()
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	cmd := testutil.Conch(t, marker, "doctor")
+	if wrap != nil {
+		wrap(cmd)
+	}
 	if asNobody {
 		testutil.Unprivileged(t, cmd)
 	}

@@ -57,6 +57,7 @@ func newLogBuffer(t *testing.T, what string) *logBuffer {
 type serverOptions struct {
 	marker  string
 	yieldMs int
+	args    []string // more flags of conch serve (stdio only)
 	client  *mcp.ClientOptions
 	roots   []*mcp.Root
 }
@@ -92,6 +93,7 @@ func startStdio(t *testing.T, o serverOptions) (*mcp.ClientSession, int) {
 	if o.yieldMs != 0 {
 		args = append(args, "--yield-ms", fmt.Sprint(o.yieldMs))
 	}
+	args = append(args, o.args...)
 	cmd := exec.Command(testutil.ConchBinary(t), args...)
 	cmd.Env = append(testutil.Env(o.marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
 	cmd.Stderr = newLogBuffer(t, "conch serve")

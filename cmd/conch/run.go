@@ -94,6 +94,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitUsage
 	}
 	log := c.newLogger(stderr)
+	c.configFile = set.file
 	st, err := c.build(log)
 	if err != nil {
 		fmt.Fprintf(stderr, "conch run: %v\n", err)

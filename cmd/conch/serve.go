@@ -103,6 +103,7 @@ func serveCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		log.Info("HTTP clients must send the bearer token in the token file", "tokenFile", path)
 	}
 	c.maxWait = mcpserver.MaxWait
+	c.configFile = set.file
 	st, err := c.build(log)
 	if err != nil {
 		if ln != nil {

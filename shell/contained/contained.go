@@ -13,6 +13,8 @@ import (
 	"sync"
 
 	"github.com/conch-dev/conch/internal/nsinit"
+	"github.com/conch-dev/conch/internal/sandbox"
+	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/local"
 )
 
@@ -33,7 +35,11 @@ func New(opts *local.Options, initOpts *nsinit.Options) (*local.Executor, error)
 	if err != nil {
 		return nil, err
 	}
-	o.Spawner = &spawner{in: in, owned: make(map[string][]*nsinit.Child)}
+	sp := &spawner{in: in, owned: make(map[string][]*nsinit.Child)}
+	if initOpts != nil {
+		sp.plan = initOpts.Sandbox
+	}
+	o.Spawner = sp
 	ex, err := local.New(&o)
 	if err != nil {
 		in.Close()
@@ -45,13 +51,17 @@ func New(opts *local.Options, initOpts *nsinit.Options) (*local.Executor, error)
 // spawner spawns each command through the init and remembers, per owner,
 // the commands whose leftovers EndOwner must take.
 type spawner struct {
-	in *nsinit.Init
+	in   *nsinit.Init
+	plan *sandbox.Plan // nil without a sandbox
 
 	mu    sync.Mutex
 	owned map[string][]*nsinit.Child
 }
 
-var _ local.Spawner = (*spawner)(nil)
+var (
+	_ local.Spawner   = (*spawner)(nil)
+	_ local.Annotator = (*spawner)(nil)
+)
 
 // Spawn implements local.Spawner.
 func (s *spawner) Spawn(c local.Command) (local.Child, error) {
@@ -66,6 +76,27 @@ func (s *spawner) Spawn(c local.Command) (local.Child, error) {
 	s.owned[c.Owner] = append(s.owned[c.Owner], ch)
 	s.mu.Unlock()
 	return ch, nil
+}
+
+// Annotate implements local.Annotator: under a sandbox, a command that
+// exited non-zero gets the markers of what the sandbox denied it
+// (sandbox.Attribute on its stderr), and every command the structured
+// report.
+func (s *spawner) Annotate(c local.Command, r *shell.Result) {
+	if s.plan == nil {
+		return
+	}
+	code := 0 // a signal's end is not attributed
+	if r.ExitCode != nil {
+		code = *r.ExitCode
+	}
+	f := sandbox.Failure{Stderr: r.Stderr.Text, ExitCode: code, Workdir: c.Dir}
+	if len(c.Args) > 0 {
+		f.Command = c.Args[len(c.Args)-1] // bash -c's line
+	}
+	markers, rep := sandbox.Attribute(s.plan, f, sandbox.OSHost{})
+	r.Notes = append(r.Notes, markers...)
+	r.Sandbox = &rep
 }
 
 // EndOwner implements local.Spawner: the init kills what each of the
@@ -86,3 +117,13 @@ func (s *spawner) EndOwner(owner string) {
 // Close implements local.Spawner: the init ends, and the kernel kills
 // everything in its namespace.
 func (s *spawner) Close() error { return s.in.Close() }
+
+// Unenforced lists what of the sandbox given to New the init of ex could
+// not enforce on this host, each with its cause (nsinit.Init.Unenforced);
+// nil when everything holds or ex was not made by New.
+func Unenforced(ex *local.Executor) []string {
+	if s, ok := ex.Options().Spawner.(*spawner); ok {
+		return s.in.Unenforced()
+	}
+	return nil
+}

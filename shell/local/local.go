@@ -634,5 +634,8 @@ func (c *command) Result() shell.Result {
 	case causeAbort, causeKill, causeClose:
 		res.Aborted = true
 	}
+	if a, ok := c.e.spawner.(Annotator); ok {
+		a.Annotate(c.shell, &res)
+	}
 	return res
 }

@@ -4,6 +4,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/conch-dev/conch/shell"
 )
 
 // Spawner starts the shell of each command. It is the local provider's
@@ -38,6 +40,13 @@ type Spawner interface {
 	// the executor stopped its running commands; children not yet
 	// released are released afterwards.
 	Close() error
+}
+
+// Annotator is implemented by a Spawner with findings of its own about a
+// finished command (the contained provider's sandbox denials): the
+// executor lets it add them to each Result of the command.
+type Annotator interface {
+	Annotate(c Command, r *shell.Result)
 }
 
 // Command is one shell for a Spawner to start.
