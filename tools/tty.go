@@ -171,7 +171,7 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 		<-tm.Done()
 		code, sig := tm.Exit()
 		res := shell.Result{ExitCode: code, Signal: sig, TimedOut: timedOut, Aborted: aborted, Timeout: spec.Timeout,
-			Stdout: shell.Output{Text: tm.Read()}}
+			Stdout: terminalOutput(tm)}
 		return Result{}, func(budget int) Result {
 			text, v := renderForeground(res, budget)
 			return Result{Text: text, Value: v}
@@ -239,6 +239,15 @@ func (t *Toolset) moveTerminal(sess Session, b bashArgs, on target, tm shell.Ter
 				Stdout: StreamValue{Text: shown.out, Truncated: shown.outCut}},
 		}
 	}, nil
+}
+
+// terminalOutput is an ended terminal as a result's stdout: the text is
+// what the terminal shows (a read), and the whole output is the raw
+// stream's spill file, escape sequences included, when the raw stream
+// outgrew the executor's tail (else the cut line says why there is none).
+func terminalOutput(tm shell.Terminal) shell.Output {
+	raw := tm.Raw()
+	return shell.Output{Text: tm.Read(), SpillPath: raw.SpillPath, Host: raw.Host, SpillErr: raw.SpillErr}
 }
 
 // lastScreenLine is the last non-blank line on tm's screen, cut to

@@ -3,7 +3,13 @@
 package tools_test
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -185,5 +191,41 @@ func TestTTYYield(t *testing.T) {
 	e.readUntil(e.sess, v.TaskID, "tick 100\n")
 	if got := e.call(tools.NameTaskKill, map[string]any{"task_id": v.TaskID}).Text; !strings.Contains(got, v.TaskID) {
 		t.Errorf("kill: %q", got)
+	}
+}
+
+// A tty result over the budget is cut like any result, and its cut line
+// names the spill file of the raw stream: every byte the program wrote,
+// escape sequences and the terminal's \r\n included. Closing the
+// executor removes the file.
+func TestTTYSpill(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	const lines = 1000
+	pad := strings.Repeat("0", 90)
+	r := e.ttyCall(`x=` + pad + `; for i in $(seq 1 ` + strconv.Itoa(lines) + `); do printf '\e[31m%04d %s\e[0m\n' $i $x; done`)
+	m := regexp.MustCompile(`\n\[… \d+ bytes \(\d+ lines\) omitted; full output: (/[^\]]+)\]\n`).FindStringSubmatch(r.Text)
+	if r.IsError || m == nil || !strings.HasPrefix(r.Text, "0001 "+pad+"\n") || !strings.HasSuffix(r.Text, fmt.Sprintf("%04d %s\n", lines, pad)) {
+		t.Fatalf("tty result over the budget: cut line %q, %d bytes", regexp.MustCompile(`\[… [^\]]*\]`).FindString(r.Text), len(r.Text))
+	}
+	if strings.Contains(r.Text, "\x1b") {
+		t.Errorf("the result holds escape sequences")
+	}
+	var want strings.Builder
+	for i := 1; i <= lines; i++ {
+		fmt.Fprintf(&want, "\x1b[31m%04d %s\x1b[0m\r\n", i, pad)
+	}
+	got, err := os.ReadFile(m[1])
+	if err != nil {
+		t.Fatalf("spill file: %v", err)
+	}
+	if string(got) != want.String() {
+		t.Errorf("spill file holds %d bytes, want the %d raw bytes; starts %q", len(got), want.Len(), got[:min(len(got), 200)])
+	}
+	if err := e.ex.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(m[1]); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("spill file after Close: %v", err)
 	}
 }
