@@ -229,3 +229,27 @@ func TestTTYSpill(t *testing.T) {
 		t.Errorf("spill file after Close: %v", err)
 	}
 }
+
+// A tty call moved to a task keeps its timeout, counted from the call's
+// start, as a yielded call does: the task is killed when it passes, and
+// says so. The move marker does not change.
+func TestTTYTaskTimeout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	start := time.Now()
+	// The move comes after the idle period (2000 ms); the timeout leaves
+	// 3000 ms of margin for it on a loaded machine.
+	const timeoutMs = 5000
+	id := moved(t, e.call(tools.NameBash, map[string]any{"command": "read -p '> ' x", "description": "Prompt", "tty": true, "timeoutMs": timeoutMs}), "> ")
+	got := e.call(tools.NameTaskOutput, map[string]any{"task_id": id, "wait": true, "timeout_ms": 30000}).Text
+	if want := "(no new output)\n[status: killed, timed out after 5000ms, signal: SIGTERM]"; got != want {
+		t.Errorf("task_output after the timeout = %q, want %q", got, want)
+	}
+	if d := time.Since(start); d < timeoutMs*time.Millisecond {
+		t.Errorf("killed after %v, before its timeout", d)
+	}
+	const says = "Its timeoutMs still applies to the task: give a long one for a session meant to last."
+	if schema := string(e.ts.Tools()[0].InputSchema); !strings.Contains(schema, says) {
+		t.Errorf("the tty parameter does not say that its timeout applies: %s", schema)
+	}
+}
