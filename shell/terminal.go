@@ -46,4 +46,10 @@ type Terminal interface {
 	// Exit reports how the program ended, once Done is closed: its exit
 	// code (nil when a signal ended it) and the signal's name.
 	Exit() (code *int, signal string)
+	// Raw reports the raw stream, every byte the program wrote, escape
+	// sequences included, as a captured stream: its size, lines, head and
+	// tail, and, once Done is closed and the stream outgrew the
+	// executor's tail, the spill file holding all of it (or why there is
+	// none), as for a command's stdout.
+	Raw() Output
 }

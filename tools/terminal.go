@@ -16,6 +16,8 @@ type terminalHandle struct {
 	t         shell.Terminal
 	budget    int
 	cancelled atomic.Bool
+	timedOut  atomic.Bool   // the call's timeout killed it
+	timeout   time.Duration // the call's timeout, once armed
 
 	mu      sync.Mutex
 	answer  string // the read Input took, for the next Read
@@ -60,13 +62,36 @@ func (h *terminalHandle) Cancel(string) {
 // Done is closed once the program ended and the terminal is released.
 func (h *terminalHandle) Done() <-chan struct{} { return h.t.Done() }
 
-// Outcome is how the program ended: killed when cancelled or ended by a
-// signal, completed otherwise, whatever its exit code.
+// expire arms the timeout of the call the terminal moved from: after
+// left, the program and its session are killed, and the outcome says it
+// timed out after timeout (the call's whole timeout, counted from its
+// start, as for a yielded command). It is called once, before the handle
+// is shared; the timer goes when the terminal ends first, so no kill can
+// reach a session whose ids were reused.
+func (h *terminalHandle) expire(left, timeout time.Duration) {
+	h.timeout = timeout
+	timer := time.NewTimer(left)
+	go func() {
+		defer timer.Stop()
+		select {
+		case <-h.t.Done():
+		case <-timer.C:
+			h.timedOut.Store(true)
+			h.t.Kill()
+		}
+	}()
+}
+
+// Outcome is how the program ended: killed when cancelled, timed out or
+// ended by a signal, completed otherwise, whatever its exit code.
 func (h *terminalHandle) Outcome() tasks.Outcome {
 	code, sig := h.t.Exit()
 	out := tasks.Outcome{Status: tasks.StatusCompleted, ExitCode: code, Signal: sig}
 	if sig != "" || h.cancelled.Load() {
 		out.Status = tasks.StatusKilled
+	}
+	if h.timedOut.Load() && out.Status == tasks.StatusKilled {
+		out.TimedOut, out.Timeout = true, h.timeout
 	}
 	return out
 }

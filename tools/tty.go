@@ -100,7 +100,8 @@ func withParam(schema json.RawMessage, name, prop string) json.RawMessage {
 }
 
 const ttyProperty = `{"type":"boolean","description":"Run the command on a 120x40 terminal (TERM=xterm-256color) with the terminal as its input, for programs that prompt or draw a screen. ` +
-	`When it waits for input (no output for 2000 ms), the call returns the screen so far and moves it to a background task: type into it with task_input."}`
+	`When it waits for input (no output for 2000 ms), the call returns the screen so far and moves it to a background task: type into it with task_input. ` +
+	`Its timeoutMs still applies to the task: give a long one for a session meant to last."}`
 
 var taskInputInputSchema = json.RawMessage(`{"type":"object","properties":{` +
 	`"task_id":{"type":"string","description":"The id of a background task started with tty: true, e.g. bash-1."},` +
@@ -142,7 +143,7 @@ func (t *Toolset) terminalHandle(tm shell.Terminal) *terminalHandle {
 // foregroundTerminal runs a tty call in the foreground: until it ends,
 // its timeout, or ctx, unless it waits for input (alive and silent for
 // InputIdle) or passes the yield window first; then it moves to a task,
-// where no timeout applies (a session at a prompt may last).
+// where its timeout, counted from the call's start, still applies.
 func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashArgs, on target, spec shell.Spec, co CallOptions) (Result, func(int) Result) {
 	tm, err := on.terms.StartTerminal(spec)
 	if err != nil {
@@ -171,7 +172,7 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 		<-tm.Done()
 		code, sig := tm.Exit()
 		res := shell.Result{ExitCode: code, Signal: sig, TimedOut: timedOut, Aborted: aborted, Timeout: spec.Timeout,
-			Stdout: shell.Output{Text: tm.Read()}}
+			Stdout: terminalOutput(tm)}
 		return Result{}, func(budget int) Result {
 			text, v := renderForeground(res, budget)
 			return Result{Text: text, Value: v}
@@ -181,7 +182,7 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 		if !movable || ended(tm) {
 			return nil, false
 		}
-		render, err := t.moveTerminal(sess, b, on, tm, time.Since(start))
+		render, err := t.moveTerminal(sess, b, on, tm, time.Since(start), spec.Timeout)
 		if err != nil {
 			movable = false // the session is at its task limit: stay in the foreground
 			return nil, false
@@ -221,11 +222,15 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 	}
 }
 
-// moveTerminal makes the running terminal tm a task of sess; the result
-// shows the screen so far and says how to go on.
-func (t *Toolset) moveTerminal(sess Session, b bashArgs, on target, tm shell.Terminal, after time.Duration) (func(int) Result, error) {
+// moveTerminal makes the running terminal tm, started after ago with
+// the given timeout, a task of sess that the rest of the timeout kills;
+// the result shows the screen so far and says how to go on.
+func (t *Toolset) moveTerminal(sess Session, b bashArgs, on target, tm shell.Terminal, after, timeout time.Duration) (func(int) Result, error) {
 	h := t.terminalHandle(tm)
-	info, err := t.opts.Tasks.Start(sess.ID, on.kind, b.Command, func() (tasks.Handle, error) { return h, nil })
+	info, err := t.opts.Tasks.Start(sess.ID, on.kind, b.Command, func() (tasks.Handle, error) {
+		h.expire(timeout-after, timeout)
+		return h, nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -239,6 +244,15 @@ func (t *Toolset) moveTerminal(sess Session, b bashArgs, on target, tm shell.Ter
 				Stdout: StreamValue{Text: shown.out, Truncated: shown.outCut}},
 		}
 	}, nil
+}
+
+// terminalOutput is an ended terminal as a result's stdout: the text is
+// what the terminal shows (a read), and the whole output is the raw
+// stream's spill file, escape sequences included, when the raw stream
+// outgrew the executor's tail (else the cut line says why there is none).
+func terminalOutput(tm shell.Terminal) shell.Output {
+	raw := tm.Raw()
+	return shell.Output{Text: tm.Read(), SpillPath: raw.SpillPath, Host: raw.Host, SpillErr: raw.SpillErr}
 }
 
 // lastScreenLine is the last non-blank line on tm's screen, cut to

@@ -3,7 +3,13 @@
 package tools_test
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -185,5 +191,65 @@ func TestTTYYield(t *testing.T) {
 	e.readUntil(e.sess, v.TaskID, "tick 100\n")
 	if got := e.call(tools.NameTaskKill, map[string]any{"task_id": v.TaskID}).Text; !strings.Contains(got, v.TaskID) {
 		t.Errorf("kill: %q", got)
+	}
+}
+
+// A tty result over the budget is cut like any result, and its cut line
+// names the spill file of the raw stream: every byte the program wrote,
+// escape sequences and the terminal's \r\n included. Closing the
+// executor removes the file.
+func TestTTYSpill(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	const lines = 1000
+	pad := strings.Repeat("0", 90)
+	r := e.ttyCall(`x=` + pad + `; for i in $(seq 1 ` + strconv.Itoa(lines) + `); do printf '\e[31m%04d %s\e[0m\n' $i $x; done`)
+	m := regexp.MustCompile(`\n\[… \d+ bytes \(\d+ lines\) omitted; full output: (/[^\]]+)\]\n`).FindStringSubmatch(r.Text)
+	if r.IsError || m == nil || !strings.HasPrefix(r.Text, "0001 "+pad+"\n") || !strings.HasSuffix(r.Text, fmt.Sprintf("%04d %s\n", lines, pad)) {
+		t.Fatalf("tty result over the budget: cut line %q, %d bytes", regexp.MustCompile(`\[… [^\]]*\]`).FindString(r.Text), len(r.Text))
+	}
+	if strings.Contains(r.Text, "\x1b") {
+		t.Errorf("the result holds escape sequences")
+	}
+	var want strings.Builder
+	for i := 1; i <= lines; i++ {
+		fmt.Fprintf(&want, "\x1b[31m%04d %s\x1b[0m\r\n", i, pad)
+	}
+	got, err := os.ReadFile(m[1])
+	if err != nil {
+		t.Fatalf("spill file: %v", err)
+	}
+	if string(got) != want.String() {
+		t.Errorf("spill file holds %d bytes, want the %d raw bytes; starts %q", len(got), want.Len(), got[:min(len(got), 200)])
+	}
+	if err := e.ex.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(m[1]); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("spill file after Close: %v", err)
+	}
+}
+
+// A tty call moved to a task keeps its timeout, counted from the call's
+// start, as a yielded call does: the task is killed when it passes, and
+// says so. The move marker does not change.
+func TestTTYTaskTimeout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	start := time.Now()
+	// The move comes after the idle period (2000 ms); the timeout leaves
+	// 3000 ms of margin for it on a loaded machine.
+	const timeoutMs = 5000
+	id := moved(t, e.call(tools.NameBash, map[string]any{"command": "read -p '> ' x", "description": "Prompt", "tty": true, "timeoutMs": timeoutMs}), "> ")
+	got := e.call(tools.NameTaskOutput, map[string]any{"task_id": id, "wait": true, "timeout_ms": 30000}).Text
+	if want := "(no new output)\n[status: killed, timed out after 5000ms, signal: SIGTERM]"; got != want {
+		t.Errorf("task_output after the timeout = %q, want %q", got, want)
+	}
+	if d := time.Since(start); d < timeoutMs*time.Millisecond {
+		t.Errorf("killed after %v, before its timeout", d)
+	}
+	const says = "Its timeoutMs still applies to the task: give a long one for a session meant to last."
+	if schema := string(e.ts.Tools()[0].InputSchema); !strings.Contains(schema, says) {
+		t.Errorf("the tty parameter does not say that its timeout applies: %s", schema)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/conch-dev/conch/internal/capture"
 	"github.com/conch-dev/conch/internal/envpolicy"
 	"github.com/conch-dev/conch/internal/term"
 	"github.com/conch-dev/conch/shell"
@@ -30,22 +31,46 @@ func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
 	if e.closed {
 		return nil, shell.ErrClosed
 	}
+	raw := capture.NewStream(e.spill, "tty", e.opts.MaxOutputBytes, e.opts.MaxSpillBytes)
 	t, err := term.Start([]string{e.opts.Shell, "-c", s.Command}, &term.Options{
 		Dir:     s.Workdir,
 		Env:     envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv),
+		Raw:     raw,
 		Grace:   e.opts.Grace,
 		Tracker: e.tracker,
 		Owner:   s.Owner,
 	})
 	if err != nil {
+		raw.Close()
 		return nil, &shell.SpawnError{Err: err}
 	}
 	e.wg.Add(1) // Close waits for the terminal's release
 	go func() {
 		<-t.Done()
+		raw.Close()
 		e.wg.Done()
 	}()
-	return t, nil
+	return &terminal{Term: t, raw: raw}, nil
+}
+
+// terminal is a term.Term whose raw output is captured like a command's
+// stdout: a bounded tail in memory and, past it, a spill file in the
+// executor's spill directory (removed by Close).
+type terminal struct {
+	*term.Term
+	raw *capture.Stream
+}
+
+// Raw implements shell.Terminal. Once the terminal is done it closes the
+// raw stream first (Close is idempotent), so that the spill file is
+// complete and named whichever goroutine gets there first.
+func (t *terminal) Raw() shell.Output {
+	select {
+	case <-t.Done():
+		t.raw.Close()
+	default:
+	}
+	return t.raw.Output()
 }
 
 // checkWorkdir refuses a workdir that does not exist, is not a directory
