@@ -419,7 +419,9 @@ while [ ! -e %[1]s ]; do sleep 0.01; done; echo three >&2`, gate)
 	if p.Status() != shell.StatusRunning {
 		t.Fatalf("status %v", p.Status())
 	}
-	r := ReadUntil(t, p, func(r shell.ReadResult) bool { return strings.Contains(r.Stderr, "e1") })
+	// Both streams: they travel through two pipes, read by two
+	// goroutines, so stderr's line may be captured before stdout's word.
+	r := ReadUntil(t, p, func(r shell.ReadResult) bool { return strings.Contains(r.Stderr, "e1") && r.Stdout == "one" })
 	if r.Stdout != "one" || r.Stderr != "e1\n" {
 		t.Errorf("first read %+v", r)
 	}
