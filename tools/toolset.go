@@ -85,10 +85,13 @@ type Options struct {
 // Host is a remote host of Options.Hosts: its name, as the model sees it,
 // and the executor that runs commands there. A command for a host runs in
 // the workdir the model gave, resolved by that executor (the session's
-// cwd is a path of this machine, so it does not apply there).
+// cwd is a path of this machine, so it does not apply there). Cwd is the
+// executor's default workdir there ("" for the remote user's home), told
+// here only so that an editor can draw where a call runs.
 type Host struct {
 	Name     string
 	Executor shell.Executor
+	Cwd      string
 }
 
 // HostLocal is the host parameter's name for this machine.
@@ -401,6 +404,21 @@ func (t *Toolset) EndSession(id string) {
 	if oe, ok := t.ex.(shell.OwnerEnder); ok {
 		oe.EndOwner(id)
 	}
+}
+
+// HostCwds are the configured cwds of the remote hosts that have one, by
+// name (nil without such hosts).
+func (t *Toolset) HostCwds() map[string]string {
+	var m map[string]string
+	for _, h := range t.opts.Hosts {
+		if h.Cwd != "" {
+			if m == nil {
+				m = make(map[string]string)
+			}
+			m[h.Name] = h.Cwd
+		}
+	}
+	return m
 }
 
 // Notices drains and words the completion notices pending for a session.
