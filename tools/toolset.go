@@ -12,10 +12,13 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/conch-dev/conch/rules"
@@ -393,17 +396,22 @@ func (t *Toolset) textBudget(notices []Notice) int {
 
 // EndSession ends the session id: what its user allowed for the session
 // is forgotten, its background tasks are disposed of (cancelled, awaited
-// and forgotten), and then, when the executor is a shell.OwnerEnder,
-// everything the session's commands left running is killed. It returns
-// once all of it is gone.
+// and forgotten), and then, on this machine and on every remote host
+// whose executor is a shell.OwnerEnder, everything the session's commands
+// left running is killed. It returns once all of it is gone.
 func (t *Toolset) EndSession(id string) {
 	t.approved.forget(id)
 	if t.opts.Tasks != nil {
 		t.opts.Tasks.Dispose(id)
 	}
-	if oe, ok := t.ex.(shell.OwnerEnder); ok {
-		oe.EndOwner(id)
+	var wg sync.WaitGroup
+	for _, ex := range append([]shell.Executor{t.ex}, slices.Collect(maps.Values(t.hosts))...) {
+		if oe, ok := ex.(shell.OwnerEnder); ok {
+			// Hosts in parallel: each may wait a grace period.
+			wg.Go(func() { oe.EndOwner(id) })
+		}
 	}
+	wg.Wait()
 }
 
 // HostCwds are the configured cwds of the remote hosts that have one, by
