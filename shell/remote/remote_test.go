@@ -16,6 +16,7 @@ import (
 	"github.com/conch-dev/conch/internal/agent"
 	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/shell"
+	"github.com/conch-dev/conch/shell/local"
 	"github.com/conch-dev/conch/shell/remote"
 	"github.com/conch-dev/conch/tools"
 )
@@ -383,4 +384,50 @@ func waitSleeps(t *testing.T, marker string, args ...string) {
 	for _, a := range args {
 		testutil.WaitFor(t, 5*time.Second, "sleep "+a+" to start", func() bool { return len(sleeps(marker, a)) > 0 })
 	}
+}
+
+// ownerless hides its executor's EndOwner, as an agent built before
+// end-owner existed does.
+type ownerless struct{ shell.Executor }
+
+// EndOwner against an agent that cannot end an owner returns at once and
+// leaves the owner's commands to the connection's end.
+func TestEndOwnerOldAgent(t *testing.T) {
+	marker := testutil.Marker(t)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	d := remote.DialFunc(func(context.Context) (io.ReadWriteCloser, error) {
+		ex, err := local.New(&local.Options{Grace: testGrace, SpillParent: t.TempDir()})
+		if err != nil {
+			return nil, err
+		}
+		client, server := netPipe()
+		wg.Go(func() {
+			agent.Serve(server, server, ownerless{ex}, agent.Hello{})
+			server.Close()
+		})
+		return client, nil
+	})
+	rex, err := remote.New("h1", d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := markedExec{rex, marker}
+	p := start(t, ex, shell.Request{Owner: "a", Command: "sleep 1050"})
+	waitSleeps(t, marker, "1050")
+	ended := make(chan struct{})
+	go func() { rex.EndOwner("a"); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("EndOwner hung on an agent that cannot end an owner")
+	}
+	if n := len(sleeps(marker, "1050")); n != 1 {
+		t.Errorf("sleep 1050: %d alive, want 1 (left to the connection's end)", n)
+	}
+	if err := rex.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	waitDone(t, p, 5*time.Second)
+	testutil.AssertNoProcesses(t, marker)
 }
