@@ -236,7 +236,7 @@ func (a handler) Initialize(ctx context.Context, p sdk.InitializeRequest) (_ sdk
 func (a *Agent) snapshot(cwd string) Snapshot {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return Snapshot{Terminal: a.terminal, Cwd: cwd}
+	return Snapshot{Terminal: a.terminal, Cwd: cwd, HostCwds: a.ts.HostCwds()}
 }
 
 // sessionCwd checks a session cwd from the client: it must be an
@@ -379,7 +379,9 @@ func (a *Agent) replay(sid string, recs []record, snap Snapshot) {
 	bridgeFor := func(cwd string) *Bridge {
 		b := bridges[cwd]
 		if b == nil {
-			b = NewBridge(Snapshot{Terminal: snap.Terminal, Cwd: cwd})
+			s := snap
+			s.Cwd = cwd
+			b = NewBridge(s)
 			bridges[cwd] = b
 		}
 		return b

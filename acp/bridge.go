@@ -2,7 +2,9 @@ package acp
 
 import (
 	"encoding/json"
+	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	sdk "github.com/coder/acp-go-sdk"
@@ -31,6 +33,10 @@ type Snapshot struct {
 	// Cwd is the session's working directory, absolute. A relative
 	// workdir is drawn resolved against it; "" leaves such a cwd out.
 	Cwd string
+	// HostCwds are the configured cwds of the remote hosts, by name
+	// (tools.Toolset.HostCwds). A call on a host is drawn in
+	// <host>:<cwd>, where a host without one stands for its user's home.
+	HostCwds map[string]string
 }
 
 // Bridge draws the tool calls of one session as ACP session updates
@@ -163,7 +169,7 @@ func (b *Bridge) CallView(id sdk.ToolCallId, v tools.View) sdk.SessionUpdate {
 	}
 	tc.Content = append(tc.Content, sdk.ToolTerminalRef(string(id)))
 	info := map[string]any{"terminal_id": string(id)}
-	if cwd := b.terminalCwd(v.Cwd); cwd != "" {
+	if cwd := b.terminalCwd(v); cwd != "" {
 		info["cwd"] = cwd
 	}
 	tc.Meta = map[string]any{"terminal_info": info}
@@ -235,10 +241,27 @@ func (b *Bridge) forget(id sdk.ToolCallId) {
 	b.mu.Unlock()
 }
 
-// terminalCwd is where a call with workdir wd runs, as the bash tool
-// resolves it: wd when absolute, else joined to the session cwd; the
-// session cwd when wd is empty; "" when it cannot be known here.
-func (b *Bridge) terminalCwd(wd string) string {
+// terminalCwd is where the call of v runs, as the bash tool resolves its
+// workdir wd: wd when absolute, else joined to the session cwd; the
+// session cwd when wd is empty; "" when it cannot be known here. A call
+// on a remote host runs in <host>:<dir>, dir resolved as its executor
+// does: against the host's configured cwd, else its user's home (~).
+func (b *Bridge) terminalCwd(v tools.View) string {
+	wd := v.Cwd
+	if v.Host != "" {
+		base := b.snap.HostCwds[v.Host]
+		if base == "" {
+			base = "~"
+		}
+		switch {
+		case wd == "":
+			wd = base
+		case path.IsAbs(wd) || wd == "~" || strings.HasPrefix(wd, "~/"):
+		default:
+			wd = path.Join(base, wd)
+		}
+		return v.Host + ":" + wd
+	}
 	switch {
 	case wd == "":
 		return b.snap.Cwd

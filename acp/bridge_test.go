@@ -336,3 +336,32 @@ func TestSchemaCatchesBadShapes(t *testing.T) {
 		t.Errorf("the schema refuses an error with a null id: %v", err)
 	}
 }
+
+// TestTerminalInfoHost checks that a call on a remote host draws its
+// terminal card's cwd as <host>:<cwd>: the workdir as given (a relative
+// one joined to the host's cwd, else to its home), else the host's
+// configured cwd, else ~. A call on local is drawn as without hosts.
+func TestTerminalInfoHost(t *testing.T) {
+	snap := acp.Snapshot{Terminal: true, Cwd: "/work/proj", HostCwds: map[string]string{"gpu1": "/srv/train"}}
+	cases := []struct {
+		args json.RawMessage
+		want string
+	}{
+		{args("command", "ls", "host", "gpu1"), "gpu1:/srv/train"},
+		{args("command", "ls", "host", "gpu1", "workdir", "/data"), "gpu1:/data"},
+		{args("command", "ls", "host", "gpu1", "workdir", "sub"), "gpu1:/srv/train/sub"},
+		{args("command", "ls", "host", "gpu1", "workdir", "~/x"), "gpu1:~/x"},
+		{args("command", "ls", "host", "build"), "build:~"},
+		{args("command", "ls", "host", "build", "workdir", "sub"), "build:~/sub"},
+		{args("command", "ls", "host", "build", "workdir", "~"), "build:~"},
+		{args("command", "ls", "host", "local", "workdir", "sub"), "/work/proj/sub"},
+		{args("command", "ls", "host", "local"), "/work/proj"},
+	}
+	for _, c := range cases {
+		u := acp.NewBridge(snap).Call("c1", tools.NameBash, c.args)
+		info, _ := u.ToolCall.Meta["terminal_info"].(map[string]any)
+		if got := info["cwd"]; got != c.want {
+			t.Errorf("%s: terminal_info.cwd = %v, want %q", c.args, got, c.want)
+		}
+	}
+}

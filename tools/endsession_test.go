@@ -46,3 +46,44 @@ func TestEndSessionKillsWhatTheSessionLeft(t *testing.T) {
 		t.Errorf("task %s still known after EndSession: %q", id, r.Text)
 	}
 }
+
+// EndSession reaches the remote hosts: what the session's commands left
+// running on a host is killed there too, another session's is not.
+func TestEndSessionKillsWhatTheSessionLeftOnAHost(t *testing.T) {
+	marker := testutil.Marker(t)
+	gpu, _ := pipeHost(t, "gpu1", marker, "/")
+	e := newEnv(t, envOpts{tools: tools.Options{Hosts: []tools.Host{gpu}}})
+	t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
+	other := tools.Session{ID: "session-b", Cwd: e.dir}
+	on := func(s tools.Session, cmd string) {
+		wantOK(t, e.callAs(s, tools.NameBash, map[string]any{"command": cmd, "description": "Leave a sleep running", "host": "gpu1"}))
+	}
+	on(e.sess, "setsid sleep 1040 >/dev/null 2>&1 & sleep 1041 >/dev/null 2>&1 &")
+	time.Sleep(50 * time.Millisecond) // the sessions' commands must not overlap in time
+	on(other, "sleep 1043 >/dev/null 2>&1 &")
+	count := func(arg string) int {
+		n := 0
+		for _, p := range testutil.Processes(marker) {
+			if testutil.Cmdline(p.Pid) == "sleep "+arg {
+				n++
+			}
+		}
+		return n
+	}
+	testutil.WaitFor(t, 5*time.Second, "the sleeps to start", func() bool {
+		return count("1040")+count("1041")+count("1043") >= 3
+	})
+	e.ts.EndSession(e.sess.ID)
+	for _, a := range []string{"1040", "1041"} {
+		if n := count(a); n != 0 {
+			t.Errorf("sleep %s of the ended session survived EndSession on the host", a)
+		}
+	}
+	if n := count("1043"); n != 1 {
+		t.Errorf("the other session's sleep on the host: %d alive, want 1", n)
+	}
+	e.ts.EndSession(other.ID)
+	if n := count("1043"); n != 0 {
+		t.Errorf("sleep 1043 survived its session's end")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"runtime"
@@ -168,4 +169,20 @@ func TestUnreachableHostIsAnError(t *testing.T) {
 	e := newEnv(t, envOpts{tools: tools.Options{Hosts: []tools.Host{{Name: "db", Executor: ex}}}})
 	wantError(t, e.call(tools.NameBash, map[string]any{"command": "true", "description": "d", "host": "db"}),
 		"host db unreachable: dial tcp 10.0.0.9:22: connect: no route to host; the command did not run")
+}
+
+// TestHostCwds checks the configured cwds an editor draws remote calls in:
+// only the hosts that have one.
+func TestHostCwds(t *testing.T) {
+	marker := testutil.Marker(t)
+	gpu, _ := pipeHost(t, "gpu1", marker, "/srv/train")
+	gpu.Cwd = "/srv/train"
+	build, _ := pipeHost(t, "build", marker, "")
+	e := newEnv(t, envOpts{tools: tools.Options{Hosts: []tools.Host{gpu, build}}})
+	if got, want := e.ts.HostCwds(), map[string]string{"gpu1": "/srv/train"}; !maps.Equal(got, want) {
+		t.Errorf("HostCwds = %v, want %v", got, want)
+	}
+	if got := newEnv(t, envOpts{}).ts.HostCwds(); got != nil {
+		t.Errorf("HostCwds without hosts = %v, want nil", got)
+	}
 }

@@ -17,12 +17,15 @@ const (
 type View struct {
 	Card string `json:"card"`
 	// Call fields.
-	Title       string   `json:"title,omitempty"`
-	Description string   `json:"description,omitempty"`
-	Cwd         string   `json:"cwd,omitempty"`
-	Kind        string   `json:"kind,omitempty"` // "execute", "read"
-	RawInput    string   `json:"rawInput,omitempty"`
-	Content     []string `json:"content,omitempty"`
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description,omitempty"`
+	Cwd         string `json:"cwd,omitempty"`
+	// Host is the remote host a bash call runs on ("" for this machine);
+	// Cwd is then a path of that host, as the model gave it.
+	Host     string   `json:"host,omitempty"`
+	Kind     string   `json:"kind,omitempty"` // "execute", "read"
+	RawInput string   `json:"rawInput,omitempty"`
+	Content  []string `json:"content,omitempty"`
 	// Result fields of a terminal card.
 	Output   *string `json:"output,omitempty"`
 	ExitCode *int    `json:"exitCode,omitempty"`
@@ -52,7 +55,11 @@ func PresentCall(tool string, args json.RawMessage) (v View, ok bool) {
 			return v, true
 		}
 		wd, _ := a.optString("workdir")
-		return View{Card: CardTerminal, Title: cmd, Description: desc, Cwd: wd}, true
+		host, _ := a.optString("host")
+		if host == HostLocal {
+			host = ""
+		}
+		return View{Card: CardTerminal, Title: cmd, Description: desc, Cwd: wd, Host: host}, true
 	case NameTaskOutput:
 		id, ok := a.nonEmptyString("task_id")
 		if !ok {

@@ -46,6 +46,13 @@ func TestPresentCall(t *testing.T) {
 			tools.View{Card: "generic", Title: "List background tasks", Kind: "read"}, true},
 		{"task_kill", "task_kill", `{"task_id":"bash-3","reason":"done"}`,
 			tools.View{Card: "generic", Title: "Kill background task bash-3", Kind: "execute", RawInput: "bash-3"}, true},
+		// A remote host: named in the view, the workdir as given.
+		{"foreground_host", "bash", `{"command":"make","host":"gpu1","workdir":"sub"}`,
+			tools.View{Card: "terminal", Title: "make", Cwd: "sub", Host: "gpu1"}, true},
+		{"foreground_host_local", "bash", `{"command":"make","host":"local"}`,
+			tools.View{Card: "terminal", Title: "make"}, true},
+		{"foreground_host_not_string", "bash", `{"command":"make","host":7}`,
+			tools.View{Card: "terminal", Title: "make"}, true},
 		// Malformed: no view.
 		{"bash_no_command", "bash", `{"description":"x"}`, tools.View{}, false},
 		{"bash_command_number", "bash", `{"command":42}`, tools.View{}, false},

@@ -12,10 +12,13 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/conch-dev/conch/rules"
@@ -85,10 +88,13 @@ type Options struct {
 // Host is a remote host of Options.Hosts: its name, as the model sees it,
 // and the executor that runs commands there. A command for a host runs in
 // the workdir the model gave, resolved by that executor (the session's
-// cwd is a path of this machine, so it does not apply there).
+// cwd is a path of this machine, so it does not apply there). Cwd is the
+// executor's default workdir there ("" for the remote user's home), told
+// here only so that an editor can draw where a call runs.
 type Host struct {
 	Name     string
 	Executor shell.Executor
+	Cwd      string
 }
 
 // HostLocal is the host parameter's name for this machine.
@@ -390,17 +396,37 @@ func (t *Toolset) textBudget(notices []Notice) int {
 
 // EndSession ends the session id: what its user allowed for the session
 // is forgotten, its background tasks are disposed of (cancelled, awaited
-// and forgotten), and then, when the executor is a shell.OwnerEnder,
-// everything the session's commands left running is killed. It returns
-// once all of it is gone.
+// and forgotten), and then, on this machine and on every remote host
+// whose executor is a shell.OwnerEnder, everything the session's commands
+// left running is killed. It returns once all of it is gone.
 func (t *Toolset) EndSession(id string) {
 	t.approved.forget(id)
 	if t.opts.Tasks != nil {
 		t.opts.Tasks.Dispose(id)
 	}
-	if oe, ok := t.ex.(shell.OwnerEnder); ok {
-		oe.EndOwner(id)
+	var wg sync.WaitGroup
+	for _, ex := range append([]shell.Executor{t.ex}, slices.Collect(maps.Values(t.hosts))...) {
+		if oe, ok := ex.(shell.OwnerEnder); ok {
+			// Hosts in parallel: each may wait a grace period.
+			wg.Go(func() { oe.EndOwner(id) })
+		}
 	}
+	wg.Wait()
+}
+
+// HostCwds are the configured cwds of the remote hosts that have one, by
+// name (nil without such hosts).
+func (t *Toolset) HostCwds() map[string]string {
+	var m map[string]string
+	for _, h := range t.opts.Hosts {
+		if h.Cwd != "" {
+			if m == nil {
+				m = make(map[string]string)
+			}
+			m[h.Name] = h.Cwd
+		}
+	}
+	return m
 }
 
 // Notices drains and words the completion notices pending for a session.

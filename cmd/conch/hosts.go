@@ -117,7 +117,7 @@ func (c *config) remoteHosts() ([]tools.Host, []*remote.Executor, error) {
 			}
 			return nil, nil, err
 		}
-		hosts = append(hosts, tools.Host{Name: name, Executor: ex})
+		hosts = append(hosts, tools.Host{Name: name, Executor: ex, Cwd: c.hostCwds.by[name]})
 		exs = append(exs, ex)
 	}
 	return hosts, exs, nil

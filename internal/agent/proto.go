@@ -22,9 +22,17 @@
 // does not speak that version, and then serves the other operations:
 // "start" (Launch or Start of a Spec; the client names the process with
 // Proc), "read" and "peek" (a process's ReadResult), "kill", "written",
-// "release" (the client holds the process no more: the agent forgets it)
-// and "close" (kill everything, wait until it is gone, answer). When the
-// agent's input ends, it kills everything it started.
+// "release" (the client holds the process no more: the agent forgets it),
+// "end-owner" (kill what the commands started with that Owner still run
+// or left running, wait until it is gone, answer) and "close" (kill
+// everything, wait until it is gone, answer). When the agent's input
+// ends, it kills everything it started.
+//
+// "end-owner" and StartArgs.Owner came after version 1 was first
+// released, as additions that keep it version 1: an agent without them
+// ignores the Owner and answers "end-owner" with an Error of kind
+// "other", after which its owners end only when the connection does, as
+// they did before.
 package agent
 
 import (
@@ -49,15 +57,16 @@ const MaxFrame = 16 << 20
 
 // Operations of a Request, and the Op of a notification.
 const (
-	OpHello   = "hello"
-	OpStart   = "start"
-	OpRead    = "read"
-	OpPeek    = "peek"
-	OpKill    = "kill"
-	OpWritten = "written"
-	OpRelease = "release"
-	OpClose   = "close"
-	OpDone    = "done" // notification: a process settled
+	OpHello    = "hello"
+	OpStart    = "start"
+	OpRead     = "read"
+	OpPeek     = "peek"
+	OpKill     = "kill"
+	OpWritten  = "written"
+	OpRelease  = "release"
+	OpEndOwner = "end-owner"
+	OpClose    = "close"
+	OpDone     = "done" // notification: a process settled
 )
 
 // Request is one message from the client.
@@ -67,7 +76,8 @@ type Request struct {
 	Proc    uint64     `json:"proc,omitempty"`
 	Version int        `json:"version,omitempty"` // hello
 	Start   *StartArgs `json:"start,omitempty"`
-	Max     int        `json:"max,omitempty"` // peek
+	Max     int        `json:"max,omitempty"`   // peek
+	Owner   string     `json:"owner,omitempty"` // end-owner
 }
 
 // StartArgs are a Spec to launch (foreground, its timeout applies) or to
@@ -82,6 +92,7 @@ type StartArgs struct {
 	Stdin          []byte            `json:"stdin,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
 	ManagedEnv     map[string]string `json:"managedEnv,omitempty"`
+	Owner          string            `json:"owner,omitempty"` // the Request's Owner, for end-owner
 }
 
 // Response is one message from the agent: the answer to a Request (ID of

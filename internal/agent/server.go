@@ -78,6 +78,15 @@ func (s *server) handle(req Request) {
 		s.start(req)
 		return
 	}
+	if req.Op == OpEndOwner {
+		if oe, ok := s.ex.(shell.OwnerEnder); ok {
+			oe.EndOwner(req.Owner)
+		} else {
+			resp.Err = &Error{Kind: ErrKindOther, Msg: "this agent's executor cannot end an owner"}
+		}
+		s.c.Write(resp)
+		return
+	}
 	if req.Op == OpClose {
 		if err := s.ex.Close(); err != nil {
 			resp.Err = EncodeError(err)
@@ -127,7 +136,7 @@ func (s *server) start(req Request) {
 		return
 	}
 	r := shell.Request{Command: a.Command, Workdir: expandHome(a.Workdir), Timeout: a.Timeout,
-		StdoutMaxBytes: a.StdoutMaxBytes, Env: a.Env, ManagedEnv: a.ManagedEnv}
+		StdoutMaxBytes: a.StdoutMaxBytes, Env: a.Env, ManagedEnv: a.ManagedEnv, Owner: a.Owner}
 	if a.HasStdin {
 		r.Stdin = a.Stdin
 		if r.Stdin == nil {

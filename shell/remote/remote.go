@@ -80,6 +80,7 @@ type Executor struct {
 var (
 	_ shell.Executor        = (*Executor)(nil)
 	_ shell.ContextLauncher = (*Executor)(nil)
+	_ shell.OwnerEnder      = (*Executor)(nil)
 )
 
 // UnreachableError is a host that could not be reached (or whose agent
@@ -175,11 +176,11 @@ func (e *Executor) start(ctx context.Context, s shell.Spec, background bool) (*p
 	}
 	a := &agent.StartArgs{Background: background, Command: s.Command, Workdir: s.Workdir,
 		Timeout: s.Timeout, StdoutMaxBytes: s.StdoutMaxBytes, HasStdin: s.Stdin != nil, Stdin: s.Stdin,
-		Env: s.Env, ManagedEnv: s.ManagedEnv}
+		Env: s.Env, ManagedEnv: s.ManagedEnv, Owner: s.Owner}
 	if background {
 		a.Timeout = 0
 	}
-	p := &process{c: c, id: e.nextProc.Add(1), done: make(chan struct{}), released: new(atomic.Bool)}
+	p := &process{c: c, id: e.nextProc.Add(1), owner: s.Owner, done: make(chan struct{}), released: new(atomic.Bool)}
 	if !background {
 		p.timeout = s.Timeout
 	}
@@ -190,6 +191,8 @@ func (e *Executor) start(ctx context.Context, s shell.Spec, background bool) (*p
 	}
 	if err != nil {
 		c.unregister(p)
+		// Nobody gets p, but an EndOwner may be waiting for it.
+		p.settle(&agent.Done{Status: shell.StatusKilled}, false)
 		if errors.Is(err, ErrLost) {
 			return nil, &UnreachableError{Host: e.name, Err: err}
 		}
@@ -227,6 +230,32 @@ func (e *Executor) Hello(ctx context.Context) (agent.Hello, error) {
 		return agent.Hello{}, err
 	}
 	return c.hello, nil
+}
+
+// EndOwner implements shell.OwnerEnder: the agent kills what owner's
+// commands still run or left running on the host (as its executor's
+// EndOwner does) and answers once it is gone; EndOwner then waits for
+// those commands to settle here. Without a live connection there is
+// nothing to end: a lost connection made the agent kill everything, and
+// EndOwner does not dial. An agent too old to end an owner leaves the
+// owner's leftovers until the connection ends.
+func (e *Executor) EndOwner(owner string) {
+	e.connMu.Lock()
+	c := e.conn
+	e.connMu.Unlock()
+	if c == nil || c.isLost() {
+		return
+	}
+	procs := c.owned(owner)
+	resp, err := c.call(agent.Request{Op: agent.OpEndOwner, Owner: owner})
+	if err != nil || resp.Err != nil {
+		return // lost (the agent killed everything), or an agent that cannot
+	}
+	// The agent sends each one's done right after it ended, or the
+	// connection's loss settles it.
+	for _, p := range procs {
+		<-p.done
+	}
 }
 
 // Close implements shell.Executor: the agent kills everything it runs and
@@ -353,6 +382,19 @@ func (c *conn) unregister(p *process) {
 	c.mu.Unlock()
 }
 
+// owned are the running processes of owner.
+func (c *conn) owned(owner string) []*process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ps []*process
+	for _, p := range c.procs {
+		if p.owner == owner {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
 // call sends req and waits for its answer. It fails with ErrLost when the
 // connection is or becomes lost first.
 func (c *conn) call(req agent.Request) (agent.Response, error) {
@@ -455,6 +497,7 @@ func (r releaser) release() {
 type process struct {
 	c       *conn
 	id      uint64
+	owner   string        // the Spec's Owner
 	timeout time.Duration // Launch only
 
 	done     chan struct{}

@@ -16,6 +16,7 @@ import (
 	"github.com/conch-dev/conch/internal/agent"
 	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/shell"
+	"github.com/conch-dev/conch/shell/local"
 	"github.com/conch-dev/conch/shell/remote"
 	"github.com/conch-dev/conch/tools"
 )
@@ -305,4 +306,128 @@ func TestResolve(t *testing.T) {
 	if _, err := remote.New("h", nil, &remote.Options{Cwd: "rel"}); err == nil {
 		t.Error("relative Cwd accepted")
 	}
+}
+
+// EndOwner reaches the host: what an owner's foreground commands left
+// running there (setsid escapees included) and its running tasks are
+// killed before it returns; another owner's are not.
+func TestEndOwnerOnTheHost(t *testing.T) {
+	var _ shell.OwnerEnder = (*remote.Executor)(nil)
+	forEach(t, func(t *testing.T, tr transport) {
+		ex, marker, _ := newExec(t, tr, nil)
+		quiet := " >/dev/null 2>&1"
+		run(t, ex, shell.Request{Owner: "a", Command: "setsid sleep 1010" + quiet + " & sleep 1011" + quiet + " &"})
+		// Commands of two owners that overlap make an escapee's owner
+		// unknowable from its start time; these do not.
+		time.Sleep(50 * time.Millisecond)
+		run(t, ex, shell.Request{Owner: "b", Command: "setsid sleep 1020" + quiet + " & sleep 1021" + quiet + " &"})
+		bg := start(t, ex, shell.Request{Owner: "b", Command: "sleep 1022"})
+		waitSleeps(t, marker, "1010", "1011", "1020", "1021", "1022")
+
+		ex.EndOwner("b")
+		for _, a := range []string{"1020", "1021", "1022"} {
+			if n := len(sleeps(marker, a)); n != 0 {
+				t.Errorf("sleep %s of b survived EndOwner(b)", a)
+			}
+		}
+		for _, a := range []string{"1010", "1011"} {
+			if n := len(sleeps(marker, a)); n != 1 {
+				t.Errorf("sleep %s of a: %d alive after EndOwner(b), want 1", a, n)
+			}
+		}
+		select {
+		case <-bg.Done():
+			if bg.Status() != shell.StatusKilled {
+				t.Errorf("b's running task: status %s, want killed", bg.Status())
+			}
+		default:
+			t.Error("b's running task had not settled when EndOwner(b) returned")
+		}
+		ex.EndOwner("a")
+		for _, a := range []string{"1010", "1011"} {
+			if n := len(sleeps(marker, a)); n != 0 {
+				t.Errorf("sleep %s of a survived EndOwner(a)", a)
+			}
+		}
+	})
+}
+
+// EndOwner of an executor that never connected does not connect: a fresh
+// agent runs nothing of anyone's.
+func TestEndOwnerDoesNotDial(t *testing.T) {
+	d := remote.DialFunc(func(context.Context) (io.ReadWriteCloser, error) {
+		t.Error("EndOwner dialled")
+		return nil, errors.New("no dial")
+	})
+	ex, err := remote.New("h1", d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Close()
+	ex.EndOwner("a")
+}
+
+// sleeps are the processes carrying marker whose command line is
+// `sleep arg`.
+func sleeps(marker, arg string) []int {
+	var out []int
+	for _, p := range testutil.Processes(marker) {
+		if testutil.Cmdline(p.Pid) == "sleep "+arg {
+			out = append(out, p.Pid)
+		}
+	}
+	return out
+}
+
+func waitSleeps(t *testing.T, marker string, args ...string) {
+	t.Helper()
+	for _, a := range args {
+		testutil.WaitFor(t, 5*time.Second, "sleep "+a+" to start", func() bool { return len(sleeps(marker, a)) > 0 })
+	}
+}
+
+// ownerless hides its executor's EndOwner, as an agent built before
+// end-owner existed does.
+type ownerless struct{ shell.Executor }
+
+// EndOwner against an agent that cannot end an owner returns at once and
+// leaves the owner's commands to the connection's end.
+func TestEndOwnerOldAgent(t *testing.T) {
+	marker := testutil.Marker(t)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	d := remote.DialFunc(func(context.Context) (io.ReadWriteCloser, error) {
+		ex, err := local.New(&local.Options{Grace: testGrace, SpillParent: t.TempDir()})
+		if err != nil {
+			return nil, err
+		}
+		client, server := netPipe()
+		wg.Go(func() {
+			agent.Serve(server, server, ownerless{ex}, agent.Hello{})
+			server.Close()
+		})
+		return client, nil
+	})
+	rex, err := remote.New("h1", d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := markedExec{rex, marker}
+	p := start(t, ex, shell.Request{Owner: "a", Command: "sleep 1050"})
+	waitSleeps(t, marker, "1050")
+	ended := make(chan struct{})
+	go func() { rex.EndOwner("a"); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("EndOwner hung on an agent that cannot end an owner")
+	}
+	if n := len(sleeps(marker, "1050")); n != 1 {
+		t.Errorf("sleep 1050: %d alive, want 1 (left to the connection's end)", n)
+	}
+	if err := rex.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	waitDone(t, p, 5*time.Second)
+	testutil.AssertNoProcesses(t, marker)
 }
