@@ -161,12 +161,14 @@ func startAgent(bin string) (*agentProc, error) {
 func (p *agentProc) Read(b []byte) (int, error)  { return p.out.Read(b) }
 func (p *agentProc) Write(b []byte) (int, error) { return p.in.Write(b) }
 
-// Close ends the agent's input (it then kills what it started and exits)
-// and waits for it.
+// Close drops the connection as a network would, both ways at once: our
+// reading end first (so nothing the agent still sends arrives, as after a
+// real drop), then its input (it then kills what it started and exits);
+// then it waits for the agent.
 func (p *agentProc) Close() error {
 	p.once.Do(func() {
-		p.in.Close()
 		p.out.Close()
+		p.in.Close()
 		p.err = p.cmd.Wait()
 	})
 	return p.err

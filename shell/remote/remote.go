@@ -189,6 +189,13 @@ func (e *Executor) start(ctx context.Context, s shell.Spec, background bool) (*p
 	if err == nil && resp.Err != nil {
 		err = resp.Err.Err()
 	}
+	if errors.Is(err, ErrLost) && p.lostNow() {
+		// The connection was lost after the request went out: the command
+		// may have started, and the agent stopped it when its input
+		// ended. p is settled like any process the loss cut, with the
+		// lost marker; "did not run" would not be known to be true.
+		return p, nil
+	}
 	if err != nil {
 		c.unregister(p)
 		// Nobody gets p, but an EndOwner may be waiting for it.

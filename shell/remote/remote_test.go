@@ -171,14 +171,20 @@ func TestLongOutputSpillsOnTheHost(t *testing.T) {
 func TestLostConnectionStopsTheCommand(t *testing.T) {
 	forEach(t, func(t *testing.T, tr transport) {
 		ex, marker, drop := newExec(t, tr, nil)
-		bg := start(t, ex, shell.Request{Command: "echo started; sleep 30"})
+		bg := start(t, ex, shell.Request{Command: "echo started; sleep 31"})
 		done := make(chan shell.Result, 1)
 		go func() { done <- run(t, ex, shell.Request{Command: "sleep 30"}) }()
-		// Both run on the host before the connection drops.
-		deadline := time.Now().Add(10 * time.Second)
-		for len(testutil.Processes(marker)) < 2 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
+		// Both run on the host before the connection drops: each one's
+		// own sleep is seen (the task alone is two processes already).
+		running := func(cmd string) bool {
+			for _, p := range testutil.Processes(marker) {
+				if testutil.Cmdline(p.Pid) == cmd {
+					return true
+				}
+			}
+			return false
 		}
+		testutil.WaitFor(t, 10*time.Second, "both sleeps on the host", func() bool { return running("sleep 30") && running("sleep 31") })
 		drop()
 		var r shell.Result
 		select {
