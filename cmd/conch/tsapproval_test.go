@@ -3,14 +3,9 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -24,17 +19,8 @@ import (
 // Like TestTSClient it needs node and npm; CONCH_SKIP_TS_CLIENT=1 skips
 // it.
 func TestTSClientApproval(t *testing.T) {
-	if os.Getenv("CONCH_SKIP_TS_CLIENT") == "1" {
-		t.Skip("CONCH_SKIP_TS_CLIENT=1")
-	}
+	skipTSClient(t)
 	t.Parallel()
-	if _, err := testutil.NPMFixture(tsClientDir); err != nil {
-		t.Fatalf("the TypeScript MCP client: %v (or set CONCH_SKIP_TS_CLIENT=1 to skip this test)", err)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node is needed to run the TypeScript MCP client (or set CONCH_SKIP_TS_CLIENT=1 to skip this test): %v", err)
-	}
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	work, err := filepath.EvalSymlinks(t.TempDir())
@@ -42,16 +28,7 @@ func TestTSClientApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := writeConfig(t, "[rules]\nask = [\"Bash(touch:*)\"]\n")
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "approval.mjs", testutil.ConchBinary(t), cfg, work)
-	cmd.Dir = tsClientDir
-	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("node approval.mjs: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
-	}
+	stdout, _ := runTSClient(t, marker, "approval.mjs", testutil.ConchBinary(t), cfg, work)
 	var out struct {
 		Stdio struct {
 			Calls []map[string]any
@@ -62,8 +39,8 @@ func TestTSClientApproval(t *testing.T) {
 		Nocap map[string]any
 		HTTP  map[string]any
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
-		t.Fatalf("script output: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("script output: %v\n%s", err, stdout)
 	}
 	if out.Stdio.Fatal != "" {
 		t.Fatalf("stdio: %s\nlogs:\n%s", out.Stdio.Fatal, out.Stdio.Logs)

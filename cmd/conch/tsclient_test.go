@@ -31,45 +31,27 @@ const tsClientDir = "../../mcpserver/testdata/ts-client"
 // the test. It needs node, and npm to install the client in tsClientDir
 // on first use; CONCH_SKIP_TS_CLIENT=1 skips it.
 func TestTSClient(t *testing.T) {
-	if os.Getenv("CONCH_SKIP_TS_CLIENT") == "1" {
-		t.Skip("CONCH_SKIP_TS_CLIENT=1")
-	}
+	skipTSClient(t)
 	t.Parallel()
-	if _, err := testutil.NPMFixture(tsClientDir); err != nil {
-		t.Fatalf("the TypeScript MCP client: %v (or set CONCH_SKIP_TS_CLIENT=1 to skip this test)", err)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node is needed to run the TypeScript MCP client (or set CONCH_SKIP_TS_CLIENT=1 to skip this test): %v", err)
-	}
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "script.mjs", testutil.ConchBinary(t), root)
-	cmd.Dir = tsClientDir
-	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("node script.mjs: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
-	}
-	if strings.Contains(stderr.String(), "unknown message ID") {
-		t.Errorf("the TypeScript client warned of a response to an unknown request:\n%s", stderr.String())
+	stdout, stderr := runTSClient(t, marker, "script.mjs", testutil.ConchBinary(t), root)
+	if strings.Contains(stderr, "unknown message ID") {
+		t.Errorf("the TypeScript client warned of a response to an unknown request:\n%s", stderr)
 	}
 	var out map[string]map[string]any
-	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
-		t.Fatalf("script output: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("script output: %v\n%s", err, stdout)
 	}
 	for _, tr := range []string{"stdio", "http"} {
 		t.Run(tr, func(t *testing.T) {
 			got := out[tr]
 			if got == nil {
-				t.Fatalf("no %s result in %s", tr, stdout.String())
+				t.Fatalf("no %s result in %s", tr, stdout)
 			}
 			t.Cleanup(func() {
 				if t.Failed() {
@@ -275,4 +257,37 @@ func checkTSClient(t *testing.T, tr string, got map[string]any, root string) {
 		t.Errorf("the DELETE took %v ms", ms)
 	}
 	expect("stdout", "")
+}
+
+// skipTSClient skips t when CONCH_SKIP_TS_CLIENT=1.
+func skipTSClient(t *testing.T) {
+	if os.Getenv("CONCH_SKIP_TS_CLIENT") == "1" {
+		t.Skip("CONCH_SKIP_TS_CLIENT=1")
+	}
+}
+
+// runTSClient runs a script of the official TypeScript MCP client
+// (tsClientDir, installed on first use) with node, its processes carrying
+// marker, and returns what it printed. A missing node or npm, or a script
+// that fails, fails t.
+func runTSClient(t *testing.T, marker, script string, args ...string) (stdout, stderr string) {
+	t.Helper()
+	if _, err := testutil.NPMFixture(tsClientDir); err != nil {
+		t.Fatalf("the TypeScript MCP client: %v (or set CONCH_SKIP_TS_CLIENT=1 to skip this test)", err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is needed to run the TypeScript MCP client (or set CONCH_SKIP_TS_CLIENT=1 to skip this test): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
+	cmd.Dir = tsClientDir
+	cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node %s: %v\nstderr:\n%s\nstdout:\n%s", script, err, errb.String(), out.String())
+	}
+	return out.String(), errb.String()
 }
