@@ -3,7 +3,6 @@ package shell
 import (
 	"errors"
 	"fmt"
-	"github.com/conch-dev/conch/internal/sandbox"
 	"time"
 )
 
@@ -193,7 +192,23 @@ type Result struct {
 	Notes []string
 	// Sandbox is the sandbox the command ran under and what it denied;
 	// nil when it ran without one.
-	Sandbox *sandbox.Report
+	Sandbox *SandboxReport
+}
+
+// SandboxReport is the sandbox a command ran under and what it denied:
+// Mode is "read-only", "workspace-write" or "full-access", Network "on" or
+// "off".
+type SandboxReport struct {
+	Mode    string          `json:"mode"`
+	Network string          `json:"network"`
+	Denied  []SandboxDenial `json:"denied"`
+}
+
+// SandboxDenial is one operation a sandbox denied: Op is "write" (Path
+// named) or "network" (no path).
+type SandboxDenial struct {
+	Path string `json:"path,omitempty"`
+	Op   string `json:"op"`
 }
 
 // Status is the life stage of a background Process.

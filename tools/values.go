@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/tasks"
 )
@@ -28,7 +27,7 @@ type ForegroundValue struct {
 	Stderr    StreamValue `json:"stderr"`
 	// Sandbox is the sandbox the command ran under and what it denied;
 	// absent without one.
-	Sandbox *sandbox.Report `json:"sandbox,omitempty"`
+	Sandbox *shell.SandboxReport `json:"sandbox,omitempty"`
 }
 
 // BackgroundValue is the structured value of a background start.

@@ -96,7 +96,10 @@ func (s *spawner) Annotate(c local.Command, r *shell.Result) {
 	}
 	markers, rep := sandbox.Attribute(s.plan, f, sandbox.OSHost{})
 	r.Notes = append(r.Notes, markers...)
-	r.Sandbox = &rep
+	r.Sandbox = &shell.SandboxReport{Mode: string(rep.Mode), Network: string(rep.Network), Denied: []shell.SandboxDenial{}}
+	for _, d := range rep.Denied {
+		r.Sandbox.Denied = append(r.Sandbox.Denied, shell.SandboxDenial{Path: d.Path, Op: d.Op})
+	}
 }
 
 // EndOwner implements local.Spawner: the init kills what each of the
