@@ -6,22 +6,28 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/conch-dev/conch/internal/agent"
+	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/shell/local"
 )
 
 const agentUsage = `Usage: conch agent [flags]
 
 Serve conch's agent protocol on stdin and stdout, for a conch on another
-machine that reaches this one over SSH: run the commands it sends with the
-local provider, here. When stdin ends (the connection closed), every
+machine that reaches this one over SSH: run the commands it sends here,
+with this host's containment and sandbox (by default: containment where
+the host allows it, and workspace-write with --cwd as the workspace; a
+host that cannot enforce a mode not given explicitly runs the commands
+with what it allows). When stdin ends (the connection closed), every
 command it started is killed. Nothing but protocol frames is written to
-stdout; logs go to stderr.
+stdout; logs go to stderr. The conch that starts the agent passes its own
+settings as flags; the agent reads no configuration file.
 
 Flags:
 `
@@ -31,7 +37,14 @@ func agentCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	fs := flag.NewFlagSet("conch agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {}
-	grace := fs.Duration("grace", local.DefaultGrace, "delay between SIGTERM and SIGKILL when a command is killed")
+	var c config
+	c.logLevel = logLevel{slog.LevelWarn}
+	fs.Var(&c.logLevel, "log-level", "least level of the log lines on stderr (debug, info, warn, error)")
+	c.addExecutorFlags(fs)
+	// On a host, commands are contained and sandboxed unless told
+	// otherwise (docs/remote.md).
+	c.containment.v = "auto"
+	c.sandboxMode.v = string(sandbox.WorkspaceWrite)
 	switch err := fs.Parse(args); {
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprint(stdout, agentUsage)
@@ -60,14 +73,16 @@ func agentCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		defer out.Close()
 		stdout = out
 	}
-	ex, err := local.New(&local.Options{Grace: *grace})
+	log := c.newLogger(stderr)
+	ex, enforces, err := c.agentExecutor(log)
 	if err != nil {
 		fmt.Fprintf(stderr, "conch agent: %v\n", err)
 		return 1
 	}
-	hello := agent.Hello{Conch: version, OS: runtime.GOOS, Arch: runtime.GOARCH, Cwd: ex.Options().Cwd}
+	hello := agent.Hello{Conch: version, OS: runtime.GOOS, Arch: runtime.GOARCH, Cwd: ex.Options().Cwd,
+		Enforces: enforces.String()}
 	served := make(chan error, 1)
-	go func() { served <- agent.Serve(stdin, stdout, ex, hello) }()
+	go func() { served <- agent.Serve(stdin, stdout, toolsExecutor(ex, enforces), hello) }()
 	select {
 	case err := <-served:
 		if err != nil {
@@ -80,4 +95,24 @@ func agentCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		ex.Close()
 		return 1
 	}
+}
+
+// agentExecutor is the executor of the flags, composed as the local
+// server's. A sandbox or network mode left to its default that this host
+// cannot enforce is dropped, with a warning, as locally: the commands run
+// with what the host allows (its containment included, under auto).
+func (c *config) agentExecutor(log *slog.Logger) (*local.Executor, enforcement, error) {
+	if c.cwd != "" {
+		fi, err := os.Stat(c.cwd)
+		if err != nil || !fi.IsDir() {
+			return nil, enforcement{}, fmt.Errorf("--cwd %s: not a directory", c.cwd)
+		}
+	}
+	ex, enf, err := c.executor(c.localOptions(), log)
+	if err == nil || c.sandboxMode.given || c.network.given {
+		return ex, enf, err
+	}
+	log.Warn("sandbox unavailable: commands run without a file sandbox on this host", "cause", err.Error())
+	c.sandboxMode.v = string(sandbox.FullAccess)
+	return c.executor(c.localOptions(), log)
 }

@@ -26,7 +26,7 @@ var (
 		"writable-root": "sandbox.writable_roots",
 	}
 	// notKeys are flags with no key.
-	notKeys = []string{"config", "workdir", "json", "present", "background", "host", "host-cwd"}
+	notKeys = []string{"config", "workdir", "json", "present", "background", "host", "host-cwd", "host-sandbox", "host-network", "host-containment"}
 )
 
 // configKey is the configuration key of the flag named name, or "".

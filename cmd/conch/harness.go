@@ -23,8 +23,9 @@ var providers = []string{"local"}
 
 // choice is a flag value that must be one of a fixed set.
 type choice struct {
-	v    string
-	from []string
+	v     string
+	from  []string
+	given bool // set by a flag or the file, not the default
 }
 
 func (c *choice) String() string {
@@ -38,7 +39,7 @@ func (c *choice) Set(s string) error {
 	if !slices.Contains(c.from, s) {
 		return fmt.Errorf("must be one of: %s", strings.Join(c.from, ", "))
 	}
-	c.v = s
+	c.v, c.given = s, true
 	return nil
 }
 

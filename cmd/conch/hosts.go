@@ -2,10 +2,12 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	cfgfile "github.com/conch-dev/conch/internal/config"
@@ -14,12 +16,33 @@ import (
 	"github.com/conch-dev/conch/tools"
 )
 
-// Remote hosts are configured as tables, `[hosts.<name>]` with `ssh` and
-// `cwd`, or with the repeatable flags --host NAME=SSH and
-// --host-cwd NAME=DIR; a --host flag replaces the file's hosts.
+// Remote hosts are configured as tables, `[hosts.<name>]` with `ssh`,
+// `cwd`, `sandbox`, `network` and `containment`, or with the repeatable
+// flags --host NAME=SSH, --host-cwd NAME=DIR, --host-sandbox NAME=MODE,
+// --host-network NAME=on|off and --host-containment NAME=MODE; a --host
+// flag replaces the file's hosts (docs/remote.md).
 
 // hostFields maps a host table's keys to their flags.
-var hostFields = map[string]string{"ssh": "host", "cwd": "host-cwd"}
+var hostFields = map[string]string{"ssh": "host", "cwd": "host-cwd", "sandbox": "host-sandbox",
+	"network": "host-network", "containment": "host-containment"}
+
+// hostFieldNames are the keys of a host table, in the order conch config
+// prints them.
+var hostFieldNames = []string{"ssh", "cwd", "sandbox", "network", "containment"}
+
+// addHostFlags registers the flags of remote hosts.
+func (c *config) addHostFlags(fs *flag.FlagSet) {
+	c.hosts = hostValues{what: "ssh destination"}
+	c.hostCwds = hostValues{what: "dir"}
+	c.hostSandbox = hostValues{what: "mode", from: sandboxModes}
+	c.hostNetwork = hostValues{what: "network", from: networkModes}
+	c.hostContainment = hostValues{what: "mode", from: containmentModes}
+	fs.Var(&c.hosts, "host", "a remote host commands may run on, `NAME=SSH` (user@host:port or a ~/.ssh/config alias; repeatable)")
+	fs.Var(&c.hostCwds, "host-cwd", "default working directory on a remote host, `NAME=DIR` (default: the remote user's home; repeatable)")
+	fs.Var(&c.hostSandbox, "host-sandbox", "the sandbox of a remote host, `NAME=MODE` (default: --sandbox when given, else workspace-write with the host's working directory as the workspace; repeatable)")
+	fs.Var(&c.hostNetwork, "host-network", "whether commands on a remote host reach the network, `NAME=on|off` (default: --network when given, else on; repeatable)")
+	fs.Var(&c.hostContainment, "host-containment", "the containment of a remote host, `NAME=MODE` (default: --containment when given, else auto; repeatable)")
+}
 
 // hostName is what a host may be called: the model sees it, in the bash
 // tool's host enum and in task kinds (bash@<name>).
@@ -27,7 +50,8 @@ var hostName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
 // hostValues is a repeatable NAME=VALUE flag.
 type hostValues struct {
-	what string // "an SSH destination", "a directory": for the message
+	what string   // "ssh destination", "dir": for the message
+	from []string // the values allowed; nil: any
 	vals []string
 	by   map[string]string
 }
@@ -44,6 +68,8 @@ func (h *hostValues) Set(s string) error {
 	switch {
 	case !ok || v == "":
 		return fmt.Errorf("must be NAME=%s", strings.ToUpper(strings.ReplaceAll(h.what, " ", "_")))
+	case h.from != nil && !slices.Contains(h.from, v):
+		return fmt.Errorf("%s must be one of: %s", h.what, strings.Join(h.from, ", "))
 	case !hostName.MatchString(name):
 		return fmt.Errorf("host name %q must be letters, digits, '.', '_' or '-'", name)
 	case name == tools.HostLocal:
@@ -72,7 +98,7 @@ func (s *settings) applyHostEntry(e cfgfile.Entry) (bool, error) {
 	}
 	i := strings.LastIndexByte(rest, '.')
 	if i < 0 || hostFields[rest[i+1:]] == "" {
-		return true, &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("unknown key (a host takes ssh and cwd)")}
+		return true, &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("unknown key (a host takes " + strings.Join(hostFieldNames, ", ") + ")")}
 	}
 	name, flagName := rest[:i], hostFields[rest[i+1:]]
 	if e.Array {
@@ -93,6 +119,16 @@ func (s *settings) applyHostEntry(e cfgfile.Entry) (bool, error) {
 // remoteHosts builds an executor per configured host. They connect on
 // first use; what runs there is held to this server's timeouts.
 func (c *config) remoteHosts() ([]tools.Host, []*remote.Executor, error) {
+	for _, hv := range []struct {
+		flag string
+		v    *hostValues
+	}{{"--host-sandbox", &c.hostSandbox}, {"--host-network", &c.hostNetwork}, {"--host-containment", &c.hostContainment}} {
+		for name := range hv.v.by {
+			if c.hosts.by[name] == "" {
+				return nil, nil, fmt.Errorf("%s %s: no host %s is configured", hv.flag, name, name)
+			}
+		}
+	}
 	for name, cwd := range c.hostCwds.by {
 		if c.hosts.by[name] == "" {
 			return nil, nil, fmt.Errorf("--host-cwd %s: no host %s is configured", name, name)
@@ -108,7 +144,7 @@ func (c *config) remoteHosts() ([]tools.Host, []*remote.Executor, error) {
 	for _, spec := range c.hosts.vals {
 		name, ssh, _ := strings.Cut(spec, "=")
 		ex, err := sshhost.New(sshhost.Host{Name: name, SSH: ssh, Cwd: c.hostCwds.by[name]}, &sshhost.Options{
-			AgentArgs: []string{"--grace", c.graceMs.millis().String()},
+			AgentArgs: c.agentArgs(name),
 			Executor:  remote.Options{Timeout: c.timeoutMs.millis(), MaxTimeout: c.maxTimeoutMs.millis()},
 		})
 		if err != nil {
@@ -123,10 +159,46 @@ func (c *config) remoteHosts() ([]tools.Host, []*remote.Executor, error) {
 	return hosts, exs, nil
 }
 
+// agentArgs are the flags of conch agent on the host called name: the
+// caps of this configuration, the host's working directory (the
+// sandbox's workspace there), and its containment, sandbox and network:
+// the host's own, else this configuration's when given. What is given
+// neither way is left to the agent's defaults (docs/remote.md), under
+// which a host that cannot enforce them runs its commands with what it
+// allows.
+func (c *config) agentArgs(name string) []string {
+	args := []string{"--timeout-ms", c.timeoutMs.String(), "--max-timeout-ms", c.maxTimeoutMs.String(),
+		"--max-output-bytes", c.maxOutputBytes.String(), "--max-spill-bytes", c.maxSpillBytes.String(),
+		"--grace-ms", c.graceMs.String()}
+	for _, n := range c.passEnv.vals {
+		args = append(args, "--pass-env", n)
+	}
+	if cwd := c.hostCwds.by[name]; cwd != "" {
+		args = append(args, "--cwd", cwd)
+	}
+	for _, f := range []struct {
+		flag   string
+		host   *hostValues
+		global *choice
+	}{
+		{"--containment", &c.hostContainment, &c.containment},
+		{"--sandbox", &c.hostSandbox, &c.sandboxMode},
+		{"--network", &c.hostNetwork, &c.network},
+	} {
+		if v := f.host.by[name]; v != "" {
+			args = append(args, f.flag, v)
+		} else if f.global.given {
+			args = append(args, f.flag, f.global.v)
+		}
+	}
+	return args
+}
+
 // printHosts writes the configured hosts as their table keys, for
 // `conch config`.
 func (s *settings) printHosts(w io.Writer) {
-	for field, flagName := range map[string]string{"ssh": "host", "cwd": "host-cwd"} {
+	for _, field := range hostFieldNames {
+		flagName := hostFields[field]
 		f := s.fs.Lookup(flagName)
 		if f == nil {
 			continue

@@ -29,7 +29,7 @@ func TestHostsConfig(t *testing.T) {
 	t.Parallel()
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
-	p := writeConfig(t, "timeout_ms = 300\n\n[hosts.gpu1]\nssh = \"me@gpu1.example:2222\"\ncwd = \"/srv/train\"\n\n[hosts.build]\nssh = \"buildbox\"\n")
+	p := writeConfig(t, "timeout_ms = 300\n\n[hosts.gpu1]\nssh = \"me@gpu1.example:2222\"\ncwd = \"/srv/train\"\n\n[hosts.build]\nssh = \"buildbox\"\nnetwork = \"off\"\n")
 	stdout, stderr, code := testutil.RunConch(t, marker, "config", "--config", p)
 	if code != 0 {
 		t.Fatalf("conch config: exit %d, stderr %q", code, stderr)
@@ -38,15 +38,17 @@ func TestHostsConfig(t *testing.T) {
 		`hosts.gpu1.ssh = "me@gpu1.example:2222"  # ` + p + ":4",
 		`hosts.build.ssh = "buildbox"  # ` + p + ":8",
 		`hosts.gpu1.cwd = "/srv/train"  # ` + p + ":5",
+		`hosts.build.network = "off"  # ` + p + ":9",
 	} {
 		if !strings.Contains(stdout, line+"\n") {
 			t.Errorf("conch config lacks %q:\n%s", line, stdout)
 		}
 	}
 	for _, c := range []struct{ text, want string }{
-		{"[hosts.gpu1]\nport = 22\n", ":2: hosts.gpu1.port: unknown key (a host takes ssh and cwd)"},
+		{"[hosts.gpu1]\nport = 22\n", ":2: hosts.gpu1.port: unknown key (a host takes ssh, cwd, sandbox, network, containment)"},
 		{"[hosts.local]\nssh = \"x\"\n", `:2: hosts.local.ssh: "local" is this machine; name the host otherwise`},
 		{"[hosts.gpu1]\nssh = [\"a\"]\n", ":2: hosts.gpu1.ssh: takes one value, not a list"},
+		{"[hosts.gpu1]\nssh = \"a\"\nsandbox = \"none\"\n", ":3: hosts.gpu1.sandbox: mode must be one of: read-only, workspace-write, full-access"},
 	} {
 		p := writeConfig(t, c.text)
 		_, stderr, code := testutil.RunConch(t, marker, "config", "--config", p)
@@ -91,31 +93,7 @@ func TestHostsBuild(t *testing.T) {
 // driven by an MCP client, runs commands on a real sshd's host (deploying
 // itself there), runs tasks there, and leaves nothing on the host.
 func TestServeRemoteHost(t *testing.T) {
-	marker := testutil.Marker(t)
-	srv := sshdtest.Start(t)
-	home := t.TempDir()
-	if err := os.Mkdir(filepath.Join(home, ".ssh"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	ssh := sshdtest.NewClient(filepath.Join(home, ".ssh"))
-	ssh.Alias(t, "gpubox", srv, 0)
-	cfg := writeConfig(t, "[hosts.gpu1]\nssh = \"gpubox\"\ncwd = \"/tmp\"\n")
-
-	cmd := exec.Command(testutil.ConchBinary(t), "serve", "--config", cfg, "--grace-ms", "500")
-	cmd.Env = append(testutil.Env(marker), "HOME="+home, "SSH_AUTH_SOCK=", "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
-	cmd.Stderr = newLogBuffer(t, "conch serve")
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	cs, err := newClient(serverOptions{}).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatalf("connect to conch serve: %v", err)
-	}
-	defer func() {
-		cs.Close()
-		testutil.AssertNoProcesses(t, marker)
-		srv.AssertNoAgents(t)
-	}()
-
+	cs := serveWithHosts(t, sshdtest.Start(t), "[hosts.gpu1]\nssh = \"gpubox\"\ncwd = \"/tmp\"\n")
 	on := func(command string) map[string]any {
 		a := bash(command)
 		a["host"] = "gpu1"
@@ -141,6 +119,78 @@ func TestServeRemoteHost(t *testing.T) {
 	r = callTool(t, cs, "bash", map[string]any{"command": "true", "description": "d", "host": "gpu2"})
 	if got := text(t, r); !r.IsError || got != `Error: unknown host "gpu2"; configured hosts: gpu1` {
 		t.Errorf("unknown host: %q", got)
+	}
+}
+
+// serveWithHosts starts conch serve with cfg, whose hosts reach srv
+// through the alias gpubox, and connects an MCP client to it. At cleanup
+// it checks that nothing is left here or on the host.
+func serveWithHosts(t *testing.T, srv *sshdtest.Server, cfg string) *mcp.ClientSession {
+	t.Helper()
+	marker := testutil.Marker(t)
+	home := t.TempDir()
+	if err := os.Mkdir(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ssh := sshdtest.NewClient(filepath.Join(home, ".ssh"))
+	ssh.Alias(t, "gpubox", srv, 0)
+	cmd := exec.Command(testutil.ConchBinary(t), "serve", "--config", writeConfig(t, cfg), "--grace-ms", "500")
+	cmd.Env = append(testutil.Env(marker), "HOME="+home, "SSH_AUTH_SOCK=", "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
+	cmd.Stderr = newLogBuffer(t, "conch serve")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	cs, err := newClient(serverOptions{}).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect to conch serve: %v", err)
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		testutil.AssertNoProcesses(t, marker)
+		srv.AssertNoAgents(t)
+	})
+	return cs
+}
+
+// TestServeRemoteHostContained: on a host, commands run with that host's
+// containment and sandbox (docs/remote.md): by default in their own PID
+// namespace, whose /proc shows the init and not the agent, and under
+// workspace-write with the host's cwd as the workspace, so that a write
+// to the remote user's home is denied with the sandbox's marker; a
+// host's own sandbox = "full-access" lets it through.
+func TestServeRemoteHostContained(t *testing.T) {
+	srv := sshdtest.Start(t)
+	u := sshdtest.EnsureUser(t)
+	// The workspace is in the remote user's home, beside the ~/x the
+	// sandbox denies (the temp and cache dirs are writable anyway).
+	ws := filepath.Join(u.HomeDir, "ws-"+filepath.Base(srv.Dir))
+	if out, err := exec.Command("su", "-s", "/bin/sh", u.Username, "-c", "mkdir "+ws).CombinedOutput(); err != nil {
+		t.Fatalf("mkdir %s as %s: %v: %s", ws, u.Username, err, out)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
+	cs := serveWithHosts(t, srv, "[hosts.gpu1]\nssh = \"gpubox\"\ncwd = \""+ws+"\"\n\n"+
+		"[hosts.open]\nssh = \"gpubox\"\ncwd = \""+ws+"\"\nsandbox = \"full-access\"\n")
+	on := func(host, command string) string {
+		a := bash(command)
+		a["host"] = host
+		return text(t, callTool(t, cs, "bash", a))
+	}
+	// The init is conch itself, re-executed as `conch __init`; the agent
+	// that started it is outside the namespace.
+	got := on("gpu1", "tr '\\0' ' ' < /proc/1/cmdline; echo; "+
+		"for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done | grep -c 'conch-[0-9a-f]* agent'; touch x && echo wrote x")
+	if l := strings.Split(got, "\n"); len(l) != 4 || !strings.Contains(l[0], "/conch-") || !strings.HasSuffix(l[0], " __init ") ||
+		l[1] != "0" || l[2] != "wrote x" {
+		t.Errorf("gpu1: %q, want /proc/1 to be the init (…/conch-<hash> __init), no agent, a write in the workspace", got)
+	}
+	home := u.HomeDir
+	got = on("gpu1", "touch ~/x")
+	want := "[stderr]\ntouch: cannot touch '" + home + "/x': Permission denied\n" +
+		"[sandbox: write to " + home + "/x denied under workspace-write mode; writable: " + ws + ", /tmp, " + srv.Cache + "]\n[exit code: 1]"
+	if got != want {
+		t.Errorf("touch ~/x on gpu1:\n%s\nwant:\n%s", got, want)
+	}
+	if got := on("open", "touch ~/x && rm ~/x && echo done"); got != "done\n" {
+		t.Errorf("touch ~/x on open (full-access): %q", got)
 	}
 }
 

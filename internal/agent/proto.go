@@ -116,6 +116,10 @@ type Hello struct {
 	OS      string `json:"os"`
 	Arch    string `json:"arch"`
 	Cwd     string `json:"cwd"` // where commands without a workdir run
+	// Enforces is what the agent holds commands to, as conch's start-up
+	// line says it ("…; containment: pid-namespace; sandbox:
+	// workspace-write, network on"); added within version 1.
+	Enforces string `json:"enforces,omitempty"`
 }
 
 // Error kinds: they map back to the seam's typed errors.
@@ -180,6 +184,10 @@ type Done struct {
 	Stdout      Output        `json:"stdout"`
 	Stderr      Output        `json:"stderr"`
 	LeftRunning bool          `json:"leftRunning,omitempty"`
+	// Notes and Sandbox were added within version 1 (an older agent
+	// sends neither: its commands ran without a sandbox).
+	Notes   []string             `json:"notes,omitempty"`
+	Sandbox *shell.SandboxReport `json:"sandbox,omitempty"`
 }
 
 // ErrFrameTooLarge is returned for a frame longer than MaxFrame.
@@ -355,11 +363,13 @@ func EncodeDone(p shell.Process) *Done {
 	res := p.Result()
 	return &Done{Status: p.Status(), ExitCode: res.ExitCode, Signal: res.Signal,
 		TimedOut: res.TimedOut, Aborted: res.Aborted, Timeout: res.Timeout,
-		Stdout: EncodeOutput(res.Stdout), Stderr: EncodeOutput(res.Stderr), LeftRunning: res.LeftRunning}
+		Stdout: EncodeOutput(res.Stdout), Stderr: EncodeOutput(res.Stderr), LeftRunning: res.LeftRunning,
+		Notes: res.Notes, Sandbox: res.Sandbox}
 }
 
 // Result is d as a shell.Result.
 func (d *Done) Result() shell.Result {
 	return shell.Result{ExitCode: d.ExitCode, Signal: d.Signal, TimedOut: d.TimedOut, Aborted: d.Aborted,
-		Timeout: d.Timeout, Stdout: d.Stdout.Output(), Stderr: d.Stderr.Output(), LeftRunning: d.LeftRunning}
+		Timeout: d.Timeout, Stdout: d.Stdout.Output(), Stderr: d.Stderr.Output(), LeftRunning: d.LeftRunning,
+		Notes: d.Notes, Sandbox: d.Sandbox}
 }
