@@ -28,8 +28,16 @@
 // everything, wait until it is gone, answer). When the agent's input
 // ends, it kills everything it started.
 //
-// "end-owner" and StartArgs.Owner came after version 1 was first
-// released, as additions that keep it version 1: an agent without them
+// While a foreground process (a Start that is not Background) runs and
+// the client has not read it, the agent also sends "output"
+// notifications, at most every OutputInterval and only when it wrote
+// something: Read holds the end of its output so far (as Peek returns
+// it, up to MaxOutput bytes a stream) and Written its sizes. They let the
+// client keep what a command printed before a lost connection cut it.
+//
+// "end-owner", StartArgs.Owner and "output" came after version 1 was
+// first released, as additions that keep it version 1 (a client ignores
+// a notification it does not know): an agent without them
 // ignores the Owner and answers "end-owner" with an Error of kind
 // "other", after which its owners end only when the connection does, as
 // they did before.
@@ -51,6 +59,9 @@ import (
 // Version is the protocol version this package speaks.
 const Version = 1
 
+// MaxOutput bounds each stream of an output notification.
+const MaxOutput = 1 << 20
+
 // MaxFrame bounds the JSON body of a frame: a start carries the command
 // and its stdin, a done two tails of at most the executor's tail size.
 const MaxFrame = 16 << 20
@@ -66,8 +77,13 @@ const (
 	OpRelease  = "release"
 	OpEndOwner = "end-owner"
 	OpClose    = "close"
-	OpDone     = "done" // notification: a process settled
+	OpDone     = "done"   // notification: a process settled
+	OpOutput   = "output" // notification: a foreground process's output so far
 )
+
+// OutputInterval is how often, at most, the agent sends a foreground
+// process's output while it runs.
+const OutputInterval = 200 * time.Millisecond
 
 // Request is one message from the client.
 type Request struct {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/conch-dev/conch/shell"
 )
@@ -18,7 +19,8 @@ import (
 // itself; its Version is set to this package's.
 func Serve(r io.Reader, w io.Writer, ex shell.Executor, hello Hello) error {
 	hello.Version = Version
-	s := &server{c: NewConn(r, w), ex: ex, hello: hello, procs: make(map[uint64]shell.Process)}
+	s := &server{c: NewConn(r, w), ex: ex, hello: hello, procs: make(map[uint64]shell.Process),
+		read: make(map[uint64]bool)}
 	err := s.loop()
 	s.ex.Close()
 	s.wg.Wait()
@@ -36,6 +38,7 @@ type server struct {
 
 	mu    sync.Mutex
 	procs map[uint64]shell.Process
+	read  map[uint64]bool // foreground processes the client has read
 }
 
 func (s *server) loop() error {
@@ -102,6 +105,9 @@ func (s *server) handle(req Request) {
 	}
 	switch req.Op {
 	case OpRead:
+		s.mu.Lock()
+		s.read[req.Proc] = true
+		s.mu.Unlock()
 		resp.Read = EncodeRead(p.Read())
 	case OpPeek:
 		resp.Read = EncodeRead(p.Peek(req.Max))
@@ -163,8 +169,48 @@ func (s *server) start(req Request) {
 	if s.c.Write(resp) != nil {
 		p.Kill()
 	}
+	if !a.Background {
+		s.sendOutput(req.Proc, p)
+	}
 	<-p.Done()
 	s.c.Write(Response{Op: OpDone, Proc: req.Proc, Done: EncodeDone(p)})
+}
+
+// sendOutput sends the output of the foreground process p while it runs,
+// at most every OutputInterval and only when it wrote something, until
+// the client reads p itself (it then has the output it read) or p
+// settles (done carries its Result).
+func (s *server) sendOutput(id uint64, p shell.Process) {
+	defer func() {
+		s.mu.Lock()
+		delete(s.read, id)
+		s.mu.Unlock()
+	}()
+	t := time.NewTicker(OutputInterval)
+	defer t.Stop()
+	var sent [2]int64
+	for {
+		select {
+		case <-p.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		read := s.read[id]
+		s.mu.Unlock()
+		if read {
+			return
+		}
+		var w [2]int64
+		w[0], w[1] = p.Written()
+		if w == sent {
+			continue
+		}
+		sent = w
+		if s.c.Write(Response{Op: OpOutput, Proc: id, Read: EncodeRead(p.Peek(MaxOutput)), Written: w}) != nil {
+			return
+		}
+	}
 }
 
 // expandHome expands a workdir of "~" or "~/…" (shell.IsHomeRelative) to the agent user's home; one

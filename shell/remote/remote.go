@@ -17,6 +17,7 @@ import (
 	"io"
 	"path"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -450,7 +451,8 @@ func (c *conn) readLoop() {
 			break
 		}
 		if resp.ID == 0 {
-			if resp.Op == agent.OpDone && resp.Done != nil {
+			switch {
+			case resp.Op == agent.OpDone && resp.Done != nil:
 				c.mu.Lock()
 				p := c.procs[resp.Proc]
 				delete(c.procs, resp.Proc)
@@ -458,6 +460,12 @@ func (c *conn) readLoop() {
 				if p != nil {
 					p.settle(resp.Done, false)
 				}
+			case resp.Op == agent.OpOutput && resp.Read != nil:
+				c.mu.Lock()
+				if p := c.procs[resp.Proc]; p != nil {
+					p.sent = &sentOutput{resp.Read.Stdout, resp.Read.Stderr, resp.Written}
+				}
+				c.mu.Unlock()
 			}
 			continue
 		}
@@ -479,9 +487,42 @@ func (c *conn) readLoop() {
 		close(ch)
 	}
 	for _, p := range procs {
-		p.settle(&agent.Done{Status: shell.StatusKilled, Timeout: p.timeout,
-			Stderr: agent.Output{Text: LostMarker(c.host) + "\n"}}, true)
+		p.settle(p.lostDone(c.host), true)
 	}
+}
+
+// sentOutput is what the agent sent of a foreground process's output
+// while it ran: the end of each stream, and their sizes.
+type sentOutput struct {
+	stdout, stderr string
+	written        [2]int64
+}
+
+// lostDone is the result of p cut by the loss of its connection: killed,
+// with the output the agent sent before the cut (unless p was read: that
+// output was delivered by the reads), then the lost marker. The host's
+// spill files went with the agent.
+func (p *process) lostDone(host string) *agent.Done {
+	d := &agent.Done{Status: shell.StatusKilled, Timeout: p.timeout}
+	if o := p.sent; o != nil && !p.consumed.Load() {
+		d.Stdout, d.Stderr = lostOutput(o.stdout, o.written[0]), lostOutput(o.stderr, o.written[1])
+	}
+	if t := d.Stderr.Text; t != "" && !strings.HasSuffix(t, "\n") {
+		d.Stderr.Text += "\n"
+	}
+	d.Stderr.Text += LostMarker(host) + "\n"
+	return d
+}
+
+// errSpillLost is why a cut call's output names no spill file.
+var errSpillLost = errors.New("the host's spill file went with the connection")
+
+func lostOutput(text string, size int64) agent.Output {
+	o := agent.Output{Text: text, Size: size}
+	if size > int64(len(text)) {
+		o.Truncated, o.SpillErr = true, &agent.SpillErr{Msg: errSpillLost.Error()}
+	}
+	return o
 }
 
 // releaser tells the agent to forget a process; it must not refer to the
@@ -512,6 +553,10 @@ type process struct {
 	result   *agent.Done // set before done is closed
 	lost     bool        // settled by the loss of the connection
 	lostRead atomic.Bool // the lost marker was read
+	// sent is the output the agent last sent while p ran (conn.mu);
+	// consumed: p was read, which delivered its output instead.
+	sent     *sentOutput
+	consumed atomic.Bool
 	// released: the agent was told to forget it. Its own allocation: the
 	// cleanup that releases p must not point into p, or p never dies.
 	released *atomic.Bool
@@ -584,6 +629,7 @@ func (p *process) Kill() bool {
 // Read implements shell.Process. After a lost connection it returns the
 // lost marker in its stderr part, once.
 func (p *process) Read() shell.ReadResult {
+	p.consumed.Store(true)
 	return p.read(agent.Request{Op: agent.OpRead, Proc: p.id})
 }
 

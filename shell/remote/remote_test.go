@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -209,6 +210,36 @@ func TestLostConnectionStopsTheCommand(t *testing.T) {
 		testutil.AssertNoProcesses(t, marker)
 		if r := run(t, ex, shell.Request{Command: "echo back"}); r.Stdout.Text != "back\n" {
 			t.Errorf("after reconnect: %+v", r)
+		}
+	})
+}
+
+// A foreground call cut by a lost connection keeps the output the agent
+// sent before the cut, then the lost marker; the agent sends a foreground
+// command's output while it runs (docs/remote.md).
+func TestLostConnectionKeepsOutput(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		ex, _, drop := newExec(t, tr, nil)
+		printed := filepath.Join(t.TempDir(), "printed")
+		done := make(chan shell.Result, 1)
+		go func() {
+			done <- run(t, ex, shell.Request{Command: "echo before; echo oops >&2; touch " + printed + "; sleep 30"})
+		}()
+		testutil.WaitFor(t, 10*time.Second, "the output printed on the host", func() bool {
+			_, err := os.Stat(printed)
+			return err == nil
+		})
+		time.Sleep(2 * time.Second) // the agent sends it within 200 ms
+		drop()
+		var r shell.Result
+		select {
+		case r = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run still running 10 s after its connection was lost")
+		}
+		want := "oops\n[connection to host h1 lost; the command was stopped]\n"
+		if r.Stdout.Text != "before\n" || r.Stderr.Text != want || r.ExitCode != nil || r.Stdout.Truncated {
+			t.Errorf("lost Run: %+v, want stdout %q, stderr %q", r, "before\n", want)
 		}
 	})
 }
