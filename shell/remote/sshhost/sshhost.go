@@ -656,8 +656,24 @@ func (d *Dialer) deployLocked(ctx context.Context) error {
 	return nil
 }
 
+// removeOld is the part of the upload script that removes, once the new
+// build $f is in place, the other builds of its directory (conch-<16 hex
+// digits>) that no process of the remote user runs (its /proc/<pid>/exe):
+// a build in use is another local conch's agent, whose init re-executes
+// that file. Temporary uploads an hour old were cut and are removed too.
+// Another conch whose build was removed uploads it again on its next
+// connection.
+const removeOld = `inuse=$(ls -l /proc/[0-9]*/exe 2>/dev/null || true); ` +
+	`for o in "$d"/conch-????????????????; do ` +
+	`[ "$o" != "$f" ] && [ -f "$o" ] || continue; ` +
+	`case "${o##*/conch-}" in *[!0-9a-f]*) continue;; esac; ` +
+	`case "$inuse" in *" -> $o"*) continue;; esac; ` +
+	`rm -f "$o"; done; ` +
+	`find "$d" -maxdepth 1 -name '.upload-*' -mmin +60 -exec rm -f {} + 2>/dev/null || true`
+
 // upload copies AgentBinary to path on the host through a temporary file
-// that is checked against the binary's checksum before it is renamed.
+// that is checked against the binary's checksum before it is renamed,
+// then removes the older builds there (removeOld).
 func (d *Dialer) upload(ctx context.Context, path string) error {
 	f, err := os.Open(d.opts.AgentBinary)
 	if err != nil {
@@ -667,7 +683,7 @@ func (d *Dialer) upload(ctx context.Context, path string) error {
 	script := `set -eu; f=` + shellQuote(path) + `; d=$(dirname "$f"); mkdir -p "$d"; chmod 700 "$d"; ` +
 		`t=$(mktemp "$d/.upload-XXXXXX"); trap 'rm -f "$t"' EXIT; cat > "$t"; ` +
 		`s=$(sha256sum < "$t" | cut -c1-64); if [ "$s" != ` + d.binHash + ` ]; then echo "checksum $s after upload" >&2; exit 1; fi; ` +
-		`chmod 700 "$t"; mv -f "$t" "$f"; trap - EXIT`
+		`chmod 700 "$t"; mv -f "$t" "$f"; trap - EXIT; ` + removeOld
 	if _, err := d.output(ctx, script, f); err != nil {
 		return fmt.Errorf("upload conch to %s: %w", path, err)
 	}
