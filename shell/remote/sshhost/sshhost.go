@@ -728,13 +728,13 @@ func (d *Dialer) startAgent(ctx context.Context) (io.ReadWriteCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	in, err := s.StdinPipe()
-	var out io.Reader
+	st := &stream{s: s, release: release, exited: make(chan struct{})}
+	st.in, err = s.StdinPipe()
 	if err == nil {
-		out, err = s.StdoutPipe()
+		st.out, err = s.StdoutPipe()
 	}
 	if err == nil {
-		s.Stderr = d.opts.Stderr
+		s.Stderr = io.MultiWriter(d.opts.Stderr, &st.stderr)
 		err = s.Start(d.agentCmd)
 	}
 	if err != nil {
@@ -742,19 +742,51 @@ func (d *Dialer) startAgent(ctx context.Context) (io.ReadWriteCloser, error) {
 		release()
 		return nil, fmt.Errorf("start agent: %w", err)
 	}
-	return &stream{s: s, in: in, out: out, release: release}, nil
+	go func() {
+		st.exitErr = s.Wait()
+		close(st.exited)
+	}()
+	return st, nil
 }
+
+// exitWait bounds the wait for an agent's exit status once its output
+// ended: sshd sends it right after the agent exits.
+const exitWait = 2 * time.Second
 
 // stream is an agent's session: its stdout to read, its stdin to write.
 type stream struct {
 	s       *ssh.Session
 	in      io.WriteCloser
 	out     io.Reader
+	stderr  stderrTail
+	exited  chan struct{} // closed once the session's Wait returned exitErr
+	exitErr error
 	once    sync.Once
 	release func()
 }
 
-func (st *stream) Read(b []byte) (int, error)  { return st.out.Read(b) }
+// Read implements io.Reader. When the agent's output ends because it
+// exited with an error (it could not start: a mode this host cannot
+// enforce, a cwd it lacks), the error says so in the agent's last words.
+func (st *stream) Read(b []byte) (int, error) {
+	n, err := st.out.Read(b)
+	if err != io.EOF {
+		return n, err
+	}
+	select {
+	case <-st.exited:
+	case <-time.After(exitWait):
+		return n, err
+	}
+	var ee *ssh.ExitError
+	if errors.As(st.exitErr, &ee) {
+		if last := st.stderr.last(); last != "" {
+			return n, fmt.Errorf("agent exited with status %d: %s", ee.ExitStatus(), last)
+		}
+	}
+	return n, err
+}
+
 func (st *stream) Write(b []byte) (int, error) { return st.in.Write(b) }
 
 // Close ends the session; sshd then closes the agent's input. (No
@@ -763,8 +795,34 @@ func (st *stream) Write(b []byte) (int, error) { return st.in.Write(b) }
 func (st *stream) Close() error {
 	st.once.Do(func() {
 		st.s.Close()
-		st.s.Wait()
+		<-st.exited
 		st.release()
 	})
 	return nil
+}
+
+// stderrTail keeps the end of an agent's standard error.
+type stderrTail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const stderrTailBytes = 2048
+
+func (t *stderrTail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - stderrTailBytes; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// last is the last non-empty line written.
+func (t *stderrTail) last() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }

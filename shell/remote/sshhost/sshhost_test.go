@@ -319,6 +319,26 @@ func TestUploadRemovesOldBuilds(t *testing.T) {
 	}
 }
 
+// An agent that cannot start (here: a cwd the host lacks) makes the host
+// unreachable with the agent's own words, not a bare end of stream.
+func TestAgentStartFailureIsNamed(t *testing.T) {
+	s := startSSHD(t)
+	c := newClient(t)
+	c.alias(t, "h", s, 0)
+	o := c.options()
+	o.AgentArgs = append(o.AgentArgs, "--cwd", "/nonexistent")
+	ex := newExec(t, sshhost.Host{Name: "gpu1", SSH: "h"}, o, s)
+	spec, err := ex.Resolve(shell.Request{Command: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ex.Launch(spec)
+	var ue *remote.UnreachableError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "conch agent: --cwd /nonexistent: not a directory; the command did not run") {
+		t.Errorf("Launch: %v, want the host unreachable with the agent's error", err)
+	}
+}
+
 // A host of another architecture (its uname says so) is refused with the
 // path to install conch at.
 func TestOtherPlatformRefused(t *testing.T) {
