@@ -237,7 +237,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 	if scrubbed := ex.Scrubbed(); log != nil && len(scrubbed) > 0 {
 		log.Info("commands do not inherit these variables (--pass-env NAME passes one)", "names", strings.Join(scrubbed, ","))
 	}
-	hosts, hostExs, err := c.remoteHosts()
+	hosts, hostExs, err := c.remoteHosts(log)
 	if err != nil {
 		ex.Close()
 		return nil, err

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"path"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	cfgfile "github.com/conch-dev/conch/internal/config"
 	"github.com/conch-dev/conch/shell/remote"
@@ -117,8 +120,10 @@ func (s *settings) applyHostEntry(e cfgfile.Entry) (bool, error) {
 }
 
 // remoteHosts builds an executor per configured host. They connect on
-// first use; what runs there is held to this server's timeouts.
-func (c *config) remoteHosts() ([]tools.Host, []*remote.Executor, error) {
+// first use; what runs there is held to this server's timeouts. What an
+// agent says on its standard error (a sandbox the host cannot enforce,
+// why it could not start) goes to log, when there is one.
+func (c *config) remoteHosts(log *slog.Logger) ([]tools.Host, []*remote.Executor, error) {
 	for _, hv := range []struct {
 		flag string
 		v    *hostValues
@@ -143,10 +148,14 @@ func (c *config) remoteHosts() ([]tools.Host, []*remote.Executor, error) {
 	)
 	for _, spec := range c.hosts.vals {
 		name, ssh, _ := strings.Cut(spec, "=")
-		ex, err := sshhost.New(sshhost.Host{Name: name, SSH: ssh, Cwd: c.hostCwds.by[name]}, &sshhost.Options{
+		o := &sshhost.Options{
 			AgentArgs: c.agentArgs(name),
 			Executor:  remote.Options{Timeout: c.timeoutMs.millis(), MaxTimeout: c.maxTimeoutMs.millis()},
-		})
+		}
+		if log != nil {
+			o.Stderr = &agentLog{log: log, host: name}
+		}
+		ex, err := sshhost.New(sshhost.Host{Name: name, SSH: ssh, Cwd: c.hostCwds.by[name]}, o)
 		if err != nil {
 			for _, ex := range exs {
 				ex.Close()
@@ -157,6 +166,37 @@ func (c *config) remoteHosts() ([]tools.Host, []*remote.Executor, error) {
 		exs = append(exs, ex)
 	}
 	return hosts, exs, nil
+}
+
+// agentLog writes an agent's standard error to conch's log, a warning
+// for each line, naming the host.
+type agentLog struct {
+	log  *slog.Logger
+	host string
+	mu   sync.Mutex
+	line []byte // the start of a line not yet ended
+}
+
+// maxAgentLine cuts a line that never ends.
+const maxAgentLine = 4096
+
+func (a *agentLog) Write(p []byte) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.line = append(a.line, p...)
+	for {
+		i := bytes.IndexByte(a.line, '\n')
+		if i < 0 && len(a.line) < maxAgentLine {
+			return len(p), nil
+		}
+		if i < 0 {
+			i = len(a.line)
+		}
+		if line := strings.TrimSpace(string(a.line[:i])); line != "" {
+			a.log.Warn("agent on a remote host", "host", a.host, "said", line)
+		}
+		a.line = a.line[min(i+1, len(a.line)):]
+	}
 }
 
 // agentArgs are the flags of conch agent on the host called name: the

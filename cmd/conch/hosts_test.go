@@ -127,6 +127,13 @@ func TestServeRemoteHost(t *testing.T) {
 // it checks that nothing is left here or on the host.
 func serveWithHosts(t *testing.T, srv *sshdtest.Server, cfg string) *mcp.ClientSession {
 	t.Helper()
+	return serveWithHostsLog(t, srv, cfg, nil)
+}
+
+// serveWithHostsLog is serveWithHosts that also writes conch serve's log
+// to logs, when not nil.
+func serveWithHostsLog(t *testing.T, srv *sshdtest.Server, cfg string, logs io.Writer) *mcp.ClientSession {
+	t.Helper()
 	marker := testutil.Marker(t)
 	home := t.TempDir()
 	if err := os.Mkdir(filepath.Join(home, ".ssh"), 0o700); err != nil {
@@ -137,6 +144,9 @@ func serveWithHosts(t *testing.T, srv *sshdtest.Server, cfg string) *mcp.ClientS
 	cmd := exec.Command(testutil.ConchBinary(t), "serve", "--config", writeConfig(t, cfg), "--grace-ms", "500")
 	cmd.Env = append(testutil.Env(marker), "HOME="+home, "SSH_AUTH_SOCK=", "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
 	cmd.Stderr = newLogBuffer(t, "conch serve")
+	if logs != nil {
+		cmd.Stderr = io.MultiWriter(cmd.Stderr, logs)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	cs, err := newClient(serverOptions{}).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
@@ -191,6 +201,24 @@ func TestServeRemoteHostContained(t *testing.T) {
 	}
 	if got := on("open", "touch ~/x && rm ~/x && echo done"); got != "done\n" {
 		t.Errorf("touch ~/x on open (full-access): %q", got)
+	}
+}
+
+// TestServeRemoteHostAgentFails: an agent that cannot start (a cwd its
+// host lacks) makes the call fail with its words, which conch's log
+// shows too, naming the host.
+func TestServeRemoteHostAgentFails(t *testing.T) {
+	logs := new(testutil.Buffer)
+	cs := serveWithHostsLog(t, sshdtest.Start(t), "[hosts.gpu1]\nssh = \"gpubox\"\ncwd = \"/nonexistent\"\n", logs)
+	a := bash("true")
+	a["host"] = "gpu1"
+	r := callTool(t, cs, "bash", a)
+	want := "agent exited with status 1: conch agent: --cwd /nonexistent: not a directory; the command did not run"
+	if got := text(t, r); !r.IsError || !strings.HasPrefix(got, "Error: host gpu1 unreachable: ") || !strings.HasSuffix(got, want) {
+		t.Errorf("call on gpu1: %q, want it to end with %q", got, want)
+	}
+	if got := logs.String(); !strings.Contains(got, `msg="agent on a remote host" host=gpu1 said="conch agent: --cwd /nonexistent: not a directory"`) {
+		t.Errorf("conch serve's log lacks the agent's line:\n%s", got)
 	}
 }
 
