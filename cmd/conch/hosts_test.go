@@ -256,3 +256,58 @@ func TestAgentCommand(t *testing.T) {
 		t.Errorf("conch agent after its stdin closed: %v", err)
 	}
 }
+
+// TestAgentDegrades: on a host where no user namespace can be made (here:
+// a user namespace whose limit of nested ones is 0), an agent left to its
+// default sandbox runs the commands without one and says so, while one
+// given the sandbox explicitly refuses to start, naming the cause.
+func TestAgentDegrades(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	noUserns := func(args ...string) *exec.Cmd {
+		script := `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`
+		cmd := exec.Command("unshare", append([]string{"--user", "--map-root-user", "sh", "-c", script, "sh", testutil.ConchBinary(t), "agent"}, args...)...)
+		cmd.Env = testutil.Env(marker)
+		return cmd
+	}
+
+	cmd := noUserns()
+	stderr := new(testutil.Buffer)
+	cmd.Stderr = stderr
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := agent.NewConn(out, in)
+	c.Write(agent.Request{ID: 1, Op: agent.OpHello, Version: agent.Version})
+	var resp agent.Response
+	if err := c.Read(&resp); err != nil || resp.Hello == nil {
+		t.Fatalf("hello: %+v, %v; stderr %s", resp, err, stderr.String())
+	}
+	if e := resp.Hello.Enforces; !strings.Contains(e, "; containment: none (") || !strings.HasSuffix(e, "; sandbox: none (off)") {
+		t.Errorf("a host without user namespaces enforces %q", e)
+	}
+	c.Write(agent.Request{ID: 2, Op: agent.OpStart, Proc: 1, Start: &agent.StartArgs{Command: "echo ran"}})
+	for resp.Op != agent.OpDone {
+		resp = agent.Response{}
+		if err := c.Read(&resp); err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	}
+	if resp.Done.Stdout.Text != "ran\n" {
+		t.Errorf("run without a sandbox: %+v", resp.Done)
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("conch agent: %v", err)
+	}
+	if got := stderr.String(); !strings.Contains(got, `level=WARN msg="sandbox unavailable: commands run without a file sandbox on this host"`) {
+		t.Errorf("stderr lacks the warning: %q", got)
+	}
+
+	b, err := noUserns("--sandbox", "workspace-write").CombinedOutput()
+	if got := string(b); err == nil || !strings.HasPrefix(got, "conch agent: containment unavailable: user namespaces are disabled (user.max_user_namespaces = 0)") {
+		t.Errorf("agent with an explicit sandbox it cannot enforce: %v, %q", err, got)
+	}
+}
