@@ -237,16 +237,9 @@ func TestAgentCommand(t *testing.T) {
 	cmd := exec.Command(testutil.ConchBinary(t), "agent")
 	cmd.Env = testutil.Env(marker)
 	cmd.Stderr = newLogBuffer(t, "conch agent")
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := agent.NewConn(out, in)
-	c.Write(agent.Request{ID: 1, Op: agent.OpHello, Version: agent.Version})
-	var resp agent.Response
-	if err := c.Read(&resp); err != nil || resp.Hello == nil || resp.Hello.Conch != version || resp.Hello.OS != runtime.GOOS {
-		t.Errorf("hello: %+v, %v", resp, err)
+	_, in, out, hello := startAgent(t, cmd)
+	if hello.Conch != version || hello.OS != runtime.GOOS {
+		t.Errorf("hello: %+v", hello)
 	}
 	in.Close()
 	if rest, _ := io.ReadAll(out); len(rest) != 0 {
@@ -274,21 +267,12 @@ func TestAgentDegrades(t *testing.T) {
 	cmd := noUserns()
 	stderr := new(testutil.Buffer)
 	cmd.Stderr = stderr
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := agent.NewConn(out, in)
-	c.Write(agent.Request{ID: 1, Op: agent.OpHello, Version: agent.Version})
-	var resp agent.Response
-	if err := c.Read(&resp); err != nil || resp.Hello == nil {
-		t.Fatalf("hello: %+v, %v; stderr %s", resp, err, stderr.String())
-	}
-	if e := resp.Hello.Enforces; !strings.Contains(e, "; containment: none (") || !strings.HasSuffix(e, "; sandbox: none (off)") {
+	c, in, _, hello := startAgent(t, cmd)
+	if e := hello.Enforces; !strings.Contains(e, "; containment: none (") || !strings.HasSuffix(e, "; sandbox: none (off)") {
 		t.Errorf("a host without user namespaces enforces %q", e)
 	}
 	c.Write(agent.Request{ID: 2, Op: agent.OpStart, Proc: 1, Start: &agent.StartArgs{Command: "echo ran"}})
+	var resp agent.Response
 	for resp.Op != agent.OpDone {
 		resp = agent.Response{}
 		if err := c.Read(&resp); err != nil {
@@ -310,4 +294,21 @@ func TestAgentDegrades(t *testing.T) {
 	if got := string(b); err == nil || !strings.HasPrefix(got, "conch agent: containment unavailable: user namespaces are disabled (user.max_user_namespaces = 0)") {
 		t.Errorf("agent with an explicit sandbox it cannot enforce: %v, %q", err, got)
 	}
+}
+
+// startAgent starts cmd, a conch agent, and says hello to it.
+func startAgent(t *testing.T, cmd *exec.Cmd) (c *agent.Conn, in io.WriteCloser, out io.Reader, hello *agent.Hello) {
+	t.Helper()
+	in, _ = cmd.StdinPipe()
+	out, _ = cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c = agent.NewConn(out, in)
+	c.Write(agent.Request{ID: 1, Op: agent.OpHello, Version: agent.Version})
+	var resp agent.Response
+	if err := c.Read(&resp); err != nil || resp.Hello == nil {
+		t.Fatalf("hello: %+v, %v", resp, err)
+	}
+	return c, in, out, resp.Hello
 }
