@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/conch-dev/conch/internal/agent"
 	cfgfile "github.com/conch-dev/conch/internal/config"
 	"github.com/conch-dev/conch/shell/remote"
 	"github.com/conch-dev/conch/shell/remote/sshhost"
@@ -154,6 +155,9 @@ func (c *config) remoteHosts(log *slog.Logger) ([]tools.Host, []*remote.Executor
 		}
 		if log != nil {
 			o.Stderr = &agentLog{log: log, host: name}
+			o.Executor.OnConnect = func(h agent.Hello) {
+				log.Info("connected to a remote host", "host", name, "conch", h.Conch, "enforces", h.Enforces)
+			}
 		}
 		ex, err := sshhost.New(sshhost.Host{Name: name, SSH: ssh, Cwd: c.hostCwds.by[name]}, o)
 		if err != nil {

@@ -177,8 +177,9 @@ func TestServeRemoteHostContained(t *testing.T) {
 		t.Fatalf("mkdir %s as %s: %v: %s", ws, u.Username, err, out)
 	}
 	t.Cleanup(func() { os.RemoveAll(ws) })
-	cs := serveWithHosts(t, srv, "[hosts.gpu1]\nssh = \"gpubox\"\ncwd = \""+ws+"\"\n\n"+
-		"[hosts.open]\nssh = \"gpubox\"\ncwd = \""+ws+"\"\nsandbox = \"full-access\"\n")
+	logs := new(testutil.Buffer)
+	cs := serveWithHostsLog(t, srv, "[hosts.gpu1]\nssh = \"gpubox\"\ncwd = \""+ws+"\"\n\n"+
+		"[hosts.open]\nssh = \"gpubox\"\ncwd = \""+ws+"\"\nsandbox = \"full-access\"\n", logs)
 	on := func(host, command string) string {
 		a := bash(command)
 		a["host"] = host
@@ -201,6 +202,19 @@ func TestServeRemoteHostContained(t *testing.T) {
 	}
 	if got := on("open", "touch ~/x && rm ~/x && echo done"); got != "done\n" {
 		t.Errorf("touch ~/x on open (full-access): %q", got)
+	}
+	// conch's log says what each host enforces once connected.
+	for host, sandbox := range map[string]string{"gpu1": "workspace-write, network on", "open": "none (off)"} {
+		var line string
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, `msg="connected to a remote host" host=`+host+" ") {
+				line = l
+			}
+		}
+		if !strings.Contains(line, " conch="+version+` enforces="process groups, `) ||
+			!strings.Contains(line, "; containment: pid-namespace") || !strings.HasSuffix(line, "; sandbox: "+sandbox+`"`) {
+			t.Errorf("conch serve's log on %s: %q, want what it enforces, sandbox %s", host, line, sandbox)
+		}
 	}
 }
 

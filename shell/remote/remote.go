@@ -60,6 +60,9 @@ type Options struct {
 	// DialTimeout bounds a connection attempt, the hello included
 	// (default 20 s).
 	DialTimeout time.Duration
+	// OnConnect, if set, is told what the agent said of itself each time
+	// a connection is made (what it enforces there, say, for a log).
+	OnConnect func(agent.Hello)
 }
 
 // Executor runs commands on one host through its agent. Create it with
@@ -228,6 +231,9 @@ func (e *Executor) connect(ctx context.Context) (*conn, error) {
 		return nil, &UnreachableError{Host: e.name, Err: err}
 	}
 	e.conn = c
+	if e.opts.OnConnect != nil {
+		e.opts.OnConnect(c.hello)
+	}
 	return c, nil
 }
 
