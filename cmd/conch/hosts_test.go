@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/conch-dev/conch/internal/agent"
 	"github.com/conch-dev/conch/internal/sshdtest"
 	"github.com/conch-dev/conch/internal/testutil"
+	"github.com/conch-dev/conch/shell/local"
 )
 
 // TestHostsConfig: [hosts.<name>] tables configure remote hosts, conch
@@ -86,6 +88,35 @@ func TestHostsBuild(t *testing.T) {
 	fs.Parse([]string{"--host-cwd", "gpu2=/srv"})
 	if _, err := bad.build(nil); err == nil || err.Error() != "--host-cwd gpu2: no host gpu2 is configured" {
 		t.Errorf("build with a cwd for no host: %v", err)
+	}
+}
+
+// TestHostsAgentArgs: each host's agent gets this configuration's caps,
+// its own cwd, and its own sandbox, network and containment, else this
+// configuration's when given explicitly, else none (the agent's defaults).
+func TestHostsAgentArgs(t *testing.T) {
+	var c config
+	fs := flag.NewFlagSet("conch serve", flag.ContinueOnError)
+	c.addFlags(fs, 0, slog.LevelInfo)
+	if err := fs.Parse([]string{"--host", "a=x", "--host", "b=y", "--host-cwd", "a=/srv", "--timeout-ms", "5000",
+		"--network", "off", "--host-sandbox", "b=full-access", "--host-containment", "b=require", "--pass-env", "FOO"}); err != nil {
+		t.Fatal(err)
+	}
+	caps := fmt.Sprintf("--timeout-ms 5000 --max-timeout-ms %d --max-output-bytes %d --max-spill-bytes %d --grace-ms %d --pass-env FOO ",
+		local.DefaultMaxTimeout.Milliseconds(), local.DefaultMaxOutputBytes, local.DefaultMaxSpillBytes, local.DefaultGrace.Milliseconds())
+	for host, want := range map[string]string{
+		"a": caps + "--cwd /srv --network off",
+		"b": caps + "--containment require --sandbox full-access --network off",
+	} {
+		if got := strings.Join(c.agentArgs(host), " "); got != want {
+			t.Errorf("agent args of %s:\n%s\nwant\n%s", host, got, want)
+		}
+	}
+	fs = flag.NewFlagSet("conch serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.addFlags(fs, 0, slog.LevelInfo)
+	if err := fs.Parse([]string{"--host-network", "a=maybe"}); err == nil || !strings.Contains(err.Error(), "network must be one of: on, off") {
+		t.Errorf("--host-network a=maybe: %v", err)
 	}
 }
 
