@@ -103,6 +103,14 @@ var (
 
 	streamSchema = `{"type":"object","properties":{"text":{"type":"string"},"truncated":{"type":"boolean"},"spillPath":{"type":"string"}},"required":["text","truncated"]}`
 
+	// sandboxSchema is shell.SandboxReport: the sandbox a command ran
+	// under and what it denied (docs/sandbox.md).
+	sandboxSchema = `{"type":"object","properties":{` +
+		`"mode":{"type":"string","enum":["read-only","workspace-write","full-access"]},` +
+		`"network":{"type":"string","enum":["on","off"]},` +
+		`"denied":{"type":"array","items":{"type":"object","properties":{"path":{"type":"string"},"op":{"type":"string","enum":["write","network"]}},"required":["op"]}}` +
+		`},"required":["mode","network","denied"]}`
+
 	bashOutputSchema = json.RawMessage(`{"type":"object","properties":{` +
 		`"kind":{"type":"string","enum":["foreground","background","yielded"]},` +
 		`"exitCode":{"type":["integer","null"]},` +
@@ -113,7 +121,8 @@ var (
 		`"stdout":` + streamSchema + `,` +
 		`"stderr":` + streamSchema + `,` +
 		`"taskId":{"type":"string"},` +
-		`"yieldedAfterMs":{"type":"integer"}` +
+		`"yieldedAfterMs":{"type":"integer"},` +
+		`"sandbox":` + sandboxSchema +
 		`},"required":["kind"]}`)
 
 	// taskStateProperties are TaskState's fields in an output schema.
@@ -121,7 +130,7 @@ var (
 		`"timedOut":{"type":"boolean"},"timeoutMs":{"type":"integer"},"elapsedMs":{"type":"integer"}`
 
 	taskOutputOutputSchema = json.RawMessage(`{"type":"object","properties":{` +
-		`"taskId":{"type":"string"},` + taskStateProperties + `,"output":{"type":"string"}` +
+		`"taskId":{"type":"string"},` + taskStateProperties + `,"output":{"type":"string"},"sandbox":` + sandboxSchema +
 		`},"required":["taskId","status","elapsedMs","output"]}`)
 
 	taskListInputSchema  = json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)

@@ -227,6 +227,8 @@ type command struct {
 	// Set before done is closed.
 	exitCode *int
 	signal   string
+	notes    []string             // the Annotator's
+	sandbox  *shell.SandboxReport // the Annotator's
 }
 
 var _ shell.Process = (*command)(nil)
@@ -491,8 +493,6 @@ func (c *command) wait() {
 		<-killDone
 	}
 	c.child.Release()
-	c.stdout.Close()
-	c.stderr.Close()
 	switch {
 	case exitErr != nil:
 		code := -1
@@ -503,6 +503,16 @@ func (c *command) wait() {
 		code := ws.ExitStatus()
 		c.exitCode = &code
 	}
+	// The spawner's findings are made once, on the whole output, before
+	// the streams close: a background read to a closed stream's end
+	// releases its bytes.
+	if a, ok := c.e.spawner.(Annotator); ok {
+		res := c.result()
+		a.Annotate(c.shell, &res)
+		c.notes, c.sandbox = res.Notes, res.Sandbox
+	}
+	c.stdout.Close()
+	c.stderr.Close()
 	close(c.done)
 	c.e.forget(c)
 }
@@ -620,6 +630,13 @@ func (c *command) Written() (stdout, stderr int64) { return c.stdout.Len(), c.st
 
 func (c *command) Result() shell.Result {
 	<-c.done
+	res := c.result()
+	res.Notes, res.Sandbox = c.notes, c.sandbox
+	return res
+}
+
+// result is the outcome without the spawner's findings.
+func (c *command) result() shell.Result {
 	res := shell.Result{
 		ExitCode:    c.exitCode,
 		Signal:      c.signal,
@@ -633,9 +650,6 @@ func (c *command) Result() shell.Result {
 		res.TimedOut = true
 	case causeAbort, causeKill, causeClose:
 		res.Aborted = true
-	}
-	if a, ok := c.e.spawner.(Annotator); ok {
-		a.Annotate(c.shell, &res)
 	}
 	return res
 }

@@ -44,7 +44,8 @@ type Spawner interface {
 
 // Annotator is implemented by a Spawner with findings of its own about a
 // finished command (the contained provider's sandbox denials): the
-// executor lets it add them to each Result of the command.
+// executor lets it add them to the command's Result once, when the
+// command ends, with its whole output kept in memory.
 type Annotator interface {
 	Annotate(c Command, r *shell.Result)
 }
