@@ -48,7 +48,8 @@ type bashLimits struct {
 	Yield                      time.Duration // 0: off
 	Budget                     int           // bytes of a result
 	Background                 bool
-	TTY                        bool // tty is offered
+	TTY                        bool     // tty is offered
+	Notes                      []string // Options.BashNotes
 }
 
 // bashDescription is the bash tool's description: what a model must know
@@ -66,7 +67,7 @@ func bashDescription(l bashLimits) string {
 		"joined by a line that says how much was left out and names the file holding the full output. ")
 	if !l.Background {
 		b.WriteString("Background execution is not available; long-running commands must finish within the timeout.")
-		return b.String()
+		return withNotes(b.String(), l.Notes)
 	}
 	b.WriteString("Set `run_in_background: true` for long-running commands (servers, watchers, long builds): the call returns a task id at once; read the task's output with `task_output` and stop it with `task_kill`.")
 	if l.Yield > 0 {
@@ -77,7 +78,16 @@ func bashDescription(l bashLimits) string {
 			"and when it waits for input (no output for " + ms(InputIdle) + ") the call returns the screen so far and moves it to a background task; " +
 			"type into it with `task_input`, read it with `task_output`, stop it with `task_kill`.")
 	}
-	return b.String()
+	return withNotes(b.String(), l.Notes)
+}
+
+// withNotes is a description followed by the deployment's notes, each a
+// sentence of its own.
+func withNotes(desc string, notes []string) string {
+	for _, n := range notes {
+		desc += " " + n
+	}
+	return desc
 }
 
 // bashPrompt is the bash section for hosts that build system prompts.

@@ -83,6 +83,11 @@ type Options struct {
 	// bash offers a `host` parameter (the names, plus "local", the
 	// default); a remote host's tasks are of kind "bash@<name>".
 	Hosts []Host
+	// BashNotes are sentences the bash description ends with: what the
+	// deployment must tell a model about where its commands run (conch
+	// adds "Commands run without a file sandbox on this host." where the
+	// host cannot enforce the default sandbox, docs/sandbox.md).
+	BashNotes []string
 }
 
 // Host is a remote host of Options.Hosts: its name, as the model sees it,
@@ -156,7 +161,7 @@ func New(ex shell.Executor, opts *Options) *Toolset {
 		t.opts.MaxResultBytes = DefaultMaxResultBytes
 	}
 	t.opts.MaxResultBytes = max(t.opts.MaxResultBytes, MinResultBytes)
-	t.limits = bashLimits{Budget: t.opts.MaxResultBytes, Background: t.background(), TTY: t.terminals() != nil}
+	t.limits = bashLimits{Budget: t.opts.MaxResultBytes, Background: t.background(), TTY: t.terminals() != nil, Notes: t.opts.BashNotes}
 	if t.yields() {
 		t.limits.Yield = t.opts.YieldAfter
 	}

@@ -181,12 +181,12 @@ func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64, logDefault slo
 	c.hostCwds = hostValues{what: "dir"}
 	fs.Var(&c.hosts, "host", "a remote host commands may run on, `NAME=SSH` (user@host:port or a ~/.ssh/config alias; repeatable)")
 	fs.Var(&c.hostCwds, "host-cwd", "default working directory on a remote host, `NAME=DIR` (default: the remote user's home; repeatable)")
-	c.containment = choice{v: "off", from: []string{"auto", "require", "off"}}
-	c.sandboxMode = choice{v: string(sandbox.FullAccess), from: []string{string(sandbox.ReadOnly), string(sandbox.WorkspaceWrite), string(sandbox.FullAccess)}}
+	c.containment = choice{v: "auto", from: []string{"auto", "require", "off"}}
+	c.sandboxMode = choice{v: string(sandbox.WorkspaceWrite), from: []string{string(sandbox.ReadOnly), string(sandbox.WorkspaceWrite), string(sandbox.FullAccess)}}
 	c.network = choice{v: string(sandbox.NetworkOn), from: []string{string(sandbox.NetworkOn), string(sandbox.NetworkOff)}}
-	fs.Var(&c.containment, "containment", "run commands in their own user, PID and mount namespaces: auto (when the host allows), require (refuse to start without), off (the default for now: its per-command cost is still above budget)")
-	fs.Var(&c.sandboxMode, "sandbox", "where commands may write: read-only, workspace-write (--cwd, the temp dirs, the cache dir, --writable-root) or full-access (the default for now); any other than full-access needs containment and starts it")
-	fs.Var(&c.network, "network", "whether commands reach the network: on, or off (an empty network namespace; needs containment and starts it)")
+	fs.Var(&c.containment, "containment", "run commands in their own user, PID and mount namespaces: auto (where the host allows them), require (refuse to start without), or off (no init; the default sandbox is then off too)")
+	fs.Var(&c.sandboxMode, "sandbox", "where commands may write: read-only, workspace-write (--cwd, the temp dirs, the cache dir, --writable-root) or full-access; the default workspace-write runs without a file sandbox where the host cannot enforce it, a mode given explicitly refuses to start there")
+	fs.Var(&c.network, "network", "whether commands reach the network: on, or off (an empty network namespace; refuses to start where the host cannot make one)")
 	fs.Var(&c.writableRoots, "writable-root", "one more `DIR` commands may write under --sandbox workspace-write (repeatable)")
 	fs.Var(&c.maxResultBytes, "max-result-bytes", "bound on the text of a bash result (longer output keeps its start and end), in bytes")
 }
@@ -256,6 +256,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		Rules:             c.rules,
 		ProjectFiles:      true,
 		Hosts:             hosts,
+		BashNotes:         enforces.bashNotes(),
 	})
 	return &stack{ex: ex, hosts: hostExs, tasks: rt, tools: ts, home: home, provider: c.provider.v, enforces: enforces.String()}, nil
 }
@@ -271,10 +272,30 @@ const localEnforces = "process groups, child subreaper, environment scrub, non-d
 type enforcement struct {
 	containment, sandbox string
 	contained            bool // commands run in an init
+	// degraded: the default sandbox runs without its file sandbox, which
+	// this host cannot enforce; the bash description says so
+	// (sandbox.DegradedNote, docs/sandbox.md).
+	degraded bool
+}
+
+// bashNotes are the sentences the bash description ends with for e.
+func (e enforcement) bashNotes() []string {
+	if e.degraded {
+		return []string{sandbox.DegradedNote}
+	}
+	return nil
 }
 
 func (e enforcement) String() string {
 	return localEnforces + "; containment: " + e.containment + "; sandbox: " + e.sandbox
+}
+
+// sandboxGiven reports whether the user chose a restriction (by a flag
+// or a configuration key): a mode other than full-access, or the network
+// off. It must hold, where the default degrades to what the host allows.
+func (c *config) sandboxGiven() bool {
+	return (c.sandboxMode.given && c.sandboxMode.v != string(sandbox.FullAccess)) ||
+		(c.network.given && c.network.v == string(sandbox.NetworkOff))
 }
 
 // sandboxPolicy is the sandbox the flags configure, and whether it

@@ -60,6 +60,7 @@ type serverOptions struct {
 	args    []string // more flags of conch serve (stdio only)
 	client  *mcp.ClientOptions
 	roots   []*mcp.Root
+	wrap    func(*exec.Cmd) // runs conch serve under a wrapper (stdio only; see withoutUserNS)
 }
 
 // transport starts a conch MCP server and connects a go-sdk client to it.
@@ -97,6 +98,9 @@ func startStdio(t *testing.T, o serverOptions) (*mcp.ClientSession, int) {
 	cmd := exec.Command(testutil.ConchBinary(t), args...)
 	cmd.Env = append(testutil.Env(o.marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
 	cmd.Stderr = newLogBuffer(t, "conch serve")
+	if o.wrap != nil {
+		o.wrap(cmd)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	cs, err := newClient(o).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
