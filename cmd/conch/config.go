@@ -246,7 +246,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 	}
 	home := stateDir()
 	rt := tasks.New(&tasks.Options{MaxPerSession: int(c.maxTasks.v), OnNotice: c.onNotice})
-	ts := tools.New(toolsExecutor(ex, enforces), &tools.Options{
+	ts := tools.New(ex, &tools.Options{
 		Tasks:             rt,
 		DisableBackground: c.noBackground,
 		Home:              home,
@@ -271,7 +271,6 @@ const localEnforces = "process groups, child subreaper, environment scrub, non-d
 // "none (off)").
 type enforcement struct {
 	containment, sandbox string
-	contained            bool // commands run in an init
 	// degraded: the default sandbox runs without its file sandbox, which
 	// this host cannot enforce; the bash description says so
 	// (sandbox.DegradedNote, docs/sandbox.md).

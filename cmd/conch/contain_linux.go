@@ -8,11 +8,9 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/conch-dev/conch/internal/nsinit"
 	"github.com/conch-dev/conch/internal/sandbox"
-	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/contained"
 	"github.com/conch-dev/conch/shell/local"
 )
@@ -78,7 +76,7 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 		ex, err := local.New(o)
 		return ex, enf, err
 	}
-	enf := enforcement{containment: probe.Summary(), sandbox: "none (off)", contained: true}
+	enf := enforcement{containment: probe.Summary(), sandbox: "none (off)"}
 	if restricts {
 		enf.sandbox = fmt.Sprintf("%s, network %s", initOpts.Sandbox.Mode, initOpts.Sandbox.Network)
 	}
@@ -96,32 +94,3 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 	}
 	return ex, enf, nil
 }
-
-// toolsExecutor is the executor the tools get: a contained one without
-// its terminals.
-func toolsExecutor(ex *local.Executor, enf enforcement) shell.Executor {
-	if enf.contained {
-		return withoutTerminals{ex}
-	}
-	return ex
-}
-
-// withoutTerminals is the local executor, spawning through an init, with
-// everything the tools use but its terminals: those start outside the
-// init, out of its namespaces and sandbox, so tty is not offered.
-type withoutTerminals struct{ ex *local.Executor }
-
-var (
-	_ shell.FileSystem = withoutTerminals{}
-	_ shell.Graceful   = withoutTerminals{}
-	_ shell.OwnerEnder = withoutTerminals{}
-)
-
-func (w withoutTerminals) Resolve(r shell.Request) (shell.Spec, error) { return w.ex.Resolve(r) }
-func (w withoutTerminals) Launch(s shell.Spec) (shell.Process, error)  { return w.ex.Launch(s) }
-func (w withoutTerminals) Start(s shell.Spec) (shell.Process, error)   { return w.ex.Start(s) }
-func (w withoutTerminals) Close() error                                { return w.ex.Close() }
-func (w withoutTerminals) Dir(path string) (string, error)             { return w.ex.Dir(path) }
-func (w withoutTerminals) Home() (string, error)                       { return w.ex.Home() }
-func (w withoutTerminals) Grace() time.Duration                        { return w.ex.Grace() }
-func (w withoutTerminals) EndOwner(owner string)                       { w.ex.EndOwner(owner) }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 
-	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/local"
 )
 
@@ -39,6 +38,3 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 	ex, err := local.New(o)
 	return ex, enf, err
 }
-
-// toolsExecutor is the executor the tools get: ex, never contained here.
-func toolsExecutor(ex *local.Executor, _ enforcement) shell.Executor { return ex }

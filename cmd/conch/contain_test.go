@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -420,15 +421,15 @@ func TestServeContainedKilled(t *testing.T) {
 	}
 }
 
-// TestServeContainedNoTTY: terminals start outside the init, so a
-// contained conch serve does not offer tty (one without an init does).
-func TestServeContainedNoTTY(t *testing.T) {
+// TestServeContainedTTY: a contained conch serve (by default, or with
+// require) offers tty, as one without an init does, and a tty call runs
+// inside the init like any command: pid 1 of its /proc is the init (conch
+// itself), and the server is not there.
+func TestServeContainedTTY(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		args []string
-		tty  bool
-	}{{[]string{"--containment", "off"}, true}, {[]string{"--containment", "require"}, false}} {
-		cs, _ := startStdio(t, serverOptions{marker: testutil.Marker(t), args: c.args})
+	off := []string{"--containment", "off"}
+	for _, args := range [][]string{off, nil, {"--containment", "require"}} {
+		cs, server := startStdio(t, serverOptions{marker: testutil.Marker(t), args: args})
 		res, err := cs.ListTools(t.Context(), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -437,10 +438,17 @@ func TestServeContainedNoTTY(t *testing.T) {
 			if tool.Name != "bash" {
 				continue
 			}
-			schema, _ := json.Marshal(tool.InputSchema)
-			if got := strings.Contains(string(schema), `"tty"`); got != c.tty {
-				t.Errorf("conch serve %v: tty offered %v, want %v", c.args, got, c.tty)
+			if schema, _ := json.Marshal(tool.InputSchema); !strings.Contains(string(schema), `"tty"`) {
+				t.Errorf("conch serve %v: tty not offered", args)
 			}
+		}
+		if slices.Equal(args, off) {
+			continue
+		}
+		a := bash("echo pid1=$(</proc/1/comm); test -e /proc/" + strconv.Itoa(server) + " && echo server-visible; test -t 0 && echo tty")
+		a["tty"] = true
+		if got := text(t, callTool(t, cs, "bash", a)); got != "pid1=conch\ntty\n" {
+			t.Errorf("conch serve %v: tty call read %q, want it inside the init", args, got)
 		}
 	}
 }

@@ -206,7 +206,9 @@ func (s *initState) spawn(m *message, fds []int) {
 		s.c.send(reply)
 		return
 	}
-	sys := &syscall.SysProcAttr{Setsid: true}
+	// A terminal's stdin becomes the controlling terminal of the new
+	// session (TIOCSCTTY on descriptor 0 in the child).
+	sys := &syscall.SysProcAttr{Setsid: true, Setctty: m.Terminal}
 	if len(fds) == 4 {
 		// Born in its cgroup (clone3's CLONE_INTO_CGROUP): nothing it
 		// forks can run outside it, even for a moment.

@@ -314,6 +314,9 @@ type Command struct {
 	// /dev/null. They are passed to the init and may be closed once
 	// Spawn returns.
 	Stdin, Stdout, Stderr *os.File
+	// Terminal says that Stdin is a pseudo-terminal's slave side, to
+	// become the controlling terminal of the command's session.
+	Terminal bool
 }
 
 // Spawn starts c in a new session and process group inside the
@@ -342,7 +345,7 @@ func (i *Init) Spawn(c Command) (*Child, error) {
 		cgroup = dir
 		files = append(files, f)
 	}
-	r, err := i.call(&message{Op: opSpawn, Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir}, files...)
+	r, err := i.call(&message{Op: opSpawn, Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir, Terminal: c.Terminal}, files...)
 	if err != nil {
 		if cgroup != "" {
 			i.cg.remove(cgroup)

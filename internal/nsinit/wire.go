@@ -39,7 +39,7 @@ const (
 	opPolicy    = "policy"    // server → init, first: Plan, the sandbox to enforce (nil: none)
 	opReady     = "ready"     // init → server, once: set up, serving; Unenforced
 	opFail      = "fail"      // init → server, once: set-up failed; Err says why
-	opSpawn     = "spawn"     // Path, Args, Env, Dir, three descriptors → Pid
+	opSpawn     = "spawn"     // Path, Args, Env, Dir, Terminal, three descriptors → Pid
 	opSignal    = "signal"    // Pid, Sig: signal the command's process group
 	opAlive     = "alive"     // Pid → Alive: a member of its group still runs
 	opTerminate = "terminate" // Pid, Grace → Escalated
@@ -58,6 +58,7 @@ type message struct {
 	Args      []string      `json:"args,omitempty"`
 	Env       []string      `json:"env,omitempty"`
 	Dir       string        `json:"dir,omitempty"`
+	Terminal  bool          `json:"terminal,omitempty"`
 	NFDs      int           `json:"nfds,omitempty"`
 	Sig       int           `json:"sig,omitempty"`
 	Grace     time.Duration `json:"grace,omitempty"`

@@ -67,7 +67,7 @@ var (
 func (s *spawner) Spawn(c local.Command) (local.Child, error) {
 	ch, err := s.in.Spawn(nsinit.Command{
 		Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir,
-		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr,
+		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, Terminal: c.Terminal,
 	})
 	if err != nil {
 		return nil, err

@@ -61,6 +61,11 @@ type Command struct {
 	// Stdin, Stdout and Stderr become descriptors 0, 1 and 2; a nil
 	// Stdin means /dev/null.
 	Stdin, Stdout, Stderr *os.File
+	// Terminal says that Stdin is the slave side of a pseudo-terminal
+	// (Stdout and Stderr too): it becomes the controlling terminal of the
+	// command's new session (setsid, then TIOCSCTTY in the child), so
+	// that C-c reaches the foreground job (docs/terminal.md).
+	Terminal bool
 	// Owner is the command's Request.Owner, for EndOwner.
 	Owner string
 	// Grace is the executor's delay between SIGTERM and SIGKILL, for

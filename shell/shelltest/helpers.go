@@ -41,6 +41,10 @@ var cases = []testCase{
 	{name: "KilledStaysKilledAfterTrappedExitZero", run: testKilledStaysKilledAfterTrappedExitZero},
 	{name: "SelfSignalInBackgroundIsKilled", run: testSelfSignalInBackgroundIsKilled},
 	{name: "CloseKillsAndRefuses", run: testCloseKillsAndRefuses},
+	{name: "TerminalIsControlling", run: testTerminalIsControlling},
+	{name: "TerminalInterrupt", run: testTerminalInterrupt},
+	{name: "TerminalPrompts", run: testTerminalPrompts},
+	{name: "TerminalKillTakesAll", run: testTerminalKillTakesAll},
 	{name: "GarbageNeverBreaksCapture", run: testGarbageNeverBreaksCapture, serial: true},
 	{name: "NoByteLostWhenTheDrainIsCut", run: testNoByteLostWhenTheDrainIsCut, serial: true},
 }
@@ -89,8 +93,9 @@ func ExitCode(r shell.Result) int {
 	return *r.ExitCode
 }
 
-// WaitDone waits at most d for p to be done, failing t after.
-func WaitDone(t *testing.T, p shell.Process, d time.Duration) {
+// WaitDone waits at most d for p (a shell.Process, a shell.Terminal) to
+// be done, failing t after.
+func WaitDone(t *testing.T, p interface{ Done() <-chan struct{} }, d time.Duration) {
 	t.Helper()
 	select {
 	case <-p.Done():
