@@ -3,6 +3,7 @@
 package acp_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -403,4 +404,43 @@ func TestEndToEndPlantedFIFO(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEndToEndDefaults: conch acp contains and sandboxes commands by
+// default (docs/sandbox.md): a command runs in the init's PID namespace,
+// where pid 1 is conch's init and the server is not to be seen, and a
+// write outside the writable roots fails with the sandbox's marker on
+// its card.
+func TestEndToEndDefaults(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	state, work := t.TempDir(), t.TempDir()
+	// Outside the writable roots (/tmp is one), writable by the server.
+	denied, err := os.MkdirTemp("/var/tmp", "conch-acp-denied-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(denied) })
+	p := startConch(t, state, work, marker)
+	c := p.cli
+	c.initialize(true)
+	sid := c.newSession(work)
+
+	_, us := c.prompt(sid, fmt.Sprintf("cat /proc/1/comm; test -e /proc/%d && echo server-visible", p.cmd.Process.Pid))
+	if len(us) != 2 || get(us[1], "_meta", "terminal_output", "data") != "conch\n" {
+		t.Errorf("pid 1 and the server as a command sees them: %s", jsonString(us))
+	}
+	_, us = c.prompt(sid, "touch "+denied+"/x")
+	want := "touch: cannot touch '" + denied + "/x': Permission denied\n" +
+		"[sandbox: write to " + denied + "/x denied under workspace-write mode; writable: " + work + ", "
+	if len(us) != 2 || get(us[1], "_meta", "terminal_exit", "exit_code") != float64(1) {
+		t.Fatalf("the denied write: %s", jsonString(us))
+	}
+	if data, _ := get(us[1], "_meta", "terminal_output", "data").(string); !strings.HasPrefix(data, want) || !strings.HasSuffix(data, "]") || strings.Count(data, "\n") != 1 {
+		t.Errorf("the denied write's card: %q, want %q…]", data, want)
+	}
+	if _, err := os.Stat(denied + "/x"); err == nil {
+		t.Errorf("the write outside the writable roots went through")
+	}
+	p.eof(marker)
 }

@@ -41,17 +41,8 @@ func TestToolsDenied(t *testing.T) {
 		t.Fatal(err)
 	}
 	marker := testutil.Marker(t)
-	defer testutil.AssertNoProcesses(t, marker)
-	initOpts := initOptions()
-	initOpts.Sandbox = plan
-	ex, err := contained.New(&local.Options{Cwd: ws, SpillParent: t.TempDir(), Environ: testutil.Env(marker)}, initOpts)
-	if err != nil {
-		t.Fatalf("contained.New: %v", err)
-	}
-	defer ex.Close()
-	rt := tasks.New(nil)
-	defer rt.Close()
-	ts := tools.New(ex, &tools.Options{Tasks: rt, Home: t.TempDir()})
+	t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) }) // after the executor's close
+	ts := sandboxedTools(t, marker, ws, plan)
 	sess := tools.Session{ID: "s", Cwd: ws}
 	call := func(name string, args map[string]any) tools.Result {
 		raw, _ := json.Marshal(args)
@@ -101,12 +92,29 @@ func TestToolsDenied(t *testing.T) {
 	}
 }
 
+// sandboxedTools are the tools with a task runtime over a contained
+// executor in ws under plan (none: nil), its commands carrying marker;
+// all are closed when tb ends.
+func sandboxedTools(tb testing.TB, marker, ws string, plan *sandbox.Plan) *tools.Toolset {
+	tb.Helper()
+	initOpts := initOptions()
+	initOpts.Sandbox = plan
+	ex, err := contained.New(&local.Options{Cwd: ws, SpillParent: tb.TempDir(), Environ: testutil.Env(marker)}, initOpts)
+	if err != nil {
+		tb.Fatalf("contained.New: %v", err)
+	}
+	tb.Cleanup(func() { ex.Close() })
+	rt := tasks.New(&tasks.Options{MaxPerSession: 1000})
+	tb.Cleanup(rt.Close) // runs first: stops the tasks
+	return tools.New(ex, &tools.Options{Tasks: rt, Home: tb.TempDir()})
+}
+
 // evalDir is dir with its symbolic links resolved.
-func evalDir(t *testing.T, dir string) string {
-	t.Helper()
+func evalDir(tb testing.TB, dir string) string {
+	tb.Helper()
 	d, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return strings.TrimSuffix(d, "/")
 }
