@@ -40,7 +40,7 @@ func TestConfigFile(t *testing.T) {
 		t.Errorf("run with --timeout-ms over the file: exit %d, stdout %q", code, stdout)
 	}
 
-	stdout, stderr, code = testutil.RunConch(t, marker, "config", "--config", p, "--grace-ms", "100")
+	stdout, stderr, code = testutil.RunConch(t, marker, "config", "--config", p, "--grace-ms", "100", "--network", "on")
 	if code != 0 {
 		t.Fatalf("conch config: exit %d, stderr %q", code, stderr)
 	}
@@ -54,6 +54,11 @@ func TestConfigFile(t *testing.T) {
 		"max_tasks = 10  # default",
 		`provider = "local"  # default`,
 		"yield_ms = 45000  # default",
+		// The contract's defaults; a value given, even the default's,
+		// says so (a given sandbox must hold, the default degrades).
+		`containment.mode = "auto"  # default`,
+		`sandbox.mode = "workspace-write"  # default`,
+		`sandbox.network = "on"  # flag`,
 	} {
 		if !strings.Contains(stdout, line+"\n") {
 			t.Errorf("conch config lacks %q:\n%s", line, stdout)
