@@ -58,6 +58,7 @@ type serverOptions struct {
 	marker  string
 	yieldMs int
 	args    []string // more flags of conch serve (stdio only)
+	env     []string // more variables of conch serve (stdio only)
 	client  *mcp.ClientOptions
 	roots   []*mcp.Root
 }
@@ -96,6 +97,7 @@ func startStdio(t *testing.T, o serverOptions) (*mcp.ClientSession, int) {
 	args = append(args, o.args...)
 	cmd := exec.Command(testutil.ConchBinary(t), args...)
 	cmd.Env = append(testutil.Env(o.marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
+	cmd.Env = append(cmd.Env, o.env...)
 	cmd.Stderr = newLogBuffer(t, "conch serve")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

@@ -1,0 +1,206 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conch-dev/conch/internal/testutil"
+)
+
+// escalatedLine is the line an escalated result ends with (docs/sandbox.md).
+const escalatedLine = "[ran outside the sandbox with the user's approval]"
+
+// sandboxDirs makes a home and a workspace outside /tmp (which
+// workspace-write leaves writable), owned by the unprivileged user when
+// nobody is set.
+func sandboxDirs(t *testing.T, nobody bool) (home, ws string) {
+	t.Helper()
+	base, err := os.MkdirTemp("/var/tmp", "conch-escalate-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home, ws = filepath.Join(base, "home"), filepath.Join(base, "ws")
+	for _, d := range []string{home, ws} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if nobody {
+			if err := os.Chown(d, testutil.UnprivilegedID, testutil.UnprivilegedID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return home, ws
+}
+
+// escalationUser answers the server's questions with the next answer of
+// answers, and records each question with how many times the command had
+// run (lines in ws/runs) and whether ~/outside existed while it was open.
+type escalationUser struct {
+	t        *testing.T
+	home, ws string
+	answers  []*mcp.ElicitResult
+	asked    []string // the questions' messages
+}
+
+func (u *escalationUser) handle(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	u.asked = append(u.asked, req.Params.Message)
+	if len(u.answers) == 0 {
+		u.t.Errorf("asked with no answer left: %q", req.Params.Message)
+		return &mcp.ElicitResult{Action: "decline"}, nil
+	}
+	time.Sleep(100 * time.Millisecond) // a second run that did not wait would show
+	if n := runs(u.t, u.ws); n != 1 {
+		u.t.Errorf("the command ran %d times while the user was asked, want 1", n)
+	}
+	if _, err := os.Stat(filepath.Join(u.home, "outside")); !errors.Is(err, os.ErrNotExist) {
+		u.t.Errorf("~/outside exists (or %v) while the user is asked", err)
+	}
+	a := u.answers[0]
+	u.answers = u.answers[1:]
+	return a, nil
+}
+
+// runs is how many times the escalation command ran (its first write,
+// into the workspace, always works).
+func runs(t *testing.T, ws string) int {
+	b, err := os.ReadFile(filepath.Join(ws, "runs"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+// escalationCommand counts its runs in the workspace, then writes ~/outside,
+// which workspace-write denies.
+const escalationCommand = "echo run >> runs; echo x > ~/outside"
+
+// startSandboxed runs conch serve --sandbox workspace-write on stdio with
+// HOME and the workspace given, as the unprivileged user when nobody is
+// set, and connects the Go SDK client, with elicitation when u is set.
+func startSandboxed(t *testing.T, marker string, nobody bool, home, ws string, u *escalationUser, args ...string) *mcp.ClientSession {
+	t.Helper()
+	cmd := testutil.Conch(t, marker, append([]string{"serve", "--sandbox", "workspace-write", "--cwd", ws}, args...)...)
+	state := t.TempDir()
+	if nobody {
+		testutil.Unprivileged(t, cmd)
+		state = testutil.UnprivilegedDir(t)
+	}
+	cmd.Env = append(cmd.Env, "HOME="+home, "TMPDIR="+state, "XDG_STATE_HOME="+state)
+	cmd.Stderr = newLogBuffer(t, "conch serve")
+	var o *mcp.ClientOptions
+	if u != nil {
+		o = &mcp.ClientOptions{ElicitationHandler: u.handle}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, o).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect to conch serve: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := cs.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return cs
+}
+
+// TestEscalationGoSDK: a command the sandbox denied is run again outside
+// it only after the user's yes (Go SDK client with elicitation), and the
+// result is the second run's followed by its own line; a no, a client
+// that cannot be asked, and escalation = "never" leave the sandboxed
+// result and run nothing more. As root and as an unprivileged user.
+func TestEscalationGoSDK(t *testing.T) {
+	t.Parallel()
+	for _, nobody := range []bool{false, true} {
+		t.Run(fmt.Sprintf("nobody=%v", nobody), func(t *testing.T) {
+			testEscalationGoSDK(t, nobody)
+		})
+	}
+}
+
+func testEscalationGoSDK(t *testing.T, nobody bool) {
+	marker := testutil.Marker(t)
+	// A cleanup, so that it runs after the servers' (LIFO).
+	t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
+	outside := func(home string) string { return filepath.Join(home, "outside") }
+	denied := func(home, ws string) string {
+		return "[stderr]\nbash: line 1: " + outside(home) + ": Permission denied\n" +
+			"[sandbox: write to " + outside(home) + " denied under workspace-write mode; writable: " + ws + ", "
+	}
+
+	// Yes: the second run writes ~/outside; the result is its own.
+	home, ws := sandboxDirs(t, nobody)
+	u := &escalationUser{t: t, home: home, ws: ws, answers: []*mcp.ElicitResult{{Action: "accept", Content: map[string]any{"decision": "Allow once"}}}}
+	cs := startSandboxed(t, marker, nobody, home, ws, u)
+	if got, want := text(t, callTool(t, cs, "bash", bash(escalationCommand))), "(no output)\n"+escalatedLine; got != want {
+		t.Errorf("approved: %q, want %q", got, want)
+	}
+	if b, err := os.ReadFile(outside(home)); err != nil || string(b) != "x\n" {
+		t.Errorf("approved: ~/outside %q, %v", b, err)
+	}
+	if n := runs(t, ws); n != 2 {
+		t.Errorf("approved: ran %d times, want 2", n)
+	}
+	wantQ := "Run this command again outside the sandbox?\n\nCommand: " + escalationCommand + "\nDirectory: " + ws +
+		"\nReason: the sandbox denied a write to " + outside(home)
+	if len(u.asked) != 1 || u.asked[0] != wantQ {
+		t.Errorf("questions %q, want one: %q", u.asked, wantQ)
+	}
+
+	// No: the sandboxed result stands, nothing runs again.
+	for _, answer := range []*mcp.ElicitResult{{Action: "decline"}, {Action: "cancel"}, {Action: "accept", Content: map[string]any{"decision": "Deny"}}} {
+		home, ws := sandboxDirs(t, nobody)
+		u := &escalationUser{t: t, home: home, ws: ws, answers: []*mcp.ElicitResult{answer}}
+		cs := startSandboxed(t, marker, nobody, home, ws, u)
+		got := text(t, callTool(t, cs, "bash", bash(escalationCommand)))
+		if !strings.HasPrefix(got, denied(home, ws)) || !strings.HasSuffix(got, "]\n[exit code: 1]") {
+			t.Errorf("%s: %q, want the sandboxed result", answer.Action, got)
+		}
+		if _, err := os.Stat(outside(home)); !errors.Is(err, os.ErrNotExist) || runs(t, ws) != 1 || len(u.asked) != 1 {
+			t.Errorf("%s: ~/outside %v, ran %d times, asked %d times; want no file, one run, one question", answer.Action, err, runs(t, ws), len(u.asked))
+		}
+	}
+
+	// No one to ask, or escalation never: no question, the sandboxed
+	// result stands.
+	never := filepath.Join(filepath.Dir(home), "never.toml") // readable by the unprivileged user too
+	writeFile(t, never, "[sandbox]\nescalation = \"never\"\n")
+	for _, c := range []struct {
+		name string
+		ask  bool
+		args []string
+	}{{"no elicitation", false, nil}, {"escalation never", true, []string{"--config", never}}} {
+		home, ws := sandboxDirs(t, nobody)
+		var u *escalationUser
+		if c.ask {
+			u = &escalationUser{t: t, home: home, ws: ws}
+		}
+		cs := startSandboxed(t, marker, nobody, home, ws, u, c.args...)
+		got := text(t, callTool(t, cs, "bash", bash(escalationCommand)))
+		if !strings.HasPrefix(got, denied(home, ws)) || !strings.HasSuffix(got, "]\n[exit code: 1]") {
+			t.Errorf("%s: %q, want the sandboxed result", c.name, got)
+		}
+		if _, err := os.Stat(outside(home)); !errors.Is(err, os.ErrNotExist) || runs(t, ws) != 1 {
+			t.Errorf("%s: ~/outside %v, ran %d times; want no file, one run", c.name, err, runs(t, ws))
+		}
+	}
+}
