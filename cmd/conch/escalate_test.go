@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/conch-dev/conch/internal/testutil"
@@ -89,8 +91,8 @@ func runs(t *testing.T, ws string) int {
 }
 
 // escalationCommand counts its runs in the workspace, then writes ~/outside,
-// which workspace-write denies.
-const escalationCommand = "echo run >> runs; echo x > ~/outside"
+// which workspace-write denies, and fails either way.
+const escalationCommand = "echo run >> runs; echo x > ~/outside && echo wrote; echo err >&2; exit 3"
 
 // startSandboxed runs conch serve --sandbox workspace-write on stdio with
 // HOME and the workspace given, as the unprivileged user when nobody is
@@ -143,7 +145,7 @@ func testEscalationGoSDK(t *testing.T, nobody bool) {
 	t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
 	outside := func(home string) string { return filepath.Join(home, "outside") }
 	denied := func(home, ws string) string {
-		return "[stderr]\nbash: line 1: " + outside(home) + ": Permission denied\n" +
+		return "[stderr]\nbash: line 1: " + outside(home) + ": Permission denied\nerr\n" +
 			"[sandbox: write to " + outside(home) + " denied under workspace-write mode; writable: " + ws + ", "
 	}
 
@@ -151,8 +153,14 @@ func testEscalationGoSDK(t *testing.T, nobody bool) {
 	home, ws := sandboxDirs(t, nobody)
 	u := &escalationUser{t: t, home: home, ws: ws, answers: []*mcp.ElicitResult{{Action: "accept", Content: map[string]any{"decision": "Allow once"}}}}
 	cs := startSandboxed(t, marker, nobody, home, ws, u)
-	if got, want := text(t, callTool(t, cs, "bash", bash(escalationCommand))), "(no output)\n"+escalatedLine; got != want {
-		t.Errorf("approved: %q, want %q", got, want)
+	r := callTool(t, cs, "bash", bash(escalationCommand))
+	// The second run's result, its exit marker included, then the line.
+	testutil.Golden(t, "testdata/escalated.golden", text(t, r))
+	var v struct {
+		Sandbox struct{ Mode, Network string }
+	}
+	if b, err := json.Marshal(r.StructuredContent); err != nil || json.Unmarshal(b, &v) != nil || v.Sandbox.Mode != "full-access" || v.Sandbox.Network != "on" {
+		t.Errorf("approved: structured value %v, want the sandbox full-access, network on", r.StructuredContent)
 	}
 	if b, err := os.ReadFile(outside(home)); err != nil || string(b) != "x\n" {
 		t.Errorf("approved: ~/outside %q, %v", b, err)
@@ -172,7 +180,7 @@ func testEscalationGoSDK(t *testing.T, nobody bool) {
 		u := &escalationUser{t: t, home: home, ws: ws, answers: []*mcp.ElicitResult{answer}}
 		cs := startSandboxed(t, marker, nobody, home, ws, u)
 		got := text(t, callTool(t, cs, "bash", bash(escalationCommand)))
-		if !strings.HasPrefix(got, denied(home, ws)) || !strings.HasSuffix(got, "]\n[exit code: 1]") {
+		if !strings.HasPrefix(got, denied(home, ws)) || !strings.HasSuffix(got, "]\n[exit code: 3]") {
 			t.Errorf("%s: %q, want the sandboxed result", answer.Action, got)
 		}
 		if _, err := os.Stat(outside(home)); !errors.Is(err, os.ErrNotExist) || runs(t, ws) != 1 || len(u.asked) != 1 {
@@ -196,11 +204,87 @@ func testEscalationGoSDK(t *testing.T, nobody bool) {
 		}
 		cs := startSandboxed(t, marker, nobody, home, ws, u, c.args...)
 		got := text(t, callTool(t, cs, "bash", bash(escalationCommand)))
-		if !strings.HasPrefix(got, denied(home, ws)) || !strings.HasSuffix(got, "]\n[exit code: 1]") {
+		if !strings.HasPrefix(got, denied(home, ws)) || !strings.HasSuffix(got, "]\n[exit code: 3]") {
 			t.Errorf("%s: %q, want the sandboxed result", c.name, got)
 		}
 		if _, err := os.Stat(outside(home)); !errors.Is(err, os.ErrNotExist) || runs(t, ws) != 1 {
 			t.Errorf("%s: ~/outside %v, ran %d times; want no file, one run", c.name, err, runs(t, ws))
+		}
+	}
+}
+
+// TestTSClientEscalation runs conch serve --sandbox workspace-write under
+// the official TypeScript MCP client (escalate.mjs in tsClientDir): a
+// write to the home, which the sandbox denies, is run again outside it
+// after the elicitation handler accepts, and not after it declines or
+// cancels, nor for a client without elicitation. Like TestTSClient it
+// needs node and npm; CONCH_SKIP_TS_CLIENT=1 skips it.
+func TestTSClientEscalation(t *testing.T) {
+	skipTSClient(t)
+	t.Parallel()
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	home, ws := sandboxDirs(t, false)
+	stdout, _ := runTSClient(t, marker, "escalate.mjs", testutil.ConchBinary(t), home, ws)
+	type call struct {
+		Name, Text     string
+		IsError, Wrote bool
+		Runs           int
+	}
+	type question struct {
+		Message         string
+		Choices         []string
+		RunsWhileAsked  int
+		WroteWhileAsked bool
+	}
+	var out struct {
+		Elicit, Nocap struct {
+			Calls       []call
+			Asked       []question
+			Fatal, Logs string
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("script output: %v\n%s", err, stdout)
+	}
+	for _, s := range []struct{ Fatal, Logs string }{{out.Elicit.Fatal, out.Elicit.Logs}, {out.Nocap.Fatal, out.Nocap.Logs}} {
+		if s.Fatal != "" {
+			t.Fatalf("%s\nlogs:\n%s", s.Fatal, s.Logs)
+		}
+	}
+	file := func(name string) string { return filepath.Join(home, "outside-"+name) }
+	sandboxed := func(name string) string {
+		return "[stderr]\nbash: line 1: " + file(name) + ": Permission denied\n" +
+			"[sandbox: write to " + file(name) + " denied under workspace-write mode; writable: " + ws + ", "
+	}
+	command := func(name string) string { return "echo run >> runs-" + name + "; echo x > ~/outside-" + name }
+	for _, c := range append(out.Elicit.Calls, out.Nocap.Calls...) {
+		if c.Name == "accepted" {
+			if c.Text != "(no output)\n"+escalatedLine || c.IsError || !c.Wrote || c.Runs != 2 {
+				t.Errorf("accepted: %+v; want the second run's result and its line, the file written, two runs", c)
+			}
+			continue
+		}
+		if !strings.HasPrefix(c.Text, sandboxed(c.Name)) || !strings.HasSuffix(c.Text, "]\n[exit code: 1]") || c.IsError || c.Wrote || c.Runs != 1 {
+			t.Errorf("%s: %+v; want the sandboxed result, no file, one run", c.Name, c)
+		}
+	}
+	if len(out.Elicit.Calls) != 3 || len(out.Nocap.Calls) != 1 {
+		t.Errorf("calls: %+v, %+v", out.Elicit.Calls, out.Nocap.Calls)
+	}
+	if len(out.Elicit.Asked) != 3 || len(out.Nocap.Asked) != 0 {
+		t.Fatalf("questions: %+v (want one per call), %+v (want none)", out.Elicit.Asked, out.Nocap.Asked)
+	}
+	for i, name := range []string{"accepted", "declined", "cancelled"} {
+		q := out.Elicit.Asked[i]
+		want := question{
+			Message: "Run this command again outside the sandbox?\n\nCommand: " + command(name) + "\nDirectory: " + ws +
+				"\nReason: the sandbox denied a write to " + file(name),
+			Choices:        []string{"Allow once", "Deny"},
+			RunsWhileAsked: 1,
+		}
+		if d := cmp.Diff(want, q); d != "" {
+			t.Errorf("question %d (-want +got):\n%s", i, d)
 		}
 	}
 }
