@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -172,6 +173,34 @@ func testEscalationGoSDK(t *testing.T, nobody bool) {
 		"\nReason: the sandbox denied a write to " + outside(home)
 	if len(u.asked) != 1 || u.asked[0] != wantQ {
 		t.Errorf("questions %q, want one: %q", u.asked, wantQ)
+	}
+
+	// With the network off, the second run has it: a connect to a
+	// listener on this machine fails, then works after the yes.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	home, ws = sandboxDirs(t, nobody)
+	u = &escalationUser{t: t, home: home, ws: ws, answers: []*mcp.ElicitResult{{Action: "accept", Content: map[string]any{"decision": "Allow once"}}}}
+	cs = startSandboxed(t, marker, nobody, home, ws, u, "--network", "off")
+	connect := fmt.Sprintf("echo run >> runs; exec 3<>/dev/tcp/127.0.0.1/%d && echo connected", ln.Addr().(*net.TCPAddr).Port)
+	if got, want := text(t, callTool(t, cs, "bash", bash(connect))), "connected\n"+escalatedLine; got != want {
+		t.Errorf("network off, approved: %q, want %q", got, want)
+	}
+	wantQ = "Run this command again outside the sandbox?\n\nCommand: " + connect + "\nDirectory: " + ws + "\nReason: the sandbox denied network access"
+	if len(u.asked) != 1 || u.asked[0] != wantQ || runs(t, ws) != 2 {
+		t.Errorf("network off: questions %q, want one: %q; ran %d times, want 2", u.asked, wantQ, runs(t, ws))
 	}
 
 	// No: the sandboxed result stands, nothing runs again.
