@@ -91,9 +91,11 @@ func runs(t *testing.T, ws string) int {
 	return strings.Count(string(b), "\n")
 }
 
-// escalationCommand counts its runs in the workspace, then writes ~/outside,
-// which workspace-write denies, and fails either way.
-const escalationCommand = "echo run >> runs; echo x > ~/outside && echo wrote; echo err >&2; exit 3"
+// escalationCommand counts its runs in the workspace, leaves a process
+// behind in a session of its own (which the end of the server must end,
+// in both inits), then writes ~/outside, which workspace-write denies,
+// and fails either way.
+const escalationCommand = "echo run >> runs; setsid sleep 1037 >/dev/null 2>&1 & echo x > ~/outside && echo wrote; echo err >&2; exit 3"
 
 // startSandboxed runs conch serve --sandbox workspace-write on stdio with
 // HOME and the workspace given, as the unprivileged user when nobody is
