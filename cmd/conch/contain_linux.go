@@ -70,13 +70,21 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 	enf := enforcement{containment: probe.Summary(), sandbox: "none (off)", contained: true}
 	if restricts {
 		enf.sandbox = fmt.Sprintf("%s, network %s", initOpts.Sandbox.Mode, initOpts.Sandbox.Network)
-		if c.escalation.v == "ask" {
-			outside := initOpts
-			outside.Sandbox = &sandbox.Plan{Mode: sandbox.FullAccess, Network: sandbox.NetworkOn}
-			enf.unsandboxed = &lazyExecutor{start: func() (*local.Executor, error) { return startDumpable(o, &outside) }}
-		}
+		enf.unsandboxed = c.unsandboxed(o, initOpts)
 	}
 	return ex, enf, nil
+}
+
+// unsandboxed is the executor of the commands a user lets out of the
+// sandbox (docs/sandbox.md#escalation): an init like initOpts's, with no
+// sandbox, started at the first yes (see lazyExecutor); nil with
+// sandbox.escalation never.
+func (c *config) unsandboxed(o *local.Options, initOpts nsinit.Options) shell.Executor {
+	if c.escalation.v != "ask" {
+		return nil
+	}
+	initOpts.Sandbox = &sandbox.Plan{Mode: sandbox.FullAccess, Network: sandbox.NetworkOn}
+	return &lazyExecutor{start: func() (*local.Executor, error) { return startDumpable(o, &initOpts) }}
 }
 
 // startDumpable starts a contained executor although this process is
