@@ -10,7 +10,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,12 +58,22 @@ func sandboxDirs(t *testing.T, nobody bool) (home, ws string) {
 type escalationUser struct {
 	t        *testing.T
 	home, ws string
-	answers  []*mcp.ElicitResult
-	asked    []string // the questions' messages
+	answers  []*mcp.ElicitResult // nil: never answer
+
+	mu    sync.Mutex
+	asked []string // the questions' messages
+}
+
+func (u *escalationUser) questions() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.asked)
 }
 
 func (u *escalationUser) handle(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	u.mu.Lock()
 	u.asked = append(u.asked, req.Params.Message)
+	u.mu.Unlock()
 	if len(u.answers) == 0 {
 		u.t.Errorf("asked with no answer left: %q", req.Params.Message)
 		return &mcp.ElicitResult{Action: "decline"}, nil
@@ -75,6 +87,10 @@ func (u *escalationUser) handle(ctx context.Context, req *mcp.ElicitRequest) (*m
 	}
 	a := u.answers[0]
 	u.answers = u.answers[1:]
+	if a == nil { // never answered: the server withdraws the question
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	return a, nil
 }
 
@@ -173,8 +189,8 @@ func testEscalationGoSDK(t *testing.T, nobody bool) {
 	}
 	wantQ := "Run this command again outside the sandbox?\n\nCommand: " + escalationCommand + "\nDirectory: " + ws +
 		"\nReason: the sandbox denied a write to " + outside(home)
-	if len(u.asked) != 1 || u.asked[0] != wantQ {
-		t.Errorf("questions %q, want one: %q", u.asked, wantQ)
+	if q := u.questions(); len(q) != 1 || q[0] != wantQ {
+		t.Errorf("questions %q, want one: %q", q, wantQ)
 	}
 
 	// With the network off, the second run has it: a connect to a
@@ -201,8 +217,8 @@ func testEscalationGoSDK(t *testing.T, nobody bool) {
 		t.Errorf("network off, approved: %q, want %q", got, want)
 	}
 	wantQ = "Run this command again outside the sandbox?\n\nCommand: " + connect + "\nDirectory: " + ws + "\nReason: the sandbox denied network access"
-	if len(u.asked) != 1 || u.asked[0] != wantQ || runs(t, ws) != 2 {
-		t.Errorf("network off: questions %q, want one: %q; ran %d times, want 2", u.asked, wantQ, runs(t, ws))
+	if q := u.questions(); len(q) != 1 || q[0] != wantQ || runs(t, ws) != 2 {
+		t.Errorf("network off: questions %q, want one: %q; ran %d times, want 2", q, wantQ, runs(t, ws))
 	}
 
 	// No: the sandboxed result stands, nothing runs again.
@@ -214,9 +230,24 @@ func testEscalationGoSDK(t *testing.T, nobody bool) {
 		if !strings.HasPrefix(got, denied(home, ws)) || !strings.HasSuffix(got, "]\n[exit code: 3]") {
 			t.Errorf("%s: %q, want the sandboxed result", answer.Action, got)
 		}
-		if _, err := os.Stat(outside(home)); !errors.Is(err, os.ErrNotExist) || runs(t, ws) != 1 || len(u.asked) != 1 {
-			t.Errorf("%s: ~/outside %v, ran %d times, asked %d times; want no file, one run, one question", answer.Action, err, runs(t, ws), len(u.asked))
+		if _, err := os.Stat(outside(home)); !errors.Is(err, os.ErrNotExist) || runs(t, ws) != 1 || len(u.questions()) != 1 {
+			t.Errorf("%s: ~/outside %v, ran %d times, asked %d times; want no file, one run, one question", answer.Action, err, runs(t, ws), len(u.questions()))
 		}
+	}
+
+	// Never answered: the client gives up on the call; nothing runs again.
+	home, ws = sandboxDirs(t, nobody)
+	u = &escalationUser{t: t, home: home, ws: ws, answers: []*mcp.ElicitResult{nil}}
+	cs = startSandboxed(t, marker, nobody, home, ws, u)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: bash(escalationCommand)})
+	cancel()
+	if err == nil {
+		t.Errorf("unanswered: the call returned before the client gave up")
+	}
+	time.Sleep(500 * time.Millisecond) // a second run would show
+	if _, err := os.Stat(outside(home)); !errors.Is(err, os.ErrNotExist) || runs(t, ws) != 1 || len(u.questions()) != 1 {
+		t.Errorf("unanswered: ~/outside %v, ran %d times, asked %d times; want no file, one run, one question", err, runs(t, ws), len(u.questions()))
 	}
 
 	// No one to ask, or escalation never: no question, the sandboxed
