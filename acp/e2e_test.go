@@ -26,11 +26,13 @@ type conchProc struct {
 	waited bool
 }
 
-func startConch(t *testing.T, state, work, marker string) *conchProc {
+// startConch runs `conch acp` in work, with more flags args, and more
+// variables env.
+func startConch(t *testing.T, state, work, marker string, env []string, args ...string) *conchProc {
 	t.Helper()
-	cmd := exec.Command(testutil.ConchBinary(t), "acp", "--grace-ms", "500")
+	cmd := exec.Command(testutil.ConchBinary(t), append([]string{"acp", "--grace-ms", "500"}, args...)...)
 	cmd.Dir = work
-	cmd.Env = append(testutil.Env(marker), "XDG_STATE_HOME="+state)
+	cmd.Env = append(append(testutil.Env(marker), "XDG_STATE_HOME="+state), env...)
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
@@ -111,7 +113,7 @@ func TestEndToEnd(t *testing.T) {
 	defer testutil.AssertNoProcesses(t, marker)
 	state, work := t.TempDir(), t.TempDir()
 
-	p := startConch(t, state, work, marker)
+	p := startConch(t, state, work, marker, nil)
 	c := p.cli
 	// Bad input first: answered, logged, survived.
 	c.sendRaw("this is not JSON")
@@ -194,7 +196,7 @@ func TestEndToEnd(t *testing.T) {
 	p.eof(marker)
 
 	// A new conch loads the recorded session: the same cards, same ids.
-	p = startConch(t, state, work, marker)
+	p = startConch(t, state, work, marker, nil)
 	c = p.cli
 	c.initialize(true)
 	_, notes = c.call("session/load", map[string]any{"sessionId": sid, "cwd": work, "mcpServers": []any{}})
@@ -220,7 +222,7 @@ func TestEndToEndSIGTERM(t *testing.T) {
 			marker := testutil.Marker(t)
 			defer testutil.AssertNoProcesses(t, marker)
 			state, work := t.TempDir(), t.TempDir()
-			p := startConch(t, state, work, marker)
+			p := startConch(t, state, work, marker, nil)
 			c := p.cli
 			c.initialize(false)
 			sid := c.newSession(work)
@@ -242,7 +244,7 @@ func TestEndToEndSIGTERM(t *testing.T) {
 func TestEndToEndIdleNotice(t *testing.T) {
 	marker := testutil.Marker(t)
 	state, work := t.TempDir(), t.TempDir()
-	p := startConch(t, state, work, marker)
+	p := startConch(t, state, work, marker, nil)
 	c := p.cli
 	c.initialize(true)
 	sid := c.newSession(work)
@@ -271,7 +273,7 @@ func TestEndToEndCancelRightAfterPrompt(t *testing.T) {
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	state, work := t.TempDir(), t.TempDir()
-	p := startConch(t, state, work, marker)
+	p := startConch(t, state, work, marker, nil)
 	c := p.cli
 	c.initialize(true)
 	sid := c.newSession(work)
@@ -294,7 +296,7 @@ func TestEndToEndEOFKillsEverything(t *testing.T) {
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	state, work := t.TempDir(), t.TempDir()
-	p := startConch(t, state, work, marker)
+	p := startConch(t, state, work, marker, nil)
 	c := p.cli
 	c.initialize(true)
 	a, b := c.newSession(work), c.newSession(work)
@@ -312,7 +314,7 @@ func TestEndToEndLoadAfterSIGKILL(t *testing.T) {
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	state, work := t.TempDir(), t.TempDir()
-	p := startConch(t, state, work, marker)
+	p := startConch(t, state, work, marker, nil)
 	c := p.cli
 	c.initialize(true)
 	sid := c.newSession(work)
@@ -343,7 +345,7 @@ func TestEndToEndLoadAfterSIGKILL(t *testing.T) {
 		_, notes := c.call("session/load", map[string]any{"sessionId": sid, "cwd": work, "mcpServers": []any{}})
 		return c.updates(notes, sid)
 	}
-	p = startConch(t, state, work, marker)
+	p = startConch(t, state, work, marker, nil)
 	c = p.cli
 	c.initialize(true)
 	us := load()
@@ -357,7 +359,7 @@ func TestEndToEndLoadAfterSIGKILL(t *testing.T) {
 	c.prompt(sid, "echo three")
 	p.eof(marker)
 
-	p = startConch(t, state, work, marker)
+	p = startConch(t, state, work, marker, nil)
 	c = p.cli
 	c.initialize(true)
 	if us := load(); len(us) != 9 || get(us[8], "_meta", "terminal_output", "data") != "three\n" {
@@ -382,7 +384,7 @@ func TestEndToEndPlantedFIFO(t *testing.T) {
 			if err := syscall.Mkfifo(filepath.Join(dir, "sess_fifo.jsonl"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			p := startConch(t, state, work, marker)
+			p := startConch(t, state, work, marker, nil)
 			c := p.cli
 			c.initialize(true)
 			id := c.start("session/load", map[string]any{"sessionId": "sess_fifo", "cwd": work, "mcpServers": []any{}})

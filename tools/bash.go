@@ -349,9 +349,13 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b bashArgs, on t
 		sample = st.C
 	}
 	end := func() (Result, func(int) Result) {
+		res := p.Result()
+		again := t.escalates(ctx, on, b, spec, res, co)
 		if live != nil {
-			res := p.Result()
-			live.finish(&res)
+			live.finish(&res, again)
+		}
+		if again {
+			return t.escalate(ctx, sess, b, co)
 		}
 		return finished(p)
 	}
@@ -369,7 +373,7 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b bashArgs, on t
 				return end()
 			}
 			if live != nil {
-				live.finish(nil)
+				live.finish(nil, false)
 			}
 			return errorResult(msgAborted), nil
 		case <-sample:
@@ -389,7 +393,7 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b bashArgs, on t
 			}
 			if render, ok := t.yieldToTask(sess, b, on, spec, p); ok {
 				if live != nil {
-					live.finish(nil)
+					live.finish(nil, false)
 				}
 				return Result{}, render
 			}

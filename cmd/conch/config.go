@@ -15,6 +15,7 @@ import (
 	cfgfile "github.com/conch-dev/conch/internal/config"
 	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/rules"
+	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/local"
 	"github.com/conch-dev/conch/shell/remote"
 	"github.com/conch-dev/conch/tasks"
@@ -42,6 +43,7 @@ type config struct {
 	sandboxMode    choice
 	network        choice
 	writableRoots  paths
+	escalation     choice // ask | never (docs/sandbox.md)
 
 	// configFile, if set before build, is the configuration file read:
 	// commands may not write it under a sandbox.
@@ -188,6 +190,8 @@ func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64, logDefault slo
 	fs.Var(&c.sandboxMode, "sandbox", "where commands may write: read-only, workspace-write (--cwd, the temp dirs, the cache dir, --writable-root) or full-access; the default workspace-write runs without a file sandbox where the host cannot enforce it, a mode given explicitly refuses to start there")
 	fs.Var(&c.network, "network", "whether commands reach the network: on, or off (an empty network namespace; refuses to start where the host cannot make one)")
 	fs.Var(&c.writableRoots, "writable-root", "one more `DIR` commands may write under --sandbox workspace-write (repeatable)")
+	c.escalation = choice{v: "ask", from: []string{"ask", "never"}}
+	fs.Var(&c.escalation, "sandbox-escalation", "when the sandbox denied a command: ask (the user, where the client can ask, whether to run it again outside the sandbox, once) or never")
 	fs.Var(&c.maxResultBytes, "max-result-bytes", "bound on the text of a bash result (longer output keeps its start and end), in bytes")
 }
 
@@ -197,11 +201,14 @@ func stateDir() string { return tools.StateDir() }
 // stack is what a subcommand runs: the executor, the task runtime and the
 // tools over them. close releases them in order.
 type stack struct {
-	ex    *local.Executor
-	hosts []*remote.Executor
-	tasks *tasks.Runtime
-	tools *tools.Toolset
-	home  string
+	ex *local.Executor
+	// unsandboxed runs the commands a user let out of the sandbox; nil
+	// without a sandbox or with escalation never.
+	unsandboxed shell.Executor
+	hosts       []*remote.Executor
+	tasks       *tasks.Runtime
+	tools       *tools.Toolset
+	home        string
 
 	provider string // the provider key's value
 	enforces string // what the provider enforces, for the start-up line
@@ -257,8 +264,9 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		ProjectFiles:      true,
 		Hosts:             hosts,
 		BashNotes:         enforces.bashNotes(),
+		Unsandboxed:       enforces.unsandboxed,
 	})
-	return &stack{ex: ex, hosts: hostExs, tasks: rt, tools: ts, home: home, provider: c.provider.v, enforces: enforces.String()}, nil
+	return &stack{ex: ex, unsandboxed: enforces.unsandboxed, hosts: hostExs, tasks: rt, tools: ts, home: home, provider: c.provider.v, enforces: enforces.String()}, nil
 }
 
 // localEnforces is what the local provider holds every command to, with
@@ -275,6 +283,9 @@ type enforcement struct {
 	// this host cannot enforce; the bash description says so
 	// (sandbox.DegradedNote, docs/sandbox.md).
 	degraded bool
+	// unsandboxed, with a sandbox and escalation ask, is the executor of
+	// the commands a user lets out of it (tools.Options.Unsandboxed).
+	unsandboxed shell.Executor
 }
 
 // bashNotes are the sentences the bash description ends with for e.
@@ -330,6 +341,9 @@ func (s *stack) close() error {
 	s.tasks.Close()
 	for _, h := range s.hosts {
 		h.Close()
+	}
+	if s.unsandboxed != nil {
+		s.unsandboxed.Close()
 	}
 	return s.ex.Close()
 }

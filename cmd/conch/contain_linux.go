@@ -8,11 +8,14 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/conch-dev/conch/internal/nsinit"
 	"github.com/conch-dev/conch/internal/sandbox"
+	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/contained"
 	"github.com/conch-dev/conch/shell/local"
+	"golang.org/x/sys/unix"
 )
 
 // executor builds the executor of the stack with o, and says what it
@@ -92,5 +95,128 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 			log.Warn("sandbox partly unavailable: commands run with what the host allows", "mode", pol.Mode, "missing", missing)
 		}
 	}
+	if restricts {
+		enf.unsandboxed = c.unsandboxed(o, initOpts)
+	}
 	return ex, enf, nil
+}
+
+// unsandboxed is the executor of the commands a user lets out of the
+// sandbox (docs/sandbox.md#escalation): an init like initOpts's, with no
+// sandbox, started at the first yes (see lazyExecutor); nil with
+// sandbox.escalation never.
+func (c *config) unsandboxed(o *local.Options, initOpts nsinit.Options) shell.Executor {
+	if c.escalation.v != "ask" {
+		return nil
+	}
+	initOpts.Sandbox = &sandbox.Plan{Mode: sandbox.FullAccess, Network: sandbox.NetworkOn}
+	return &lazyExecutor{start: func() (*local.Executor, error) { return startDumpable(o, &initOpts) }}
+}
+
+// startDumpable starts a contained executor although this process is
+// already non-dumpable (local.New made it so). As an unprivileged user, a
+// process writes the uid and gid maps of the init it forks into a new
+// user namespace through the child's /proc files, which belong to root
+// while the child (forked from a non-dumpable process) is non-dumpable
+// too: the start fails with EACCES. So the process is dumpable while the
+// init is forked, and non-dumpable again at once (local.New does it
+// again). Commands cannot use the window: every command runs contained,
+// in a PID namespace where this process has no pid to attach to.
+func startDumpable(o *local.Options, initOpts *nsinit.Options) (*local.Executor, error) {
+	if os.Getuid() != 0 {
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
+			return nil, fmt.Errorf("make the process dumpable for the init's start: %w", err)
+		}
+	}
+	ex, err := contained.New(o, initOpts)
+	if err != nil {
+		// local.New did not run: nothing made the process non-dumpable again.
+		unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	}
+	return ex, err
+}
+
+// lazyExecutor runs the commands a user let out of the sandbox
+// (docs/sandbox.md, escalation). The sandbox's mounts and network
+// namespace belong to an init, and Landlock and seccomp restrict the
+// init itself, irreversibly, so a command cannot leave the sandbox of the
+// init that spawns it: these commands get an init of their own, with the
+// same containment and no sandbox (full-access), started when a user
+// first says yes, so that a deployment where no one does pays nothing.
+// A start that fails is tried again at the next yes.
+type lazyExecutor struct {
+	start func() (*local.Executor, error)
+
+	mu     sync.Mutex
+	ex     *local.Executor
+	closed bool
+}
+
+var _ shell.OwnerEnder = (*lazyExecutor)(nil)
+
+func (l *lazyExecutor) get() (*local.Executor, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, shell.ErrClosed
+	}
+	if l.ex == nil {
+		ex, err := l.start()
+		if err != nil {
+			return nil, fmt.Errorf("start the init of commands outside the sandbox: %w", err)
+		}
+		l.ex = ex
+	}
+	return l.ex, nil
+}
+
+// started is the executor if it was started, else nil.
+func (l *lazyExecutor) started() *local.Executor {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ex
+}
+
+func (l *lazyExecutor) Resolve(r shell.Request) (shell.Spec, error) {
+	ex, err := l.get()
+	if err != nil {
+		return shell.Spec{}, err
+	}
+	return ex.Resolve(r)
+}
+
+func (l *lazyExecutor) Launch(s shell.Spec) (shell.Process, error) {
+	ex, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return ex.Launch(s)
+}
+
+func (l *lazyExecutor) Start(s shell.Spec) (shell.Process, error) {
+	ex, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return ex.Start(s)
+}
+
+// EndOwner ends what the owner's escalated commands left running; before
+// the first yes there is nothing.
+func (l *lazyExecutor) EndOwner(owner string) {
+	if ex := l.started(); ex != nil {
+		ex.EndOwner(owner)
+	}
+}
+
+// Close ends the init, if it was started, and refuses later starts.
+func (l *lazyExecutor) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	ex := l.ex
+	l.mu.Unlock()
+	if ex == nil {
+		return nil
+	}
+	return ex.Close()
 }

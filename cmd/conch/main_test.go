@@ -58,6 +58,7 @@ type serverOptions struct {
 	marker  string
 	yieldMs int
 	args    []string // more flags of conch serve (stdio only)
+	env     []string // more variables of conch serve (stdio only)
 	client  *mcp.ClientOptions
 	roots   []*mcp.Root
 	wrap    func(*exec.Cmd) // runs conch serve under a wrapper (stdio only; see withoutUserNS)
@@ -97,6 +98,7 @@ func startStdio(t *testing.T, o serverOptions) (*mcp.ClientSession, int) {
 	args = append(args, o.args...)
 	cmd := exec.Command(testutil.ConchBinary(t), args...)
 	cmd.Env = append(testutil.Env(o.marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
+	cmd.Env = append(cmd.Env, o.env...)
 	cmd.Stderr = newLogBuffer(t, "conch serve")
 	if o.wrap != nil {
 		o.wrap(cmd)
