@@ -423,7 +423,7 @@ func TestEndToEndDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(denied) })
-	p := startConch(t, state, work, marker)
+	p := startConch(t, state, work, marker, nil)
 	c := p.cli
 	c.initialize(true)
 	sid := c.newSession(work)
