@@ -17,8 +17,8 @@ import (
 
 // executor builds the executor of the stack with o, and says what it
 // enforces. With containment on (or a sandbox that restricts, which only
-// an init enforces) it is the contained provider: one init serves every
-// session of the executor, so HTTP sessions share its namespaces. With
+// an init enforces) it is the contained provider: each session's commands
+// run in an init of their own (docs/containment.md). With
 // --containment auto a host that allows no init gets the plain local
 // provider, and the cause is logged once; with require, or with a
 // restricting sandbox, the error names the cause, as it does when the

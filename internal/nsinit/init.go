@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -58,7 +59,7 @@ func Main() int {
 		c.send(&message{Op: opFail, Err: fmt.Sprintf("init: first message %q, want %q", m.Op, opPolicy)})
 		return 1
 	}
-	unenforced, err := s.setUp(m.Plan)
+	unenforced, err := s.setUp(m.Plan, m.Dir)
 	if err != nil {
 		c.send(&message{Op: opFail, Err: err.Error()})
 		return 1
@@ -111,11 +112,12 @@ type command struct {
 }
 
 // setUp makes the mounts private to the namespace, mounts its own /proc,
-// enforces the sandbox plan (nil: none) on the init itself, so that every
-// command it forks inherits it, prepares the spawner thread and starts
-// listening for signals. It returns what of the plan the host could not
-// enforce.
-func (s *initState) setUp(plan *sandbox.Plan) (unenforced []string, err error) {
+// hides the spill directories of other sessions (spill: the session's
+// own; "": none), enforces the sandbox plan (nil: none) on the init
+// itself, so that every command it forks inherits it, prepares the
+// spawner thread and starts listening for signals. It returns what of
+// the plan the host could not enforce.
+func (s *initState) setUp(plan *sandbox.Plan, spill string) (unenforced []string, err error) {
 	if os.Getpid() != 1 {
 		return nil, fmt.Errorf("init: pid %d, not 1: not in a new PID namespace", os.Getpid())
 	}
@@ -125,6 +127,11 @@ func (s *initState) setUp(plan *sandbox.Plan) (unenforced []string, err error) {
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return nil, fmt.Errorf("init: mount /proc: %w", err)
+	}
+	if spill != "" {
+		if err := showOnly(spill); err != nil {
+			return nil, err
+		}
 	}
 	sandboxed := plan != nil && plan.Mode != sandbox.FullAccess
 	if sandboxed {
@@ -163,6 +170,35 @@ func (s *initState) setUp(plan *sandbox.Plan) (unenforced []string, err error) {
 	signal.Notify(chld, unix.SIGCHLD)
 	go s.reaper(chld)
 	return unenforced, nil
+}
+
+// showOnly covers dir's parent with an empty tmpfs and binds dir back in
+// it: the commands see dir, read and write it as before, and none of its
+// siblings. The tmpfs is then made read-only, so nothing can be put
+// beside dir (it is the init's: a command has no capability to remount
+// it).
+func showOnly(dir string) error {
+	parent := filepath.Dir(dir)
+	// Held before the tmpfs covers it: the bind's source.
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("init: open the spill directory: %w", err)
+	}
+	defer unix.Close(fd)
+	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	if err := unix.Mount("tmpfs", parent, "tmpfs", flags, "size=4k,mode=0700"); err != nil {
+		return fmt.Errorf("init: hide the other spill directories: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("init: hide the other spill directories: %w", err)
+	}
+	if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), dir, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("init: show the spill directory: %w", err)
+	}
+	if err := unix.Mount("", parent, "", unix.MS_REMOUNT|unix.MS_RDONLY|flags, ""); err != nil {
+		return fmt.Errorf("init: hide the other spill directories: %w", err)
+	}
+	return nil
 }
 
 // dropCapabilities drops, on this thread only (capabilities belong to a

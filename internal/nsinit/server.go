@@ -43,6 +43,12 @@ type Options struct {
 	// no_new_privs, and with the network off an empty network namespace.
 	// Nil means no sandbox (containment only).
 	Sandbox *sandbox.Plan
+	// SpillDir, when set, is the session's own spill directory, an
+	// existing subdirectory of a directory whose other subdirectories
+	// (other sessions' spill directories) the commands must not see: the
+	// init covers that parent with an empty read-only tmpfs and binds
+	// SpillDir alone back in its place (docs/containment.md#spill-files).
+	SpillDir string
 }
 
 // HelperArg is the hidden subcommand on which conch's binary runs Main.
@@ -139,7 +145,7 @@ func start(o Options) (*Init, error) {
 	if o.Sandbox != nil && o.Sandbox.Network == sandbox.NetworkOff {
 		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
 	}
-	err = proc.StartCmd(cmd)
+	err = startDumpable(cmd)
 	theirs.Close()
 	if err != nil {
 		ours.Close()
@@ -165,7 +171,7 @@ func start(o Options) (*Init, error) {
 	}()
 	// The sandbox travels as the first message, not in argv or the
 	// environment, which commands could read in /proc.
-	err = c.send(&message{Op: opPolicy, Plan: o.Sandbox})
+	err = c.send(&message{Op: opPolicy, Plan: o.Sandbox, Dir: o.SpillDir})
 	var m *message
 	if err == nil {
 		m, _, err = c.recv()
@@ -187,6 +193,31 @@ func start(o Options) (*Init, error) {
 	}
 	go i.read()
 	return i, nil
+}
+
+// dumpableMu serialises the starts that make this process dumpable for a
+// moment.
+var dumpableMu sync.Mutex
+
+// startDumpable starts cmd with this process dumpable during the fork. A
+// process that is not root writes the uid and gid maps of the init it
+// forked into /proc/<pid>/, which a non-dumpable process's child (one of
+// local.New's executors: docs/executor.md) holds as root's until its
+// exec: the write fails with EACCES. The server is dumpable for the fork
+// and exec of the init only, and its commands cannot see it meanwhile:
+// they run in inits.
+func startDumpable(cmd *exec.Cmd) error {
+	if os.Getuid() == 0 {
+		return proc.StartCmd(cmd)
+	}
+	dumpableMu.Lock()
+	defer dumpableMu.Unlock()
+	was, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
+	if err == nil && was == 0 {
+		unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0)
+		defer unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	}
+	return proc.StartCmd(cmd)
 }
 
 // namespaceAttr starts the init in new user, PID and mount namespaces,

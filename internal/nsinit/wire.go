@@ -36,7 +36,7 @@ const maxFDs = 4
 // ID and operation, except opRelease, which has none; the init also sends
 // events with ID 0.
 const (
-	opPolicy    = "policy"    // server → init, first: Plan, the sandbox to enforce (nil: none)
+	opPolicy    = "policy"    // server → init, first: Plan, the sandbox to enforce (nil: none); Dir, the session's spill directory ("": none)
 	opReady     = "ready"     // init → server, once: set up, serving; Unenforced
 	opFail      = "fail"      // init → server, once: set-up failed; Err says why
 	opSpawn     = "spawn"     // Path, Args, Env, Dir, three descriptors → Pid

@@ -62,6 +62,9 @@ type Command struct {
 	Stdin, Stdout, Stderr *os.File
 	// Owner is the command's Request.Owner, for EndOwner.
 	Owner string
+	// Workspace is the command's Request.Workspace: its owner's working
+	// directory ("" for the executor's Cwd).
+	Workspace string
 	// Grace is the executor's delay between SIGTERM and SIGKILL, for
 	// the kills of what the command leaves running.
 	Grace time.Duration

@@ -31,7 +31,7 @@ func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
 	if e.closed {
 		return nil, shell.ErrClosed
 	}
-	raw := capture.NewStream(e.spill, "tty", e.opts.MaxOutputBytes, e.opts.MaxSpillBytes)
+	raw := capture.NewStream(e.spill.For(s.Owner), "tty", e.opts.MaxOutputBytes, e.opts.MaxSpillBytes)
 	t, err := term.Start([]string{e.opts.Shell, "-c", s.Command}, &term.Options{
 		Dir:     s.Workdir,
 		Env:     envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv),
