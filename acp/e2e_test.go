@@ -25,9 +25,10 @@ type conchProc struct {
 	waited bool
 }
 
-func startConch(t *testing.T, state, work, marker string) *conchProc {
+// startConch starts `conch acp` in work, with args after its own.
+func startConch(t *testing.T, state, work, marker string, args ...string) *conchProc {
 	t.Helper()
-	cmd := exec.Command(testutil.ConchBinary(t), "acp", "--grace-ms", "500")
+	cmd := exec.Command(testutil.ConchBinary(t), append([]string{"acp", "--grace-ms", "500"}, args...)...)
 	cmd.Dir = work
 	cmd.Env = append(testutil.Env(marker), "XDG_STATE_HOME="+state)
 	stderr := &syncBuffer{}
