@@ -42,6 +42,8 @@ type config struct {
 	sandboxMode    choice
 	network        choice
 	writableRoots  paths
+	denyRead       paths
+	unixSockets    paths
 
 	// configFile, if set before build, is the configuration file read:
 	// commands may not write it under a sandbox.
@@ -188,6 +190,8 @@ func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64, logDefault slo
 	fs.Var(&c.sandboxMode, "sandbox", "where commands may write: read-only, workspace-write (--cwd, the temp dirs, the cache dir, --writable-root) or full-access (the default for now); any other than full-access needs containment and starts it")
 	fs.Var(&c.network, "network", "whether commands reach the network: on, or off (an empty network namespace; needs containment and starts it)")
 	fs.Var(&c.writableRoots, "writable-root", "one more `DIR` commands may write under --sandbox workspace-write (repeatable)")
+	fs.Var(&c.denyRead, "deny-read", "a `PATH` commands may neither read nor write under --sandbox read-only or workspace-write: a directory lists empty, a file reads empty (repeatable)")
+	fs.Var(&c.unixSockets, "unix-socket", "a unix socket `PATH` commands may connect to under --sandbox read-only or workspace-write, which deny every other (repeatable); conch cannot yet allow one socket by its path, so with one it refuses to start")
 	fs.Var(&c.maxResultBytes, "max-result-bytes", "bound on the text of a bash result (longer output keeps its start and end), in bytes")
 }
 
@@ -295,6 +299,8 @@ func (c *config) sandboxPolicy() (p sandbox.Policy, restricts bool, err error) {
 		Network:       sandbox.Network(c.network.v),
 		Workspace:     ws,
 		WritableRoots: c.writableRoots.vals,
+		DenyRead:      c.denyRead.vals,
+		UnixSockets:   c.unixSockets.vals,
 		TempDirs:      []string{os.TempDir(), "/tmp"},
 		Protected:     []string{cfgFile, filepath.Dir(cfgfile.DefaultPath()), stateDir()},
 	}

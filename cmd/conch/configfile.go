@@ -24,6 +24,8 @@ var (
 		"sandbox":       "sandbox.mode",
 		"network":       "sandbox.network",
 		"writable-root": "sandbox.writable_roots",
+		"deny-read":     "sandbox.deny_read",
+		"unix-socket":   "sandbox.unix_sockets",
 	}
 	// notKeys are flags with no key.
 	notKeys = []string{"config", "workdir", "json", "present", "background", "host", "host-cwd"}
