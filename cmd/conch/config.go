@@ -42,6 +42,8 @@ type config struct {
 	sandboxMode    choice
 	network        choice
 	writableRoots  paths
+	maxPids        number // 0: no limit
+	maxMemory      number // 0: no limit
 	denyRead       paths
 	unixSockets    paths
 
@@ -189,6 +191,10 @@ func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64, logDefault slo
 	fs.Var(&c.containment, "containment", "run commands in their own user, PID and mount namespaces: auto (when the host allows), require (refuse to start without), off (the default for now: its per-command cost is still above budget)")
 	fs.Var(&c.sandboxMode, "sandbox", "where commands may write: read-only, workspace-write (--cwd, the temp dirs, the cache dir, --writable-root) or full-access (the default for now); any other than full-access needs containment and starts it")
 	fs.Var(&c.network, "network", "whether commands reach the network: on, or off (an empty network namespace; needs containment and starts it)")
+	c.maxPids = number{zeroOK: true, count: true}
+	c.maxMemory = number{zeroOK: true, count: true}
+	fs.Var(&c.maxPids, "max-pids", "at most `N` processes and threads per command, all it starts included (0: no limit); needs containment and the pids controller, and starts containment")
+	fs.Var(&c.maxMemory, "max-memory", "at most `BYTES` of memory per command, all it starts included, past which the kernel kills one of its processes (0: no limit); needs containment and the memory controller, and starts containment")
 	fs.Var(&c.writableRoots, "writable-root", "one more `DIR` commands may write under --sandbox workspace-write (repeatable)")
 	fs.Var(&c.denyRead, "deny-read", "a `PATH` commands may neither read nor write under --sandbox read-only or workspace-write: a directory lists empty, a file reads empty (repeatable)")
 	fs.Var(&c.unixSockets, "unix-socket", "a unix socket `PATH` commands may connect to under --sandbox read-only or workspace-write, which deny every other (repeatable); conch cannot yet allow one socket by its path, so with one it refuses to start")

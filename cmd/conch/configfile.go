@@ -25,6 +25,8 @@ var (
 		"network":       "sandbox.network",
 		"writable-root": "sandbox.writable_roots",
 		"deny-read":     "sandbox.deny_read",
+		"max-pids":      "containment.max_pids",
+		"max-memory":    "containment.max_memory",
 		"unix-socket":   "sandbox.unix_sockets",
 	}
 	// notKeys are flags with no key.

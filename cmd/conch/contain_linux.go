@@ -21,15 +21,17 @@ import (
 // run in an init of their own (docs/containment.md). With
 // --containment auto a host that allows no init gets the plain local
 // provider, and the cause is logged once; with require, or with a
-// restricting sandbox, the error names the cause, as it does when the
-// host cannot enforce part of the sandbox.
+// restricting sandbox, or with --max-pids or --max-memory, the error
+// names the cause, as it does when the host cannot enforce part of the
+// sandbox or a limit.
 func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, enforcement, error) {
 	pol, restricts, err := c.sandboxPolicy()
 	if err != nil {
 		return nil, enforcement{}, err
 	}
 	mode := c.containment.v
-	if restricts {
+	limited := c.maxPids.v > 0 || c.maxMemory.v > 0 // only an init's cgroups enforce them
+	if restricts || limited {
 		mode = "require"
 	}
 	if mode == "off" {
@@ -38,7 +40,10 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 	}
 	// The init is this binary (see nsinit.go); a crash of it is
 	// written where conch logs.
-	initOpts := nsinit.Options{Args: []string{nsinit.HelperArg}, Stderr: os.Stderr}
+	initOpts := nsinit.Options{
+		Args: []string{nsinit.HelperArg}, Stderr: os.Stderr,
+		MaxPids: int64(c.maxPids.v), MaxMemory: int64(c.maxMemory.v),
+	}
 	if restricts {
 		if initOpts.Sandbox, err = pol.Resolve(); err != nil {
 			return nil, enforcement{}, err

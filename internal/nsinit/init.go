@@ -54,7 +54,7 @@ func Main() int {
 	if err != nil {
 		return 1
 	}
-	closeFDs(fds)
+	s.home = fds // close-on-exec, as every descriptor received
 	if m.Op != opPolicy {
 		c.send(&message{Op: opFail, Err: fmt.Sprintf("init: first message %q, want %q", m.Op, opPolicy)})
 		return 1
@@ -100,6 +100,10 @@ type initState struct {
 	mu     sync.Mutex
 	cmds   map[int]*command       // by pid: commands not yet forgotten
 	owners map[procKey][]*command // every process seen, and whom it is charged to
+
+	// home are the session's tasks files in the cgroup v1 hierarchies of
+	// the limits, where the spawner thread returns after each fork.
+	home []int
 }
 
 // command is the init's record of one spawned command.
@@ -237,16 +241,30 @@ func dropCapabilities(all bool) error {
 func (s *initState) spawn(m *message, fds []int) {
 	defer closeFDs(fds)
 	reply := &message{ID: m.ID, Op: m.Op}
-	if len(fds) != 3 && len(fds) != 4 {
-		reply.Err = fmt.Sprintf("nsinit: spawn: %d descriptors, want 3 or 4", len(fds))
+	want := 3 + len(s.home)
+	if m.Cgroup {
+		want++
+	}
+	if len(fds) != want {
+		reply.Err = fmt.Sprintf("nsinit: spawn: %d descriptors, want %d", len(fds), want)
 		s.c.send(reply)
 		return
 	}
 	sys := &syscall.SysProcAttr{Setsid: true}
-	if len(fds) == 4 {
+	tasks := fds[3:]
+	if m.Cgroup {
 		// Born in its cgroup (clone3's CLONE_INTO_CGROUP): nothing it
 		// forks can run outside it, even for a moment.
 		sys.UseCgroupFD, sys.CgroupFD = true, fds[3]
+		tasks = fds[4:]
+	}
+	// Its cgroups v1: this thread goes in, forks there, and comes back
+	// (a v1 tasks file moves the thread that writes "0" to it).
+	defer moveThread(s.home)
+	if err := moveThread(tasks); err != nil {
+		reply.Err = fmt.Sprintf("nsinit: spawn: enter the command's cgroup: %v", err)
+		s.c.send(reply)
+		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -275,6 +293,17 @@ func (s *initState) spawn(m *message, fds []int) {
 	s.owners[procKey{pid, info.StartTime}] = []*command{c}
 	reply.Pid = pid
 	s.c.send(reply)
+}
+
+// moveThread moves the calling thread into the cgroup v1 of each tasks
+// file.
+func moveThread(tasks []int) error {
+	for _, fd := range tasks {
+		if _, err := unix.Write(fd, []byte("0")); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // serve answers the server's requests until it closes the socket.
