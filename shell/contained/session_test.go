@@ -24,16 +24,18 @@ import (
 	"github.com/conch-dev/conch/shell/shelltest"
 )
 
-// newExecutor is a contained executor whose commands carry marker, for
+// newExecutor is a contained executor of o (its Cwd and SpillParent a
+// new temporary directory) whose commands carry marker, for
 // AssertNoProcesses; it is closed, and nothing of it may be left, when
 // the test ends. initOpts nil means initOptions().
-func newExecutor(t *testing.T, marker string, initOpts *nsinit.Options) *local.Executor {
+func newExecutor(t *testing.T, marker string, o local.Options, initOpts *nsinit.Options) *local.Executor {
 	t.Helper()
 	if initOpts == nil {
 		initOpts = initOptions()
 	}
 	dir := t.TempDir()
-	ex, err := contained.New(&local.Options{Cwd: dir, SpillParent: dir, Environ: testutil.Env(marker)}, initOpts)
+	o.Cwd, o.SpillParent, o.Environ = dir, dir, testutil.Env(marker)
+	ex, err := contained.New(&o, initOpts)
 	if err != nil {
 		t.Fatalf("contained.New: %v", err)
 	}
@@ -61,25 +63,32 @@ func start(t *testing.T, ex shell.Executor, owner, command string) (shell.Proces
 	return p, strings.SplitN(out.Stdout, "\n", 2)[0]
 }
 
-// hostPid is the pid, outside every namespace, of the one live process
-// whose command line is cmdline.
+// hostPid waits for a live process whose command line is cmdline and
+// returns its pid, outside every namespace.
 func hostPid(t *testing.T, cmdline string) int {
 	t.Helper()
 	var pid int
 	testutil.WaitFor(t, 10*time.Second, cmdline+" running", func() bool {
-		infos, err := proc.Scan()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range infos {
-			if p.Alive() && testutil.Cmdline(p.Pid) == cmdline {
-				pid = p.Pid
-				return true
-			}
-		}
-		return false
+		pid = pidOf(t, cmdline)
+		return pid != 0
 	})
 	return pid
+}
+
+// pidOf is the pid of a live process whose command line is cmdline, 0
+// when there is none.
+func pidOf(t *testing.T, cmdline string) int {
+	t.Helper()
+	infos, err := proc.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range infos {
+		if p.Alive() && testutil.Cmdline(p.Pid) == cmdline {
+			return p.Pid
+		}
+	}
+	return 0
 }
 
 // TestOwnersApart: each owner's commands run in an init of their own
@@ -98,7 +107,7 @@ func TestOwnersApartUnprivileged(t *testing.T) {
 
 func testOwnersApart(t *testing.T) {
 	marker := testutil.Marker(t)
-	ex := newExecutor(t, marker, nil)
+	ex := newExecutor(t, marker, local.Options{}, nil)
 
 	task, nsPid := start(t, ex, "B", "echo $$; exec sleep 601")
 	if _, err := strconv.Atoi(nsPid); err != nil {
@@ -124,7 +133,7 @@ func testOwnersApart(t *testing.T) {
 	// processes in A's (this very shell, even): whatever it hits there,
 	// B's task lives on.
 	run(t, ex, "A", "kill -9 "+nsPid)
-	if !alive(t, "sleep 601") {
+	if pidOf(t, "sleep 601") == 0 {
 		t.Errorf("A's kill -9 %s killed B's task", nsPid)
 	}
 
@@ -132,7 +141,7 @@ func testOwnersApart(t *testing.T) {
 	run(t, ex, "A", "setsid sleep 602 >/dev/null 2>&1 &")
 	hostPid(t, "sleep 602")
 	ex.EndOwner("A")
-	if alive(t, "sleep 602") {
+	if pidOf(t, "sleep 602") != 0 {
 		t.Error("A's setsid sleep survived EndOwner(A)")
 	}
 	if st := task.Status(); st != shell.StatusRunning {
@@ -164,16 +173,7 @@ func TestSpillApartUnprivileged(t *testing.T) {
 }
 
 func testSpillApart(t *testing.T) {
-	marker := testutil.Marker(t)
-	dir := t.TempDir()
-	ex, err := contained.New(&local.Options{Cwd: dir, SpillParent: dir, MaxOutputBytes: 100, Environ: testutil.Env(marker)}, initOptions())
-	if err != nil {
-		t.Fatalf("contained.New: %v", err)
-	}
-	t.Cleanup(func() {
-		ex.Close()
-		testutil.AssertNoProcesses(t, marker)
-	})
+	ex := newExecutor(t, testutil.Marker(t), local.Options{MaxOutputBytes: 100}, nil)
 	spilled := func(owner string) string {
 		r := run(t, ex, owner, "seq 1 10000")
 		if r.Stdout.SpillPath == "" {
@@ -200,26 +200,11 @@ func testSpillApart(t *testing.T) {
 	}
 }
 
-// alive reports whether a live process has command line cmdline.
-func alive(t *testing.T, cmdline string) bool {
-	t.Helper()
-	infos, err := proc.Scan()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range infos {
-		if p.Alive() && testutil.Cmdline(p.Pid) == cmdline {
-			return true
-		}
-	}
-	return false
-}
-
 // TestFirstCommandsShareOneInit: commands arriving together as an
 // owner's first start one init between them; another owner's is another.
 func TestFirstCommandsShareOneInit(t *testing.T) {
 	marker := testutil.Marker(t)
-	ex := newExecutor(t, marker, nil)
+	ex := newExecutor(t, marker, local.Options{}, nil)
 	const ns = "readlink /proc/self/ns/pid"
 	var (
 		wg   sync.WaitGroup
@@ -262,7 +247,7 @@ func TestFailedInitFailsTheCommand(t *testing.T) {
 	}
 	o := initOptions()
 	o.Sandbox = plan
-	ex := newExecutor(t, marker, o)
+	ex := newExecutor(t, marker, local.Options{}, o)
 	// A workspace that is a file: Landlock refuses it as a directory.
 	file := filepath.Join(dir, "file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
