@@ -44,6 +44,10 @@ type config struct {
 	network        choice
 	writableRoots  paths
 	escalation     choice // ask | never (docs/sandbox.md)
+	maxPids        number // 0: no limit
+	maxMemory      number // 0: no limit
+	denyRead       paths
+	unixSockets    paths
 
 	// configFile, if set before build, is the configuration file read:
 	// commands may not write it under a sandbox.
@@ -192,6 +196,12 @@ func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64, logDefault slo
 	fs.Var(&c.writableRoots, "writable-root", "one more `DIR` commands may write under --sandbox workspace-write (repeatable)")
 	c.escalation = choice{v: "ask", from: []string{"ask", "never"}}
 	fs.Var(&c.escalation, "sandbox-escalation", "when the sandbox denied a command: ask (the user, where the client can ask, whether to run it again outside the sandbox, once) or never")
+	c.maxPids = number{zeroOK: true, count: true}
+	c.maxMemory = number{zeroOK: true, count: true}
+	fs.Var(&c.maxPids, "max-pids", "at most `N` processes and threads per command, all it starts included (0: no limit); needs containment and the pids controller, and starts containment")
+	fs.Var(&c.maxMemory, "max-memory", "at most `BYTES` of memory per command, all it starts included, past which the kernel kills one of its processes (0: no limit); needs containment and the memory controller, and starts containment")
+	fs.Var(&c.denyRead, "deny-read", "a `PATH` commands may neither read nor write under --sandbox read-only or workspace-write: a directory lists empty, a file reads empty (repeatable)")
+	fs.Var(&c.unixSockets, "unix-socket", "a unix socket `PATH` commands may connect to under --sandbox read-only or workspace-write, which deny every other (repeatable); conch cannot yet allow one socket by its path, so with one it refuses to start")
 	fs.Var(&c.maxResultBytes, "max-result-bytes", "bound on the text of a bash result (longer output keeps its start and end), in bytes")
 }
 
@@ -326,6 +336,8 @@ func (c *config) sandboxPolicy() (p sandbox.Policy, restricts bool, err error) {
 		Network:       sandbox.Network(c.network.v),
 		Workspace:     ws,
 		WritableRoots: c.writableRoots.vals,
+		DenyRead:      c.denyRead.vals,
+		UnixSockets:   c.unixSockets.vals,
 		TempDirs:      []string{os.TempDir(), "/tmp"},
 		Protected:     []string{cfgFile, filepath.Dir(cfgfile.DefaultPath()), stateDir()},
 	}

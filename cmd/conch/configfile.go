@@ -25,6 +25,10 @@ var (
 		"network":            "sandbox.network",
 		"writable-root":      "sandbox.writable_roots",
 		"sandbox-escalation": "sandbox.escalation",
+		"deny-read":          "sandbox.deny_read",
+		"max-pids":           "containment.max_pids",
+		"max-memory":         "containment.max_memory",
+		"unix-socket":        "sandbox.unix_sockets",
 	}
 	// notKeys are flags with no key.
 	notKeys = []string{"config", "workdir", "json", "present", "background", "host", "host-cwd"}

@@ -15,22 +15,22 @@ import (
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/contained"
 	"github.com/conch-dev/conch/shell/local"
-	"golang.org/x/sys/unix"
 )
 
 // executor builds the executor of the stack with o, and says what it
 // enforces. With containment on (or a sandbox that restricts, which only
-// an init enforces) it is the contained provider: one init serves every
-// session of the executor, so HTTP sessions share its namespaces.
+// an init enforces) it is the contained provider: each session's commands
+// run in an init of their own (docs/containment.md).
 //
 // What the host cannot give is refused or degraded (docs/containment.md,
-// docs/sandbox.md): --containment require, and a sandbox the user chose
-// (sandboxGiven), refuse to start naming the cause. The defaults degrade:
-// --containment auto on a host that allows no init gets the plain local
-// provider, and the default sandbox runs with what the host allows; each
-// cause is logged once, and a missing file sandbox makes the enforcement
-// degraded (the bash description says so). An explicit --containment off
-// turns the default sandbox off with the init it needs.
+// docs/sandbox.md): --containment require, a sandbox the user chose
+// (sandboxGiven), and --max-pids or --max-memory refuse to start naming
+// the cause. The defaults degrade: --containment auto on a host that
+// allows no init gets the plain local provider, and the default sandbox
+// runs with what the host allows; each cause is logged once, and a
+// missing file sandbox makes the enforcement degraded (the bash
+// description says so). An explicit --containment off turns the default
+// sandbox off with the init it needs.
 func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, enforcement, error) {
 	pol, restricts, err := c.sandboxPolicy()
 	if err != nil {
@@ -38,8 +38,9 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 	}
 	given := restricts && c.sandboxGiven()
 	mode := c.containment.v
+	limited := c.maxPids.v > 0 || c.maxMemory.v > 0 // only an init's cgroups enforce them
 	switch {
-	case given:
+	case given || limited:
 		mode = "require"
 	case mode == "off":
 		restricts = false
@@ -50,7 +51,10 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 	}
 	// The init is this binary (see nsinit.go); a crash of it is
 	// written where conch logs.
-	initOpts := nsinit.Options{Args: []string{nsinit.HelperArg}, Stderr: os.Stderr}
+	initOpts := nsinit.Options{
+		Args: []string{nsinit.HelperArg}, Stderr: os.Stderr,
+		MaxPids: int64(c.maxPids.v), MaxMemory: int64(c.maxMemory.v),
+	}
 	if restricts {
 		if initOpts.Sandbox, err = pol.Resolve(); err != nil {
 			return nil, enforcement{}, err
@@ -110,30 +114,7 @@ func (c *config) unsandboxed(o *local.Options, initOpts nsinit.Options) shell.Ex
 		return nil
 	}
 	initOpts.Sandbox = &sandbox.Plan{Mode: sandbox.FullAccess, Network: sandbox.NetworkOn}
-	return &lazyExecutor{start: func() (*local.Executor, error) { return startDumpable(o, &initOpts) }}
-}
-
-// startDumpable starts a contained executor although this process is
-// already non-dumpable (local.New made it so). As an unprivileged user, a
-// process writes the uid and gid maps of the init it forks into a new
-// user namespace through the child's /proc files, which belong to root
-// while the child (forked from a non-dumpable process) is non-dumpable
-// too: the start fails with EACCES. So the process is dumpable while the
-// init is forked, and non-dumpable again at once (local.New does it
-// again). Commands cannot use the window: every command runs contained,
-// in a PID namespace where this process has no pid to attach to.
-func startDumpable(o *local.Options, initOpts *nsinit.Options) (*local.Executor, error) {
-	if os.Getuid() != 0 {
-		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
-			return nil, fmt.Errorf("make the process dumpable for the init's start: %w", err)
-		}
-	}
-	ex, err := contained.New(o, initOpts)
-	if err != nil {
-		// local.New did not run: nothing made the process non-dumpable again.
-		unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	}
-	return ex, err
+	return &lazyExecutor{start: func() (*local.Executor, error) { return contained.New(o, &initOpts) }}
 }
 
 // lazyExecutor runs the commands a user let out of the sandbox

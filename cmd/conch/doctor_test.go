@@ -22,6 +22,7 @@ var doctorLine = map[string]*regexp.Regexp{
 	"user namespaces": regexp.MustCompile(`^(yes|no \(.+\))$`),
 	"pid namespaces":  regexp.MustCompile(`^(yes|no \(.+\))$`),
 	"cgroup v2":       regexp.MustCompile(`^(/\S+ \((not )?writable\)|not mounted)$`),
+	"cgroup limits":   regexp.MustCompile(`^pids: (cgroup v[12] /\S+|unavailable \(.+\)); memory: (cgroup v[12] /\S+|unavailable \(.+\))$`),
 	"landlock":        regexp.MustCompile(`^(ABI [1-9]\d*|none \(landlock: .+\))$`),
 	"seccomp":         regexp.MustCompile(`^(yes|no)$`),
 	"containment":     regexp.MustCompile(`^(none \(off; this host would allow: (pid-namespace(, cgroup)?|none \(.+\))\)|pid-namespace(, cgroup)?|none \(.+\))$`),

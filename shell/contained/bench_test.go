@@ -3,6 +3,7 @@
 package contained_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/internal/testutil"
+	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/contained"
 	"github.com/conch-dev/conch/shell/local"
 	"github.com/conch-dev/conch/shell/shelltest"
@@ -147,4 +149,36 @@ func rss(tb testing.TB, pid int) int64 {
 	}
 	tb.Fatalf("no VmRSS for pid %d", pid)
 	return 0
+}
+
+// BenchmarkSessionStart measures a session's first command, Run("true")
+// by a new owner, which starts the owner's init (New's own first init
+// and the owner's spill directory are not in it), and the owner's end.
+//
+//	go test -run '^$' -bench SessionStart -benchtime 200x ./shell/contained/
+func BenchmarkSessionStart(b *testing.B) {
+	ex, err := contained.New(&local.Options{SpillParent: b.TempDir()}, initOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ex.Close() })
+	ctx := context.Background()
+	var first, end time.Duration
+	for i := 0; b.Loop(); i++ {
+		owner := "bench-" + strconv.Itoa(i)
+		spec, err := ex.Resolve(shell.Request{Command: "true", Owner: owner})
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if _, err := shell.Run(ctx, ex, spec); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		ex.EndOwner(owner)
+		first += t1.Sub(t0)
+		end += time.Since(t1)
+	}
+	b.ReportMetric(float64(first.Nanoseconds())/float64(b.N), "first-ns/op")
+	b.ReportMetric(float64(end.Nanoseconds())/float64(b.N), "end-ns/op")
 }

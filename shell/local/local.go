@@ -182,9 +182,21 @@ func (e *Executor) EndOwner(owner string) {
 	for _, c := range cmds {
 		wg.Go(func() { c.stop(causeKill, false) })
 	}
-	e.spawner.EndOwner(owner)
 	e.tracker.KillOwner(owner, e.opts.Grace)
+	// The Spawner's end comes after the stops, as Spawner.EndOwner says:
+	// a contained one ends the owner's whole boundary, and the commands
+	// stopped first report their kill, not the boundary's end.
 	wg.Wait()
+	e.spawner.EndOwner(owner)
+}
+
+// SpillDir creates, if needed, the directory where the spill files of
+// owner's commands go (a subdirectory of the executor's spill directory
+// per owner, under its one budget), and returns its path: a Spawner that
+// gives each owner a boundary shows the owner this directory and none of
+// the others (docs/containment.md#spill-files).
+func (e *Executor) SpillDir(owner string) (string, error) {
+	return e.spill.For(owner).Ensure()
 }
 
 // Kill causes; the first one recorded wins.
@@ -244,11 +256,12 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	if s.StdoutMaxBytes > 0 {
 		maxOut = s.StdoutMaxBytes
 	}
+	spill := e.spill.For(s.Owner)
 	c := &command{
 		e:      e,
 		owner:  s.Owner,
-		stdout: capture.NewStream(e.spill, "stdout", maxOut, e.opts.MaxSpillBytes),
-		stderr: capture.NewStream(e.spill, "stderr", e.opts.MaxOutputBytes, e.opts.MaxSpillBytes),
+		stdout: capture.NewStream(spill, "stdout", maxOut, e.opts.MaxSpillBytes),
+		stderr: capture.NewStream(spill, "stderr", e.opts.MaxOutputBytes, e.opts.MaxSpillBytes),
 		done:   make(chan struct{}),
 	}
 	if timed {
@@ -259,12 +272,13 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	// when it names the directory it starts in, so `pwd` shows the path
 	// the caller chose rather than the server's own PWD or the real path.
 	c.shell = Command{
-		Path:  e.opts.Shell,
-		Args:  []string{"bash", "-c", s.Command},
-		Env:   envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv),
-		Dir:   s.Workdir,
-		Owner: s.Owner,
-		Grace: e.opts.Grace,
+		Path:      e.opts.Shell,
+		Args:      []string{"bash", "-c", s.Command},
+		Env:       envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv),
+		Dir:       s.Workdir,
+		Owner:     s.Owner,
+		Workspace: s.Workspace,
+		Grace:     e.opts.Grace,
 	}
 
 	// Our own pipes rather than os/exec's: the shell stays unreleased (a

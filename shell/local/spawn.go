@@ -68,6 +68,9 @@ type Command struct {
 	Terminal bool
 	// Owner is the command's Request.Owner, for EndOwner.
 	Owner string
+	// Workspace is the command's Request.Workspace: its owner's working
+	// directory ("" for the executor's Cwd).
+	Workspace string
 	// Grace is the executor's delay between SIGTERM and SIGKILL, for
 	// the kills of what the command leaves running.
 	Grace time.Duration
