@@ -7,18 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conch-dev/conch/internal/term"
-	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/shell"
+	"github.com/conch-dev/conch/shell/local"
 	"github.com/conch-dev/conch/tasks"
 	"github.com/conch-dev/conch/tools"
 )
-
-// rawless is a bare term.Term as a shell.Terminal: its raw stream is not
-// captured.
-type rawless struct{ *term.Term }
-
-func (rawless) Raw() shell.Output { return shell.Output{} }
 
 // TestTerminalTask: a terminal is a producer of tasks like bash:
 // task_output returns what the terminal shows, input goes through the
@@ -26,23 +19,24 @@ func (rawless) Raw() shell.Output { return shell.Output{} }
 // kill escalates).
 func TestTerminalTask(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{})
-	tm, err := term.Start([]string{"bash", "--norc", "--noprofile", "-i"}, &term.Options{
-		Env:   append(testutil.Env(e.marker), "PS1=$ ", "HISTFILE=/dev/null"),
-		Grace: 300 * time.Millisecond,
-	})
+	e := newEnv(t, envOpts{local: local.Options{Grace: 300 * time.Millisecond}})
+	spec, err := e.ex.Resolve(shell.Request{Command: "export PS1='$ ' HISTFILE=/dev/null; exec bash --norc --noprofile -i"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tm.Close()
-	h := tools.NewTerminalHandle(rawless{tm}, tools.DefaultMaxResultBytes)
+	tm, err := e.ex.StartTerminal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { tm.Kill(); <-tm.Done() }()
+	h := tools.NewTerminalHandle(tm, tools.DefaultMaxResultBytes)
 	info, err := e.rt.Start(e.sess.ID, tools.KindBash, "bash -i", func() (tasks.Handle, error) { return h, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(tm.Screen(), "$") && time.Now().Before(deadline) {
-		tm.WaitQuiet(100 * time.Millisecond)
+	for !strings.Contains(tm.Peek(100), "$") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
 	}
 	if got := e.call(tools.NameTaskOutput, map[string]any{"task_id": info.ID}).Text; got != "$ \n[status: running]" {
 		t.Errorf("first read %q", got)

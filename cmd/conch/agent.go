@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/conch-dev/conch/internal/agent"
-	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/shell/local"
 )
 
@@ -41,10 +40,6 @@ func agentCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	c.logLevel = logLevel{slog.LevelWarn}
 	fs.Var(&c.logLevel, "log-level", "least level of the log lines on stderr (debug, info, warn, error)")
 	c.addExecutorFlags(fs)
-	// On a host, commands are contained and sandboxed unless told
-	// otherwise (docs/remote.md).
-	c.containment.v = "auto"
-	c.sandboxMode.v = string(sandbox.WorkspaceWrite)
 	switch err := fs.Parse(args); {
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprint(stdout, agentUsage)
@@ -82,7 +77,7 @@ func agentCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	hello := agent.Hello{Conch: version, OS: runtime.GOOS, Arch: runtime.GOARCH, Cwd: ex.Options().Cwd,
 		Enforces: enforces.String()}
 	served := make(chan error, 1)
-	go func() { served <- agent.Serve(stdin, stdout, toolsExecutor(ex, enforces), hello) }()
+	go func() { served <- agent.Serve(stdin, stdout, ex, hello) }()
 	select {
 	case err := <-served:
 		if err != nil {
@@ -98,21 +93,12 @@ func agentCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 }
 
 // agentExecutor is the executor of the flags, composed as the local
-// server's. A sandbox or network mode left to its default that this host
-// cannot enforce is dropped, with a warning, as locally: the commands run
-// with what the host allows (its containment included, under auto).
+// server's (config.executor): the defaults a host cannot enforce degrade
+// to what it allows, with a warning on stderr, and a mode given
+// explicitly that it cannot enforce is an error.
 func (c *config) agentExecutor(log *slog.Logger) (*local.Executor, enforcement, error) {
-	if c.cwd != "" {
-		fi, err := os.Stat(c.cwd)
-		if err != nil || !fi.IsDir() {
-			return nil, enforcement{}, fmt.Errorf("--cwd %s: not a directory", c.cwd)
-		}
+	if err := c.checkCwd(); err != nil {
+		return nil, enforcement{}, err
 	}
-	ex, enf, err := c.executor(c.localOptions(), log)
-	if err == nil || c.sandboxMode.given || c.network.given {
-		return ex, enf, err
-	}
-	log.Warn("sandbox unavailable: commands run without a file sandbox on this host", "cause", err.Error())
-	c.sandboxMode.v = string(sandbox.FullAccess)
 	return c.executor(c.localOptions(), log)
 }

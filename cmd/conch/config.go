@@ -15,6 +15,7 @@ import (
 	cfgfile "github.com/conch-dev/conch/internal/config"
 	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/rules"
+	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/local"
 	"github.com/conch-dev/conch/shell/remote"
 	"github.com/conch-dev/conch/tasks"
@@ -45,6 +46,11 @@ type config struct {
 	sandboxMode     choice
 	network         choice
 	writableRoots   paths
+	escalation      choice // ask | never (docs/sandbox.md)
+	maxPids         number // 0: no limit
+	maxMemory       number // 0: no limit
+	denyRead        paths
+	unixSockets     paths
 
 	// configFile, if set before build, is the configuration file read:
 	// commands may not write it under a sandbox.
@@ -177,6 +183,8 @@ func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64, logDefault slo
 	fs.Var(&c.yieldMs, "yield-ms", "move a foreground call still running after this many ms to a background task (0: off; off with --no-background)")
 	fs.Var(&c.maxTasks, "max-tasks", "running background tasks per session")
 	c.addHostFlags(fs)
+	c.escalation = choice{v: "ask", from: []string{"ask", "never"}}
+	fs.Var(&c.escalation, "sandbox-escalation", "when the sandbox denied a command: ask (the user, where the client can ask, whether to run it again outside the sandbox, once) or never")
 	fs.Var(&c.maxResultBytes, "max-result-bytes", "bound on the text of a bash result (longer output keeps its start and end), in bytes")
 }
 
@@ -195,13 +203,19 @@ func (c *config) addExecutorFlags(fs *flag.FlagSet) {
 	fs.Var(&c.maxSpillBytes, "max-spill-bytes", "cap on each stream's spill file, in bytes")
 	fs.Var(&c.graceMs, "grace-ms", "delay between SIGTERM and SIGKILL, in ms")
 	fs.Var(&c.passEnv, "pass-env", "let commands inherit the variable `NAME` although it looks like a secret (repeatable)")
-	c.containment = choice{v: "off", from: containmentModes}
-	c.sandboxMode = choice{v: string(sandbox.FullAccess), from: sandboxModes}
+	c.containment = choice{v: "auto", from: containmentModes}
+	c.sandboxMode = choice{v: string(sandbox.WorkspaceWrite), from: sandboxModes}
 	c.network = choice{v: string(sandbox.NetworkOn), from: networkModes}
-	fs.Var(&c.containment, "containment", "run commands in their own user, PID and mount namespaces: auto (when the host allows), require (refuse to start without), off (the default for now: its per-command cost is still above budget)")
-	fs.Var(&c.sandboxMode, "sandbox", "where commands may write: read-only, workspace-write (--cwd, the temp dirs, the cache dir, --writable-root) or full-access (the default for now); any other than full-access needs containment and starts it")
-	fs.Var(&c.network, "network", "whether commands reach the network: on, or off (an empty network namespace; needs containment and starts it)")
+	fs.Var(&c.containment, "containment", "run commands in their own user, PID and mount namespaces: auto (where the host allows them), require (refuse to start without), or off (no init; the default sandbox is then off too)")
+	fs.Var(&c.sandboxMode, "sandbox", "where commands may write: read-only, workspace-write (--cwd, the temp dirs, the cache dir, --writable-root) or full-access; the default workspace-write runs without a file sandbox where the host cannot enforce it, a mode given explicitly refuses to start there")
+	fs.Var(&c.network, "network", "whether commands reach the network: on, or off (an empty network namespace; refuses to start where the host cannot make one)")
 	fs.Var(&c.writableRoots, "writable-root", "one more `DIR` commands may write under --sandbox workspace-write (repeatable)")
+	c.maxPids = number{zeroOK: true, count: true}
+	c.maxMemory = number{zeroOK: true, count: true}
+	fs.Var(&c.maxPids, "max-pids", "at most `N` processes and threads per command, all it starts included (0: no limit); needs containment and the pids controller, and starts containment")
+	fs.Var(&c.maxMemory, "max-memory", "at most `BYTES` of memory per command, all it starts included, past which the kernel kills one of its processes (0: no limit); needs containment and the memory controller, and starts containment")
+	fs.Var(&c.denyRead, "deny-read", "a `PATH` commands may neither read nor write under --sandbox read-only or workspace-write: a directory lists empty, a file reads empty (repeatable)")
+	fs.Var(&c.unixSockets, "unix-socket", "a unix socket `PATH` commands may connect to under --sandbox read-only or workspace-write, which deny every other (repeatable); conch cannot yet allow one socket by its path, so with one it refuses to start")
 }
 
 // stateDir is conch's state directory (tools.StateDir).
@@ -210,11 +224,14 @@ func stateDir() string { return tools.StateDir() }
 // stack is what a subcommand runs: the executor, the task runtime and the
 // tools over them. close releases them in order.
 type stack struct {
-	ex    *local.Executor
-	hosts []*remote.Executor
-	tasks *tasks.Runtime
-	tools *tools.Toolset
-	home  string
+	ex *local.Executor
+	// unsandboxed runs the commands a user let out of the sandbox; nil
+	// without a sandbox or with escalation never.
+	unsandboxed shell.Executor
+	hosts       []*remote.Executor
+	tasks       *tasks.Runtime
+	tools       *tools.Toolset
+	home        string
 
 	provider string // the provider key's value
 	enforces string // what the provider enforces, for the start-up line
@@ -224,11 +241,8 @@ type stack struct {
 // values) of the variables commands do not inherit, so that the user can
 // see what was withheld and pass one through with --pass-env.
 func (c *config) build(log *slog.Logger) (*stack, error) {
-	if c.cwd != "" {
-		fi, err := os.Stat(c.cwd)
-		if err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("--cwd %s: not a directory", c.cwd)
-		}
+	if err := c.checkCwd(); err != nil {
+		return nil, err
 	}
 	ex, enforces, err := c.executor(c.localOptions(), log)
 	if err != nil {
@@ -251,7 +265,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 	}
 	home := stateDir()
 	rt := tasks.New(&tasks.Options{MaxPerSession: int(c.maxTasks.v), OnNotice: c.onNotice})
-	ts := tools.New(toolsExecutor(ex, enforces), &tools.Options{
+	ts := tools.New(ex, &tools.Options{
 		Tasks:             rt,
 		DisableBackground: c.noBackground,
 		Home:              home,
@@ -261,8 +275,21 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		Rules:             c.rules,
 		ProjectFiles:      true,
 		Hosts:             hosts,
+		BashNotes:         enforces.bashNotes(),
+		Unsandboxed:       enforces.unsandboxed,
 	})
-	return &stack{ex: ex, hosts: hostExs, tasks: rt, tools: ts, home: home, provider: c.provider.v, enforces: enforces.String()}, nil
+	return &stack{ex: ex, unsandboxed: enforces.unsandboxed, hosts: hostExs, tasks: rt, tools: ts, home: home, provider: c.provider.v, enforces: enforces.String()}, nil
+}
+
+// checkCwd refuses a --cwd that is not a directory.
+func (c *config) checkCwd() error {
+	if c.cwd == "" {
+		return nil
+	}
+	if fi, err := os.Stat(c.cwd); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--cwd %s: not a directory", c.cwd)
+	}
+	return nil
 }
 
 // localOptions are the local executor's options the flags set.
@@ -288,11 +315,33 @@ const localEnforces = "process groups, child subreaper, environment scrub, non-d
 // "none (off)").
 type enforcement struct {
 	containment, sandbox string
-	contained            bool // commands run in an init
+	// degraded: the default sandbox runs without its file sandbox, which
+	// this host cannot enforce; the bash description says so
+	// (sandbox.DegradedNote, docs/sandbox.md).
+	degraded bool
+	// unsandboxed, with a sandbox and escalation ask, is the executor of
+	// the commands a user lets out of it (tools.Options.Unsandboxed).
+	unsandboxed shell.Executor
+}
+
+// bashNotes are the sentences the bash description ends with for e.
+func (e enforcement) bashNotes() []string {
+	if e.degraded {
+		return []string{sandbox.DegradedNote}
+	}
+	return nil
 }
 
 func (e enforcement) String() string {
 	return localEnforces + "; containment: " + e.containment + "; sandbox: " + e.sandbox
+}
+
+// sandboxGiven reports whether the user chose a restriction (by a flag
+// or a configuration key): a mode other than full-access, or the network
+// off. It must hold, where the default degrades to what the host allows.
+func (c *config) sandboxGiven() bool {
+	return (c.sandboxMode.given && c.sandboxMode.v != string(sandbox.FullAccess)) ||
+		(c.network.given && c.network.v == string(sandbox.NetworkOff))
 }
 
 // sandboxPolicy is the sandbox the flags configure, and whether it
@@ -313,6 +362,8 @@ func (c *config) sandboxPolicy() (p sandbox.Policy, restricts bool, err error) {
 		Network:       sandbox.Network(c.network.v),
 		Workspace:     ws,
 		WritableRoots: c.writableRoots.vals,
+		DenyRead:      c.denyRead.vals,
+		UnixSockets:   c.unixSockets.vals,
 		TempDirs:      []string{os.TempDir(), "/tmp"},
 		Protected:     []string{cfgFile, filepath.Dir(cfgfile.DefaultPath()), stateDir()},
 	}
@@ -328,6 +379,9 @@ func (s *stack) close() error {
 	s.tasks.Close()
 	for _, h := range s.hosts {
 		h.Close()
+	}
+	if s.unsandboxed != nil {
+		s.unsandboxed.Close()
 	}
 	return s.ex.Close()
 }

@@ -23,9 +23,11 @@ var providers = []string{"local"}
 
 // choice is a flag value that must be one of a fixed set.
 type choice struct {
-	v     string
-	from  []string
-	given bool // set by a flag or the file, not the default
+	v    string
+	from []string
+	// given: the value came from a flag or the configuration file, not
+	// the default (an explicit sandbox must hold; the default degrades).
+	given bool
 }
 
 func (c *choice) String() string {

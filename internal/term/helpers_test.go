@@ -6,15 +6,61 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/conch-dev/conch/internal/proc"
+	"github.com/conch-dev/conch/internal/term"
 	"github.com/conch-dev/conch/internal/testutil"
 )
+
+// spawn starts argv with env (term.Env added) as a child of the test
+// binary on the terminal, in a new session whose controlling terminal it
+// is: what the local provider's default spawner does for a terminal
+// (shell/local), which this package's tests cannot import.
+func spawn(argv, env []string) term.Spawn {
+	return func(tty *os.File) (term.Process, error) {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = term.Env(env)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL}
+		if err := proc.StartCmd(cmd); err != nil {
+			return nil, err
+		}
+		c := &child{cmd: cmd, tracker: proc.NewTracker()}
+		c.tracker.Add(cmd.Process.Pid, "")
+		return c, nil
+	}
+}
+
+// child is a program spawn started; its session is tracked so that
+// KillLeftovers takes every process of it.
+type child struct {
+	cmd     *exec.Cmd
+	tracker *proc.Tracker
+}
+
+func (c *child) Wait() (syscall.WaitStatus, error) {
+	ws, err := proc.WaitExited(c.cmd.Process.Pid)
+	c.tracker.Exited(c.cmd.Process.Pid)
+	return ws, err
+}
+
+func (c *child) Terminate(grace time.Duration) (bool, error) {
+	return proc.Terminate(c.cmd.Process.Pid, grace), nil
+}
+
+func (c *child) KillLeftovers() error {
+	c.tracker.KillSession(c.cmd.Process.Pid, time.Second)
+	return nil
+}
+
+func (c *child) Release() { proc.WaitCmd(c.cmd) }
 
 // helperEnv names the helper program the test binary runs as.
 const helperEnv = "TERMTEST_HELPER"

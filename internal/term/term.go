@@ -28,7 +28,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -63,14 +62,8 @@ const maxLogLines = 2000
 // one chunk can make.
 const readChunk = 4 << 10
 
-// Options configure Start. Only the command is required.
+// Options configure Start.
 type Options struct {
-	// Dir is the working directory ("" = the current one).
-	Dir string
-	// Env is the command's environment (nil = this process's), to which
-	// TERM=xterm-256color, COLUMNS and LINES are added, winning over any
-	// value in it.
-	Env []string
 	// Raw, if set, receives every byte the program writes, unchanged, from
 	// the pump goroutine (so it must not block for long). It is not
 	// closed.
@@ -79,24 +72,53 @@ type Options struct {
 	// killed, and the bound on reading output after the program exited
 	// while a process it started keeps the terminal open (default 3 s).
 	Grace time.Duration
-	// Tracker, if set, records the program's session for Owner, so that
-	// its executor's KillOwner and KillAll take what the program leaves
-	// running; by default the terminal has a tracker of its own. Kill
-	// takes the program's session either way.
-	Tracker *proc.Tracker
-	Owner   string
+}
+
+// Spawn starts the program of a terminal with tty, the terminal's slave
+// side, as its standard input, output and error, in a new session and
+// process group (its pgid is its pid) whose controlling terminal tty
+// becomes, with Env's variables in its environment. tty is the caller's:
+// Spawn must not keep it open. Where the program runs (a child of this
+// process, inside an init's namespaces) is the Spawn's choice: the local
+// provider's spawn hook (docs/terminal.md).
+type Spawn func(tty *os.File) (Process, error)
+
+// Process is the program Spawn started. Term calls Wait once, Terminate
+// at most once and only before Release, KillLeftovers at any time, and
+// Release once, last, after Wait returned and a Terminate in flight
+// finished; the local provider's Child has this shape.
+type Process interface {
+	// Wait waits for the program to exit and returns its wait status,
+	// without releasing it: its process group id stays its own.
+	Wait() (syscall.WaitStatus, error)
+	// Terminate stops the program's process group: SIGTERM, SIGKILL if
+	// anything of it is alive after grace.
+	Terminate(grace time.Duration) (escalated bool, err error)
+	// KillLeftovers kills what the program started that is still alive
+	// outside its group or after its exit (an interactive shell's jobs,
+	// each in a group of its own; a job left with nohup), and returns
+	// once it is gone.
+	KillLeftovers() error
+	// Release lets the program go: its zombie is reaped.
+	Release()
+}
+
+// Env is the environment of a terminal's program: env with
+// TERM=xterm-256color, COLUMNS and LINES added, winning over any value in
+// it.
+func Env(env []string) []string {
+	return append(env[:len(env):len(env)], "TERM="+TermEnv, fmt.Sprintf("COLUMNS=%d", Cols), fmt.Sprintf("LINES=%d", Rows))
 }
 
 // Term is a command running on a pseudo-terminal of Cols×Rows. Its
 // methods are safe for concurrent use.
 type Term struct {
-	cmd   *exec.Cmd
+	p     Process
 	pty   *os.File
 	emu   *vt.Emulator // guarded by mu: the emulator is not safe for concurrent use
 	raw   io.Writer
 	grace time.Duration
 
-	procs  *proc.Tracker // the program's session, jobs in other groups included
 	in     *inputQueue
 	done   chan struct{} // closed once the program exited and output ended
 	pumped chan struct{} // closed when the output pump returned
@@ -105,27 +127,24 @@ type Term struct {
 	kill   sync.Once
 	killed chan struct{} // closed when Kill's work is over
 
-	mu       sync.Mutex
-	changed  chan struct{} // closed and replaced on each output
-	lastOut  time.Time
-	written  int64 // output bytes so far
-	readAt   int64 // written at the last Read
-	moved    bool  // the program addressed the cursor since the last Read
-	scan     cursorScanner
-	log      []string // lines scrolled off the screen, oldest first
-	logBase  int64    // absolute index of log[0]
-	readLine int64    // absolute index of the first line the next Read shows
-	exitCode *int
-	signal   string
+	mu        sync.Mutex
+	releasing bool          // the program is about to be released: Terminate may no longer start
+	terminate bool          // Kill terminates the group: the release waits for it
+	changed   chan struct{} // closed and replaced on each output
+	lastOut   time.Time
+	written   int64 // output bytes so far
+	readAt    int64 // written at the last Read
+	moved     bool  // the program addressed the cursor since the last Read
+	scan      cursorScanner
+	log       []string // lines scrolled off the screen, oldest first
+	logBase   int64    // absolute index of log[0]
+	readLine  int64    // absolute index of the first line the next Read shows
+	exitCode  *int
+	signal    string
 }
 
-// Start starts argv on a new pseudo-terminal, in a new session whose
-// process group id is the program's pid, with the terminal as its
-// controlling terminal and its standard input, output and error.
-func Start(argv []string, opts *Options) (*Term, error) {
-	if len(argv) == 0 {
-		return nil, errors.New("term: start: empty command")
-	}
+// Start opens a new pseudo-terminal and starts its program with spawn.
+func Start(spawn Spawn, opts *Options) (*Term, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -133,39 +152,32 @@ func Start(argv []string, opts *Options) (*Term, error) {
 	if o.Grace <= 0 {
 		o.Grace = 3 * time.Second
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = o.Dir
-	env := o.Env
-	if env == nil {
-		env = os.Environ()
-	}
-	cmd.Env = append(env[:len(env):len(env)], "TERM="+TermEnv, fmt.Sprintf("COLUMNS=%d", Cols), fmt.Sprintf("LINES=%d", Rows))
-	// pty sets Setsid and Setctty; Setpgid on a session leader would fail.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-
-	unlock := proc.LockSpawn()
-	master, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: Rows, Cols: Cols})
+	master, tty, err := pty.Open()
 	if err != nil {
-		unlock()
-		return nil, fmt.Errorf("term: start %s: %w", argv[0], err)
+		return nil, fmt.Errorf("term: open a pseudo-terminal: %w", err)
 	}
-	proc.Claim(cmd.Process.Pid)
-	procs := o.Tracker
-	if procs == nil {
-		procs = proc.NewTracker()
-	}
-	procs.Add(cmd.Process.Pid, o.Owner)
-	unlock()
 	f, err := nonBlocking(master)
+	if err == nil {
+		err = pty.Setsize(tty, &pty.Winsize{Rows: Rows, Cols: Cols})
+	}
 	if err != nil {
-		cmd.Process.Kill()
-		proc.WaitCmd(cmd)
-		return nil, fmt.Errorf("term: start %s: %w", argv[0], err)
+		tty.Close()
+		if f != nil {
+			f.Close()
+		}
+		return nil, fmt.Errorf("term: start: %w", err)
+	}
+	p, err := spawn(tty)
+	// The program holds the slave now: ours would keep its output from
+	// ending (EIO) once the program and what it started are gone.
+	tty.Close()
+	if err != nil {
+		f.Close()
+		return nil, err
 	}
 
 	t := &Term{
-		cmd:     cmd,
-		procs:   procs,
+		p:       p,
 		pty:     f,
 		emu:     vt.NewEmulator(Cols, Rows),
 		raw:     o.Raw,
@@ -201,9 +213,6 @@ func nonBlocking(master *os.File) (*os.File, error) {
 	}
 	return os.NewFile(uintptr(fd), master.Name()), nil
 }
-
-// Pid is the program's pid, which is also its process group id.
-func (t *Term) Pid() int { return t.cmd.Process.Pid }
 
 // Done is closed once the program has exited and its output has ended (or
 // its drain was cut after Grace).
@@ -296,19 +305,21 @@ func (t *Term) replies() {
 	}
 }
 
-// wait reaps the program, bounds the drain of its output, then releases
-// the terminal.
+// wait follows the program to its end: its exit, the drain of its
+// output, then any group kill in flight, and only then the release, so
+// that no kill signals the group after its leader's pid was freed.
 func (t *Term) wait() {
-	proc.WaitCmd(t.cmd) // the status is in ProcessState, whatever the error
-	t.procs.Exited(t.Pid())
+	ws, err := t.p.Wait()
 	t.mu.Lock()
-	if ps := t.cmd.ProcessState; ps != nil {
-		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			t.signal = proc.SignalName(ws.Signal())
-		} else {
-			code := ps.ExitCode()
-			t.exitCode = &code
-		}
+	switch {
+	case err != nil: // the spawner lost it (its init ended): no status
+		code := -1
+		t.exitCode = &code
+	case ws.Signaled():
+		t.signal = proc.SignalName(ws.Signal())
+	default:
+		code := ws.ExitStatus()
+		t.exitCode = &code
 	}
 	t.mu.Unlock()
 	close(t.exited)
@@ -324,21 +335,36 @@ func (t *Term) wait() {
 	t.wg.Wait()
 	t.pty.Close()
 	t.mu.Lock()
+	t.releasing = true
+	terminating := t.terminate
 	close(t.changed)
 	t.changed = nil
 	t.mu.Unlock()
+	if terminating {
+		<-t.killed
+	}
+	t.p.Release()
 	close(t.done)
 }
 
 // Kill stops the program and every process of its session (an
-// interactive shell puts each job in a group of its own): SIGTERM, SIGKILL
-// after Grace. It returns at once; Done tells when the program is over.
-// Only the first call signals.
+// interactive shell puts each job in a group of its own): SIGTERM to its
+// group, SIGKILL after Grace, then what it started outside the group.
+// After the program's release only the latter remains to do. It returns
+// at once; Done tells when the program is over. Only the first call
+// signals.
 func (t *Term) Kill() {
 	t.kill.Do(func() {
+		t.mu.Lock()
+		group := !t.releasing
+		t.terminate = group
+		t.mu.Unlock()
 		go func() {
 			defer close(t.killed)
-			t.procs.KillSession(t.Pid(), t.grace)
+			if group {
+				t.p.Terminate(t.grace)
+			}
+			t.p.KillLeftovers()
 		}()
 	})
 }

@@ -25,7 +25,7 @@ import (
 func start(t *testing.T, argv []string, env ...string) *term.Term {
 	t.Helper()
 	marker := testutil.Marker(t)
-	tm, err := term.Start(argv, &term.Options{Env: append(testutil.Env(marker), env...), Grace: time.Second})
+	tm, err := term.Start(spawn(argv, append(testutil.Env(marker), env...)), &term.Options{Grace: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,10 +268,8 @@ func TestFloodMemoryBounded(t *testing.T) {
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	tm, err := term.Start([]string{os.Args[0]}, &term.Options{
-		Env: append(testutil.Env(marker), "TERMTEST_HELPER=flood", "TERMTEST_FLOOD_BYTES="+strconv.Itoa(size)),
-		Raw: &raw,
-	})
+	tm, err := term.Start(spawn([]string{os.Args[0]}, append(testutil.Env(marker), "TERMTEST_HELPER=flood", "TERMTEST_FLOOD_BYTES="+strconv.Itoa(size))),
+		&term.Options{Raw: &raw})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +326,7 @@ func TestNoDescriptorLeft(t *testing.T) {
 func BenchmarkInputRoundTrip(b *testing.B) {
 	marker := testutil.Marker(b)
 	defer testutil.AssertNoProcesses(b, marker)
-	tm, err := term.Start([]string{os.Args[0]}, &term.Options{Env: append(testutil.Env(marker), "TERMTEST_HELPER=repl")})
+	tm, err := term.Start(spawn([]string{os.Args[0]}, append(testutil.Env(marker), "TERMTEST_HELPER=repl")), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

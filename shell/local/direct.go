@@ -36,7 +36,9 @@ func (d *direct) Spawn(c Command) (Child, error) {
 	// The command's own pgid and sid: signals reach the whole group, and
 	// no terminal can become its controlling one. The parent-death signal
 	// stops the shell if this server is SIGKILLed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	// A terminal's command takes its stdin (descriptor 0) as its
+	// controlling terminal instead.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: c.Terminal, Pdeathsig: syscall.SIGKILL}
 	if d.wrap != nil {
 		d.wrap(cmd)
 	}

@@ -17,11 +17,12 @@ import (
 var _ shell.Terminals = (*Executor)(nil)
 
 // StartTerminal implements shell.Terminals: bash -c s.Command on a new
-// pseudo-terminal (internal/term), with the environment of the
-// executor's other commands except TERM (the emulator's, xterm-256color)
-// and standard input (the terminal, not /dev/null). Its session is
-// tracked for s.Owner, so EndOwner and Close take it and what it leaves
-// running; Close waits until the terminal is released.
+// pseudo-terminal (internal/term), started by the executor's Spawner
+// like every command, with the environment of the executor's other
+// commands except TERM (the emulator's, xterm-256color) and standard
+// input (the terminal, not /dev/null). It is spawned for s.Owner, so
+// EndOwner and Close take it and what it leaves running; Close waits
+// until the terminal is released.
 func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
 	if err := checkWorkdir(s.Workdir); err != nil {
 		return nil, err
@@ -31,15 +32,25 @@ func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
 	if e.closed {
 		return nil, shell.ErrClosed
 	}
-	raw := capture.NewStream(e.spill, "tty", e.opts.MaxOutputBytes, e.opts.MaxSpillBytes)
-	t, err := term.Start([]string{e.opts.Shell, "-c", s.Command}, &term.Options{
-		Dir:     s.Workdir,
-		Env:     envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv),
-		Raw:     raw,
-		Grace:   e.opts.Grace,
-		Tracker: e.tracker,
-		Owner:   s.Owner,
-	})
+	raw := capture.NewStream(e.spill.For(s.Owner), "tty", e.opts.MaxOutputBytes, e.opts.MaxSpillBytes)
+	// Through the spawn hook, as every command: a contained executor runs
+	// the terminal's program inside its init's namespaces and sandbox.
+	spawn := func(tty *os.File) (term.Process, error) {
+		return e.spawner.Spawn(Command{
+			Path:      e.opts.Shell,
+			Args:      []string{"bash", "-c", s.Command},
+			Env:       term.Env(envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv)),
+			Dir:       s.Workdir,
+			Stdin:     tty,
+			Stdout:    tty,
+			Stderr:    tty,
+			Terminal:  true,
+			Owner:     s.Owner,
+			Workspace: s.Workspace,
+			Grace:     e.opts.Grace,
+		})
+	}
+	t, err := term.Start(spawn, &term.Options{Raw: raw, Grace: e.opts.Grace})
 	if err != nil {
 		raw.Close()
 		return nil, &shell.SpawnError{Err: err}

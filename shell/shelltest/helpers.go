@@ -4,6 +4,8 @@ package shelltest
 
 import (
 	"context"
+	"io/fs"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -41,6 +43,10 @@ var cases = []testCase{
 	{name: "KilledStaysKilledAfterTrappedExitZero", run: testKilledStaysKilledAfterTrappedExitZero},
 	{name: "SelfSignalInBackgroundIsKilled", run: testSelfSignalInBackgroundIsKilled},
 	{name: "CloseKillsAndRefuses", run: testCloseKillsAndRefuses},
+	{name: "TerminalIsControlling", run: testTerminalIsControlling},
+	{name: "TerminalInterrupt", run: testTerminalInterrupt},
+	{name: "TerminalPrompts", run: testTerminalPrompts},
+	{name: "TerminalKillTakesAll", run: testTerminalKillTakesAll},
 	{name: "GarbageNeverBreaksCapture", run: testGarbageNeverBreaksCapture, serial: true},
 	{name: "NoByteLostWhenTheDrainIsCut", run: testNoByteLostWhenTheDrainIsCut, serial: true},
 }
@@ -81,6 +87,20 @@ func MustStart(t *testing.T, ex shell.Executor, r shell.Request) shell.Process {
 	return p
 }
 
+// SpillFiles lists the files under dir (an executor's SpillParent), at
+// any depth: the spill directory holds a subdirectory per owner
+// (docs/executor.md#spill-files), which is not a spill file.
+func SpillFiles(dir string) []string {
+	var files []string
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, path)
+		}
+		return nil
+	})
+	return files
+}
+
 // ExitCode is r's exit code, -1 when a signal ended it.
 func ExitCode(r shell.Result) int {
 	if r.ExitCode == nil {
@@ -89,8 +109,9 @@ func ExitCode(r shell.Result) int {
 	return *r.ExitCode
 }
 
-// WaitDone waits at most d for p to be done, failing t after.
-func WaitDone(t *testing.T, p shell.Process, d time.Duration) {
+// WaitDone waits at most d for p (a shell.Process, a shell.Terminal) to
+// be done, failing t after.
+func WaitDone(t *testing.T, p interface{ Done() <-chan struct{} }, d time.Duration) {
 	t.Helper()
 	select {
 	case <-p.Done():
