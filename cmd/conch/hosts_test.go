@@ -249,6 +249,27 @@ func TestServeRemoteHostContained(t *testing.T) {
 	}
 }
 
+// TestServeRemoteHostTerminal: a tty call on a host runs on a terminal
+// there: its prompt comes back as the screen of a background task, and
+// task_input answers it.
+func TestServeRemoteHostTerminal(t *testing.T) {
+	cs := serveWithHosts(t, sshdtest.Start(t), "[hosts.gpu1]\nssh = \"gpubox\"\n")
+	a := bash(`read -p "name? " x; echo "hi $x on $(hostname)"; sleep 30`)
+	a["host"], a["tty"] = "gpu1", true
+	r := callTool(t, cs, "bash", a)
+	want := "name? \n[waiting for input; moved to background task bash@gpu1-1: send input with task_input, read it with task_output, stop it with task_kill]"
+	if got := text(t, r); r.IsError || got != want {
+		t.Fatalf("tty call on gpu1: %q, want %q", got, want)
+	}
+	r = callTool(t, cs, "task_input", map[string]any{"task_id": "bash@gpu1-1", "text": "bob", "keys": []string{"Enter"}})
+	if got := text(t, r); r.IsError || !strings.Contains(got, "hi bob on ") {
+		t.Errorf("task_input on gpu1: %q", got)
+	}
+	if got := text(t, callTool(t, cs, "task_kill", map[string]any{"task_id": "bash@gpu1-1"})); !strings.HasPrefix(got, "killed task bash@gpu1-1") {
+		t.Errorf("task_kill: %q", got)
+	}
+}
+
 // TestServeRemoteHostAgentFails: an agent that cannot start (a cwd its
 // host lacks) makes the call fail with its words, which conch's log
 // shows too, naming the host.

@@ -28,6 +28,15 @@
 // everything, wait until it is gone, answer). When the agent's input
 // ends, it kills everything it started.
 //
+// "term-start" starts a terminal (shell.Terminals.StartTerminal) of the
+// StartArgs' command, workdir, environment and owner; the client names it
+// with Proc, as a process. "read", "peek", "written", "kill" and "release"
+// then apply to it as to a process (a read's text is in Read.Stdout, the
+// raw stream's size in Written[0]), "input" types into it (InputArgs; the
+// answer in Read.Stdout, or an Error of kind "other" with the terminal's
+// own words), and its "done" carries its exit and its raw stream as
+// Stdout.
+//
 // While a foreground process (a Start that is not Background) runs and
 // the client has not read it, the agent also sends "output"
 // notifications, at most every OutputInterval and only when it wrote
@@ -35,9 +44,10 @@
 // it, up to MaxOutput bytes a stream) and Written its sizes. They let the
 // client keep what a command printed before a lost connection cut it.
 //
-// "end-owner", StartArgs.Owner and "output" came after version 1 was
-// first released, as additions that keep it version 1 (a client ignores
-// a notification it does not know): an agent without them
+// "end-owner", StartArgs.Owner, "output", "term-start" and "input" came
+// after version 1 was first released, as additions that keep it version 1
+// (a client ignores a notification it does not know, an agent answers an
+// operation it does not know with an Error of kind "other"): an agent without them
 // ignores the Owner and answers "end-owner" with an Error of kind
 // "other", after which its owners end only when the connection does, as
 // they did before.
@@ -68,17 +78,19 @@ const MaxFrame = 16 << 20
 
 // Operations of a Request, and the Op of a notification.
 const (
-	OpHello    = "hello"
-	OpStart    = "start"
-	OpRead     = "read"
-	OpPeek     = "peek"
-	OpKill     = "kill"
-	OpWritten  = "written"
-	OpRelease  = "release"
-	OpEndOwner = "end-owner"
-	OpClose    = "close"
-	OpDone     = "done"   // notification: a process settled
-	OpOutput   = "output" // notification: a foreground process's output so far
+	OpHello     = "hello"
+	OpStart     = "start"
+	OpRead      = "read"
+	OpPeek      = "peek"
+	OpKill      = "kill"
+	OpWritten   = "written"
+	OpRelease   = "release"
+	OpEndOwner  = "end-owner"
+	OpClose     = "close"
+	OpTermStart = "term-start" // start a terminal (shell.Terminals)
+	OpInput     = "input"      // type into a terminal
+	OpDone      = "done"       // notification: a process settled
+	OpOutput    = "output"     // notification: a foreground process's output so far
 )
 
 // OutputInterval is how often, at most, the agent sends a foreground
@@ -94,6 +106,14 @@ type Request struct {
 	Start   *StartArgs `json:"start,omitempty"`
 	Max     int        `json:"max,omitempty"`   // peek
 	Owner   string     `json:"owner,omitempty"` // end-owner
+	Input   *InputArgs `json:"input,omitempty"` // input
+}
+
+// InputArgs are what Input types into a terminal (shell.Terminal.Input).
+type InputArgs struct {
+	Text string        `json:"text,omitempty"`
+	Keys []string      `json:"keys,omitempty"`
+	Wait time.Duration `json:"wait,omitempty"`
 }
 
 // StartArgs are a Spec to launch (foreground, its timeout applies) or to
@@ -146,7 +166,10 @@ const (
 	ErrKindClosed  = "closed"  // shell.ErrClosed
 	ErrKindVersion = "version" // the agent does not speak the client's version
 	ErrKindProc    = "proc"    // no such process (released, or never started)
-	ErrKindOther   = "other"
+	// ErrKindUnsupported: the agent cannot do that (its executor has no
+	// terminals); errors.ErrUnsupported.
+	ErrKindUnsupported = "unsupported"
+	ErrKindOther       = "other"
 )
 
 // Error is a failure carried in a Response.
@@ -317,6 +340,8 @@ func (e *Error) Err() error {
 		return &shell.SpawnError{Err: cause}
 	case ErrKindClosed:
 		return shell.ErrClosed
+	case ErrKindUnsupported:
+		return fmt.Errorf("agent: %s: %w", e.Msg, errors.ErrUnsupported)
 	}
 	return fmt.Errorf("agent: %s", e.Msg)
 }

@@ -20,7 +20,7 @@ import (
 func Serve(r io.Reader, w io.Writer, ex shell.Executor, hello Hello) error {
 	hello.Version = Version
 	s := &server{c: NewConn(r, w), ex: ex, hello: hello, procs: make(map[uint64]shell.Process),
-		read: make(map[uint64]bool)}
+		terms: make(map[uint64]shell.Terminal), read: make(map[uint64]bool)}
 	err := s.loop()
 	s.ex.Close()
 	s.wg.Wait()
@@ -38,6 +38,7 @@ type server struct {
 
 	mu    sync.Mutex
 	procs map[uint64]shell.Process
+	terms map[uint64]shell.Terminal
 	read  map[uint64]bool // foreground processes the client has read
 }
 
@@ -77,8 +78,12 @@ func (s *server) proc(id uint64) (shell.Process, bool) {
 // gone; the read loop sees that too and ends everything, so it is dropped.
 func (s *server) handle(req Request) {
 	resp := Response{ID: req.ID}
-	if req.Op == OpStart {
+	switch req.Op {
+	case OpStart:
 		s.start(req)
+		return
+	case OpTermStart:
+		s.startTerminal(req)
 		return
 	}
 	if req.Op == OpEndOwner {
@@ -95,6 +100,10 @@ func (s *server) handle(req Request) {
 			resp.Err = EncodeError(err)
 		}
 		s.c.Write(resp)
+		return
+	}
+	if t, ok := s.term(req.Proc); ok {
+		s.handleTerminal(req, t)
 		return
 	}
 	p, ok := s.proc(req.Proc)
@@ -125,6 +134,100 @@ func (s *server) handle(req Request) {
 	s.c.Write(resp)
 }
 
+func (s *server) term(id uint64) (shell.Terminal, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.terms[id]
+	return t, ok
+}
+
+// handleTerminal answers a request about the terminal t.
+func (s *server) handleTerminal(req Request, t shell.Terminal) {
+	resp := Response{ID: req.ID}
+	switch req.Op {
+	case OpRead:
+		resp.Read = &Read{Stdout: t.Read()}
+	case OpPeek:
+		resp.Read = &Read{Stdout: t.Peek(req.Max)}
+	case OpWritten:
+		resp.Written[0] = t.Written()
+	case OpKill:
+		t.Kill()
+		resp.Killed = true
+	case OpInput:
+		if req.Input == nil {
+			resp.Err = &Error{Kind: ErrKindOther, Msg: "input without arguments"}
+			break
+		}
+		text, err := t.Input(req.Input.Text, req.Input.Keys, req.Input.Wait)
+		if err != nil {
+			resp.Err = &Error{Kind: ErrKindOther, Msg: err.Error()}
+			break
+		}
+		resp.Read = &Read{Stdout: text}
+	case OpRelease:
+		s.mu.Lock()
+		delete(s.terms, req.Proc)
+		s.mu.Unlock()
+	default:
+		resp.Err = &Error{Kind: ErrKindOther, Msg: fmt.Sprintf("unknown operation %q on a terminal", req.Op)}
+	}
+	s.c.Write(resp)
+}
+
+// startTerminal starts a terminal, answers, and sends its done once it
+// ended: its exit, and its raw stream as Stdout.
+func (s *server) startTerminal(req Request) {
+	resp := Response{ID: req.ID}
+	a := req.Start
+	terms, ok := s.ex.(shell.Terminals)
+	switch {
+	case a == nil:
+		resp.Err = &Error{Kind: ErrKindOther, Msg: "term-start without arguments"}
+	case !ok:
+		resp.Err = &Error{Kind: ErrKindUnsupported, Msg: "this agent's executor has no terminals"}
+	case s.taken(req.Proc):
+		resp.Err = &Error{Kind: ErrKindOther, Msg: fmt.Sprintf("process id %d is taken", req.Proc)}
+	}
+	if resp.Err != nil {
+		s.c.Write(resp)
+		return
+	}
+	spec, err := s.ex.Resolve(shell.Request{Command: a.Command, Workdir: expandHome(a.Workdir),
+		Env: a.Env, ManagedEnv: a.ManagedEnv, Owner: a.Owner})
+	var t shell.Terminal
+	if err == nil {
+		t, err = terms.StartTerminal(spec)
+	}
+	if err != nil {
+		resp.Err = EncodeError(err)
+		s.c.Write(resp)
+		return
+	}
+	s.mu.Lock()
+	s.terms[req.Proc] = t
+	s.mu.Unlock()
+	if s.c.Write(resp) != nil {
+		t.Kill()
+	}
+	<-t.Done()
+	code, sig := t.Exit()
+	d := &Done{Status: shell.StatusCompleted, ExitCode: code, Signal: sig, Stdout: EncodeOutput(t.Raw())}
+	if code == nil {
+		d.Status = shell.StatusKilled
+	}
+	s.c.Write(Response{Op: OpDone, Proc: req.Proc, Done: d})
+}
+
+// taken reports whether id names no new process: 0, or one in use.
+func (s *server) taken(id uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, p := s.procs[id]
+	_, t := s.terms[id]
+	return id == 0 || p || t
+}
+
 // start resolves and launches or starts a Spec, answers, and then follows
 // the process to its end to send its done notification, which therefore
 // always comes after the answer.
@@ -136,7 +239,7 @@ func (s *server) start(req Request) {
 		s.c.Write(resp)
 		return
 	}
-	if _, dup := s.proc(req.Proc); dup || req.Proc == 0 {
+	if s.taken(req.Proc) {
 		resp.Err = &Error{Kind: ErrKindOther, Msg: fmt.Sprintf("process id %d is taken", req.Proc)}
 		s.c.Write(resp)
 		return

@@ -85,6 +85,7 @@ var (
 	_ shell.Executor        = (*Executor)(nil)
 	_ shell.ContextLauncher = (*Executor)(nil)
 	_ shell.OwnerEnder      = (*Executor)(nil)
+	_ shell.Terminals       = (*Executor)(nil)
 )
 
 // UnreachableError is a host that could not be reached (or whose agent
@@ -174,22 +175,27 @@ func (e *Executor) Start(s shell.Spec) (shell.Process, error) {
 }
 
 func (e *Executor) start(ctx context.Context, s shell.Spec, background bool) (*process, error) {
+	a := &agent.StartArgs{Background: background, Command: s.Command, Workdir: s.Workdir,
+		Timeout: s.Timeout, StdoutMaxBytes: s.StdoutMaxBytes, HasStdin: s.Stdin != nil, Stdin: s.Stdin,
+		Env: s.Env, ManagedEnv: s.ManagedEnv, Owner: s.Owner}
+	timeout := s.Timeout
+	if background {
+		a.Timeout, timeout = 0, 0
+	}
+	return e.open(ctx, agent.OpStart, a, timeout)
+}
+
+// open asks the agent to start what a describes, with op (a command, or
+// a terminal), and returns it as a process of this connection; timeout is
+// a foreground command's, for the result of a lost one.
+func (e *Executor) open(ctx context.Context, op string, a *agent.StartArgs, timeout time.Duration) (*process, error) {
 	c, err := e.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	a := &agent.StartArgs{Background: background, Command: s.Command, Workdir: s.Workdir,
-		Timeout: s.Timeout, StdoutMaxBytes: s.StdoutMaxBytes, HasStdin: s.Stdin != nil, Stdin: s.Stdin,
-		Env: s.Env, ManagedEnv: s.ManagedEnv, Owner: s.Owner}
-	if background {
-		a.Timeout = 0
-	}
-	p := &process{c: c, id: e.nextProc.Add(1), owner: s.Owner, done: make(chan struct{}), released: new(atomic.Bool)}
-	if !background {
-		p.timeout = s.Timeout
-	}
+	p := &process{c: c, id: e.nextProc.Add(1), owner: a.Owner, timeout: timeout, done: make(chan struct{}), released: new(atomic.Bool)}
 	c.register(p)
-	resp, err := c.call(agent.Request{Op: agent.OpStart, Proc: p.id, Start: a})
+	resp, err := c.call(agent.Request{Op: op, Proc: p.id, Start: a})
 	if err == nil && resp.Err != nil {
 		err = resp.Err.Err()
 	}
@@ -687,4 +693,81 @@ func (p *process) Written() (stdout, stderr int64) {
 		return 0, 0
 	}
 	return resp.Written[0], resp.Written[1]
+}
+
+// StartTerminal implements shell.Terminals: the agent starts the terminal
+// on its host, with its executor's terminals (contained there as its
+// commands are). An agent whose executor has none, or one too old to know
+// terminals (it does not know the operation), is refused with
+// `tty is not available on host <name>` (docs/terminal.md).
+func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
+	p, err := e.open(context.Background(), agent.OpTermStart, &agent.StartArgs{Command: s.Command, Workdir: s.Workdir,
+		Env: s.Env, ManagedEnv: s.ManagedEnv, Owner: s.Owner}, 0)
+	if errors.Is(err, errors.ErrUnsupported) || err != nil && strings.Contains(err.Error(), `unknown operation "`+agent.OpTermStart+`"`) {
+		return nil, fmt.Errorf("tty is not available on host %s", e.name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &terminal{p}, nil
+}
+
+// terminal is a terminal running on the host: the shell.Terminal of
+// StartTerminal. It settles as a process does; its done carries its raw
+// stream as Stdout.
+type terminal struct{ p *process }
+
+var _ shell.Terminal = (*terminal)(nil)
+
+// Read implements shell.Terminal. After a lost connection it returns the
+// lost marker, once.
+func (t *terminal) Read() string {
+	r := t.p.Read()
+	return r.Stdout + r.Stderr
+}
+
+// Peek implements shell.Terminal.
+func (t *terminal) Peek(maxBytes int) string {
+	r := t.p.Peek(maxBytes)
+	return r.Stdout + r.Stderr
+}
+
+// Written implements shell.Terminal.
+func (t *terminal) Written() int64 {
+	w, _ := t.p.Written()
+	return w
+}
+
+// Input implements shell.Terminal; its errors are the terminal's own
+// words (an unknown key, a program that ended).
+func (t *terminal) Input(text string, keys []string, wait time.Duration) (string, error) {
+	resp, err := t.p.c.call(agent.Request{Op: agent.OpInput, Proc: t.p.id,
+		Input: &agent.InputArgs{Text: text, Keys: keys, Wait: wait}})
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("host %s: input: %w", t.p.c.host, err)
+	case resp.Err != nil:
+		return "", errors.New(resp.Err.Msg)
+	}
+	return resp.Read.ReadResult().Stdout, nil
+}
+
+// Kill implements shell.Terminal.
+func (t *terminal) Kill() { t.p.Kill() }
+
+// Done implements shell.Terminal.
+func (t *terminal) Done() <-chan struct{} { return t.p.Done() }
+
+// Exit implements shell.Terminal.
+func (t *terminal) Exit() (code *int, signal string) { return t.p.ExitCode(), t.p.Signal() }
+
+// Raw implements shell.Terminal: once done, the raw stream the agent
+// sent (its spill file a path of the host); before, its size.
+func (t *terminal) Raw() shell.Output {
+	if d := t.p.settled(); d != nil {
+		o := d.Stdout.Output()
+		o.Host = t.p.c.host
+		return o
+	}
+	return shell.Output{Size: t.Written(), Host: t.p.c.host}
 }

@@ -3,6 +3,7 @@
 package sshhost_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -39,7 +40,8 @@ exec /bin/bash -c "$c"
 
 // TestSuite runs the provider suite against a real conch agent, deployed
 // and started through sshhost on a real sshd, with the suite's settings
-// passed as the agent's flags and its default containment and sandbox.
+// passed as the agent's flags and its default containment and sandbox
+// (its terminal cases included: the agent's executor has terminals).
 // It logs in as root: the suite's directories (its workdirs, its spill
 // parents) are the test process's, made by t.TempDir. A case the suite
 // runs again as nobody (testutil.AsUnprivileged) logs in as the
@@ -48,8 +50,20 @@ func TestSuite(t *testing.T) {
 	h := startSuiteHost(t)
 	shelltest.Run(t, func(t *testing.T, c shelltest.Config) shell.Executor {
 		// The spill parent is the agent's temp dir, where it makes its
-		// spill directory.
-		env := append(c.Environ[:len(c.Environ):len(c.Environ)], "TMPDIR="+c.SpillParent)
+		// spill directory. The marker reaches the commands through each
+		// spawn (suiteExec), not through the agent's own environment:
+		// the agent is a process of the executor, not one of its
+		// commands, and the suite counts the processes that carry it.
+		var env []string
+		var marker string
+		for _, kv := range c.Environ {
+			if v, ok := strings.CutPrefix(kv, testutil.MarkerEnv+"="); ok {
+				marker = v
+				continue
+			}
+			env = append(env, kv)
+		}
+		env = append(env, "TMPDIR="+c.SpillParent)
 		f, err := os.CreateTemp(h.dir, "environ-")
 		if err == nil {
 			_, err = f.WriteString(strings.Join(env, "\x00") + "\x00")
@@ -102,8 +116,34 @@ func TestSuite(t *testing.T) {
 			ex.Close()
 			t.Fatalf("connect: %v", err)
 		}
-		return ex
+		return suiteExec{ex, marker}
 	})
+}
+
+// suiteExec gives every command it spawns the suite's marker, as the
+// suite's Environ would (Resolve is left alone: the suite checks what it
+// fills in).
+type suiteExec struct {
+	*remote.Executor
+	marker string
+}
+
+func (e suiteExec) marked(s shell.Spec) shell.Spec {
+	env := map[string]string{testutil.MarkerEnv: e.marker}
+	for k, v := range s.Env {
+		env[k] = v
+	}
+	s.Env = env
+	return s
+}
+
+func (e suiteExec) Launch(s shell.Spec) (shell.Process, error) { return e.Executor.Launch(e.marked(s)) }
+func (e suiteExec) Start(s shell.Spec) (shell.Process, error)  { return e.Executor.Start(e.marked(s)) }
+func (e suiteExec) LaunchContext(ctx context.Context, s shell.Spec) (shell.Process, error) {
+	return e.Executor.LaunchContext(ctx, e.marked(s))
+}
+func (e suiteExec) StartTerminal(s shell.Spec) (shell.Terminal, error) {
+	return e.Executor.StartTerminal(e.marked(s))
 }
 
 // suiteEnv carries the suite's sshd from the root run to a run as nobody:
