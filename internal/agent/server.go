@@ -207,16 +207,29 @@ func (s *server) startTerminal(req Request) {
 	s.mu.Lock()
 	s.terms[req.Proc] = t
 	s.mu.Unlock()
+	s.started(req.Proc, resp, t.Kill, t.Done(), nil, func() *Done {
+		code, sig := t.Exit()
+		d := &Done{Status: shell.StatusCompleted, ExitCode: code, Signal: sig, Stdout: EncodeOutput(t.Raw())}
+		if code == nil {
+			d.Status = shell.StatusKilled
+		}
+		return d
+	})
+}
+
+// started answers the start of id with resp (killing what started when
+// the answer cannot be sent: the connection is gone), runs while, if any,
+// until it returns, then waits for done and sends the done notification
+// with result's Done, which therefore always comes after the answer.
+func (s *server) started(id uint64, resp Response, kill func(), done <-chan struct{}, while func(), result func() *Done) {
 	if s.c.Write(resp) != nil {
-		t.Kill()
+		kill()
 	}
-	<-t.Done()
-	code, sig := t.Exit()
-	d := &Done{Status: shell.StatusCompleted, ExitCode: code, Signal: sig, Stdout: EncodeOutput(t.Raw())}
-	if code == nil {
-		d.Status = shell.StatusKilled
+	if while != nil {
+		while()
 	}
-	s.c.Write(Response{Op: OpDone, Proc: req.Proc, Done: d})
+	<-done
+	s.c.Write(Response{Op: OpDone, Proc: id, Done: result()})
 }
 
 // taken reports whether id names no new process: 0, or one in use.
@@ -269,14 +282,11 @@ func (s *server) start(req Request) {
 	s.mu.Lock()
 	s.procs[req.Proc] = p
 	s.mu.Unlock()
-	if s.c.Write(resp) != nil {
-		p.Kill()
-	}
+	var while func()
 	if !a.Background {
-		s.sendOutput(req.Proc, p)
+		while = func() { s.sendOutput(req.Proc, p) }
 	}
-	<-p.Done()
-	s.c.Write(Response{Op: OpDone, Proc: req.Proc, Done: EncodeDone(p)})
+	s.started(req.Proc, resp, func() { p.Kill() }, p.Done(), while, func() *Done { return EncodeDone(p) })
 }
 
 // sendOutput sends the output of the foreground process p while it runs,
