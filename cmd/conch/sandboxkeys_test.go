@@ -56,7 +56,7 @@ func TestSandboxConfigKeys(t *testing.T) {
 	}
 
 	connect := `perl -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Peer => "` + sock + `") or die "refused: $!\n"; print "connected\n"'`
-	if out, errOut, _ := testutil.RunConch(t, marker, "run", "--cwd", ws, "--", connect); out != "connected\n" {
+	if out, errOut, _ := testutil.RunConch(t, marker, "run", "--sandbox", "full-access", "--cwd", ws, "--", connect); out != "connected\n" {
 		t.Fatalf("without a sandbox: stdout %q, stderr %q; want connected", out, errOut)
 	}
 	if out, errOut, _ := run("", connect); strings.Contains(out, "connected") || !strings.Contains(out, "refused: Permission denied") {
