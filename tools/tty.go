@@ -166,6 +166,11 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 		defer pt.Stop()
 		progress = pt.C
 	}
+	// The card of an editor gets the raw stream live, as a piped
+	// command's gets its pipes.
+	live := newLiveOutput(tm, func() (int64, int64) { return tm.Written(), 0 }, co)
+	sample, stop := live.pace()
+	defer stop()
 	movable := true
 	written, lastOut := tm.Written(), time.Now()
 	end := func(timedOut, aborted bool) (Result, func(int) Result) {
@@ -173,6 +178,9 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 		code, sig := tm.Exit()
 		res := shell.Result{ExitCode: code, Signal: sig, TimedOut: timedOut, Aborted: aborted, Timeout: spec.Timeout,
 			Stdout: terminalOutput(tm)}
+		if live != nil {
+			live.finish(&res)
+		}
 		return Result{}, func(budget int) Result {
 			text, v := renderForeground(res, budget)
 			return Result{Text: text, Value: v}
@@ -187,6 +195,9 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 			movable = false // the session is at its task limit: stay in the foreground
 			return nil, false
 		}
+		if live != nil {
+			live.finish(nil)
+		}
 		return render, true
 	}
 	for {
@@ -197,12 +208,17 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 			tm.Kill()
 			if !co.KeepAborted {
 				<-tm.Done()
+				if live != nil {
+					live.finish(nil)
+				}
 				return errorResult(msgAborted), nil
 			}
 			return end(false, true)
 		case <-timeout.C:
 			tm.Kill()
 			return end(true, false)
+		case <-sample:
+			live.tick()
 		case <-progress:
 			co.Progress(Progress{Elapsed: time.Since(start), Bytes: tm.Written(), LastLine: lastScreenLine(tm)})
 		case <-yield:

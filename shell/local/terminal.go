@@ -14,7 +14,10 @@ import (
 	"github.com/conch-dev/conch/shell"
 )
 
-var _ shell.Terminals = (*Executor)(nil)
+var (
+	_ shell.Terminals = (*Executor)(nil)
+	_ shell.Follower  = (*terminal)(nil)
+)
 
 // StartTerminal implements shell.Terminals: bash -c s.Command on a new
 // pseudo-terminal (internal/term), started by the executor's Spawner
@@ -81,6 +84,15 @@ func (t *terminal) Raw() shell.Output {
 	default:
 	}
 	return t.raw.Output()
+}
+
+// Follow implements shell.Follower: the raw stream, every byte the
+// program wrote (escape sequences and the terminal's "\r\n" included), as
+// Stdout; a terminal has no separate Stderr.
+func (t *terminal) Follow(from shell.Offsets) shell.Followed {
+	var f shell.Followed
+	f.Stdout, f.Next.Stdout, f.Skipped.Stdout = t.raw.Since(from.Stdout)
+	return f
 }
 
 // checkWorkdir refuses a workdir that does not exist, is not a directory
