@@ -250,14 +250,17 @@ func (t *Toolset) moveTerminal(sess Session, b bashArgs, on target, tm shell.Ter
 	if err != nil {
 		return nil, err
 	}
-	screen := h.Read()
+	// Not the handle's Read, which fits a task read's budget: the screen
+	// is fitted with the marker, and names the raw stream's spill file
+	// when it is cut.
+	screen := tm.Read()
 	marker := waitingMarker(info.ID)
 	return func(budget int) Result {
-		shown := fitStreams(wholeStream(screen, where("", nil, false)), wholeStream("", ""), budget, marker)
+		shown := fitTerminal(tm, screen, budget, marker)
 		return Result{
-			Text: withMarkers(shown.out, marker),
+			Text: withMarkers(shown, marker),
 			Value: YieldedValue{Kind: "yielded", TaskID: info.ID, YieldedAfterMs: after.Milliseconds(),
-				Stdout: StreamValue{Text: shown.out, Truncated: shown.outCut}},
+				Stdout: StreamValue{Text: shown, Truncated: shown != screen}},
 		}
 	}, nil
 }
@@ -268,7 +271,7 @@ func (t *Toolset) moveTerminal(sess Session, b bashArgs, on target, tm shell.Ter
 // outgrew the executor's tail (else the cut line says why there is none).
 func terminalOutput(tm shell.Terminal) shell.Output {
 	raw := tm.Raw()
-	return shell.Output{Text: tm.Read(), SpillPath: raw.SpillPath, Host: raw.Host, SpillErr: raw.SpillErr}
+	return shell.Output{Text: nameScrolled(tm.Read(), rawWhere(raw)), SpillPath: raw.SpillPath, Host: raw.Host, SpillErr: raw.SpillErr}
 }
 
 // lastScreenLine is the last non-blank line on tm's screen, cut to

@@ -547,7 +547,7 @@ func (t *Term) Read() string {
 	var b strings.Builder
 	from := t.readLine
 	if from < t.logBase {
-		fmt.Fprintf(&b, "[… %d lines scrolled away]\n", t.logBase-from)
+		b.WriteString(ScrolledAway(t.logBase-from) + "\n")
 		from = t.logBase
 	}
 	for i := from; i < screenBase; i++ {
@@ -564,6 +564,14 @@ func (t *Term) Read() string {
 	t.readLine = screenBase + int64(row)
 	return b.String()
 }
+
+// ScrolledAway is the line that starts a Read when n lines scrolled away
+// before it, unread: "[… <n> lines scrolled away]", which ends with
+// ScrolledSuffix.
+func ScrolledAway(n int64) string { return fmt.Sprintf("[… %d", n) + ScrolledSuffix }
+
+// ScrolledSuffix ends the line ScrolledAway makes.
+const ScrolledSuffix = " lines scrolled away]"
 
 // cursorLine is the cursor's line as the program left it: with the blanks
 // up to the cursor that trimming removed, so that a prompt keeps its

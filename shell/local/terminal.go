@@ -76,14 +76,21 @@ type terminal struct {
 
 // Raw implements shell.Terminal. Once the terminal is done it closes the
 // raw stream first (Close is idempotent), so that the spill file is
-// complete and named whichever goroutine gets there first.
+// complete and named whichever goroutine gets there first. While the
+// program runs, it names the spill file being written, which holds the
+// stream so far, as a running command's lossy read does.
 func (t *terminal) Raw() shell.Output {
 	select {
 	case <-t.Done():
 		t.raw.Close()
+		return t.raw.Output()
 	default:
 	}
-	return t.raw.Output()
+	o := t.raw.Output()
+	if o.Truncated && o.SpillPath == "" && o.SpillErr == nil {
+		o.SpillPath = t.raw.SpillPath()
+	}
+	return o
 }
 
 // Follow implements shell.Follower: the raw stream, every byte the
