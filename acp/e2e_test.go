@@ -3,6 +3,7 @@
 package acp_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,11 +26,13 @@ type conchProc struct {
 	waited bool
 }
 
-func startConch(t *testing.T, state, work, marker string) *conchProc {
+// startConch runs `conch acp` in work, with more flags args, and more
+// variables env.
+func startConch(t *testing.T, state, work, marker string, env []string, args ...string) *conchProc {
 	t.Helper()
-	cmd := exec.Command(testutil.ConchBinary(t), "acp", "--grace-ms", "500")
+	cmd := exec.Command(testutil.ConchBinary(t), append([]string{"acp", "--grace-ms", "500"}, args...)...)
 	cmd.Dir = work
-	cmd.Env = append(testutil.Env(marker), "XDG_STATE_HOME="+state)
+	cmd.Env = append(append(testutil.Env(marker), "XDG_STATE_HOME="+state), env...)
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
@@ -110,7 +113,7 @@ func TestEndToEnd(t *testing.T) {
 	defer testutil.AssertNoProcesses(t, marker)
 	state, work := t.TempDir(), t.TempDir()
 
-	p := startConch(t, state, work, marker)
+	p := startConch(t, state, work, marker, nil)
 	c := p.cli
 	// Bad input first: answered, logged, survived.
 	c.sendRaw("this is not JSON")
@@ -193,7 +196,7 @@ func TestEndToEnd(t *testing.T) {
 	p.eof(marker)
 
 	// A new conch loads the recorded session: the same cards, same ids.
-	p = startConch(t, state, work, marker)
+	p = startConch(t, state, work, marker, nil)
 	c = p.cli
 	c.initialize(true)
 	_, notes = c.call("session/load", map[string]any{"sessionId": sid, "cwd": work, "mcpServers": []any{}})
@@ -219,7 +222,7 @@ func TestEndToEndSIGTERM(t *testing.T) {
 			marker := testutil.Marker(t)
 			defer testutil.AssertNoProcesses(t, marker)
 			state, work := t.TempDir(), t.TempDir()
-			p := startConch(t, state, work, marker)
+			p := startConch(t, state, work, marker, nil)
 			c := p.cli
 			c.initialize(false)
 			sid := c.newSession(work)
@@ -241,7 +244,7 @@ func TestEndToEndSIGTERM(t *testing.T) {
 func TestEndToEndIdleNotice(t *testing.T) {
 	marker := testutil.Marker(t)
 	state, work := t.TempDir(), t.TempDir()
-	p := startConch(t, state, work, marker)
+	p := startConch(t, state, work, marker, nil)
 	c := p.cli
 	c.initialize(true)
 	sid := c.newSession(work)
@@ -270,7 +273,7 @@ func TestEndToEndCancelRightAfterPrompt(t *testing.T) {
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	state, work := t.TempDir(), t.TempDir()
-	p := startConch(t, state, work, marker)
+	p := startConch(t, state, work, marker, nil)
 	c := p.cli
 	c.initialize(true)
 	sid := c.newSession(work)
@@ -293,7 +296,7 @@ func TestEndToEndEOFKillsEverything(t *testing.T) {
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	state, work := t.TempDir(), t.TempDir()
-	p := startConch(t, state, work, marker)
+	p := startConch(t, state, work, marker, nil)
 	c := p.cli
 	c.initialize(true)
 	a, b := c.newSession(work), c.newSession(work)
@@ -311,7 +314,7 @@ func TestEndToEndLoadAfterSIGKILL(t *testing.T) {
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	state, work := t.TempDir(), t.TempDir()
-	p := startConch(t, state, work, marker)
+	p := startConch(t, state, work, marker, nil)
 	c := p.cli
 	c.initialize(true)
 	sid := c.newSession(work)
@@ -342,7 +345,7 @@ func TestEndToEndLoadAfterSIGKILL(t *testing.T) {
 		_, notes := c.call("session/load", map[string]any{"sessionId": sid, "cwd": work, "mcpServers": []any{}})
 		return c.updates(notes, sid)
 	}
-	p = startConch(t, state, work, marker)
+	p = startConch(t, state, work, marker, nil)
 	c = p.cli
 	c.initialize(true)
 	us := load()
@@ -356,7 +359,7 @@ func TestEndToEndLoadAfterSIGKILL(t *testing.T) {
 	c.prompt(sid, "echo three")
 	p.eof(marker)
 
-	p = startConch(t, state, work, marker)
+	p = startConch(t, state, work, marker, nil)
 	c = p.cli
 	c.initialize(true)
 	if us := load(); len(us) != 9 || get(us[8], "_meta", "terminal_output", "data") != "three\n" {
@@ -381,7 +384,7 @@ func TestEndToEndPlantedFIFO(t *testing.T) {
 			if err := syscall.Mkfifo(filepath.Join(dir, "sess_fifo.jsonl"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			p := startConch(t, state, work, marker)
+			p := startConch(t, state, work, marker, nil)
 			c := p.cli
 			c.initialize(true)
 			id := c.start("session/load", map[string]any{"sessionId": "sess_fifo", "cwd": work, "mcpServers": []any{}})
@@ -403,4 +406,43 @@ func TestEndToEndPlantedFIFO(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEndToEndDefaults: conch acp contains and sandboxes commands by
+// default (docs/sandbox.md): a command runs in the init's PID namespace,
+// where pid 1 is conch's init and the server is not to be seen, and a
+// write outside the writable roots fails with the sandbox's marker on
+// its card.
+func TestEndToEndDefaults(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	state, work := t.TempDir(), t.TempDir()
+	// Outside the writable roots (/tmp is one), writable by the server.
+	denied, err := os.MkdirTemp("/var/tmp", "conch-acp-denied-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(denied) })
+	p := startConch(t, state, work, marker, nil)
+	c := p.cli
+	c.initialize(true)
+	sid := c.newSession(work)
+
+	_, us := c.prompt(sid, fmt.Sprintf("cat /proc/1/comm; test -e /proc/%d && echo server-visible", p.cmd.Process.Pid))
+	if len(us) != 2 || get(us[1], "_meta", "terminal_output", "data") != "conch\n" {
+		t.Errorf("pid 1 and the server as a command sees them: %s", jsonString(us))
+	}
+	_, us = c.prompt(sid, "touch "+denied+"/x")
+	want := "touch: cannot touch '" + denied + "/x': Permission denied\n" +
+		"[sandbox: write to " + denied + "/x denied under workspace-write mode; writable: " + work + ", "
+	if len(us) != 2 || get(us[1], "_meta", "terminal_exit", "exit_code") != float64(1) {
+		t.Fatalf("the denied write: %s", jsonString(us))
+	}
+	if data, _ := get(us[1], "_meta", "terminal_output", "data").(string); !strings.HasPrefix(data, want) || !strings.HasSuffix(data, "]") || strings.Count(data, "\n") != 1 {
+		t.Errorf("the denied write's card: %q, want %q…]", data, want)
+	}
+	if _, err := os.Stat(denied + "/x"); err == nil {
+		t.Errorf("the write outside the writable roots went through")
+	}
+	p.eof(marker)
 }

@@ -66,6 +66,10 @@ func (l Limits) Resolve(r Request) (Spec, error) {
 	if wd != "" {
 		wd = path.Clean(wd)
 	}
+	ws := r.Workspace
+	if ws != "" {
+		ws = path.Clean(ws)
+	}
 	return Spec{
 		Command:        r.Command,
 		Workdir:        wd,
@@ -75,6 +79,7 @@ func (l Limits) Resolve(r Request) (Spec, error) {
 		Env:            r.Env,
 		ManagedEnv:     r.ManagedEnv,
 		Owner:          r.Owner,
+		Workspace:      ws,
 	}, nil
 }
 

@@ -100,6 +100,12 @@ type Request struct {
 	// most until its owner ends (see OwnerEnder). "" is an owner like any
 	// other.
 	Owner string
+	// Workspace is the owner's working directory, set by the tool layer
+	// (the session's cwd; never the model): a provider that gives each
+	// owner a boundary of its own builds it for the Workspace of the
+	// owner's first command (a sandbox's writable workspace). "" means
+	// the executor's default directory. See docs/executor.md.
+	Workspace string
 }
 
 // Spec is a resolved Request: Workdir and Timeout hold the effective
@@ -114,6 +120,7 @@ type Spec struct {
 	Env            map[string]string
 	ManagedEnv     map[string]string
 	Owner          string // copied from the Request
+	Workspace      string // copied from the Request, cleaned
 }
 
 // Output is the captured tail of one stream.

@@ -41,6 +41,11 @@ type Question struct {
 	// SessionPrefix, when not "", is what "allow for this session" would
 	// remember (`git push`): offer that choice only then.
 	SessionPrefix string
+	// Escalation marks the question whether to run a command the
+	// sandbox denied again outside it (docs/sandbox.md); Reason then
+	// says what was denied, and SessionPrefix is "": the answer holds
+	// for this call only.
+	Escalation bool
 }
 
 // Labels of the choices a transport offers the user, in this order:
@@ -59,14 +64,18 @@ func (q Question) SessionChoice() string {
 	return "Allow " + q.SessionPrefix + " for this session"
 }
 
-// Message is the text shown to the user: the command, its directory and
-// why conch asks.
+// Message is the text shown to the user: what conch asks, the command,
+// its directory and why.
 func (q Question) Message() string {
 	why := q.Reason
 	if q.Subject != q.Command {
 		why += ": " + q.Subject
 	}
-	return "Allow this command to run?\n\nCommand: " + q.Command + "\nDirectory: " + q.Cwd + "\nReason: " + why
+	ask := "Allow this command to run?"
+	if q.Escalation {
+		ask = "Run this command again outside the sandbox?"
+	}
+	return ask + "\n\nCommand: " + q.Command + "\nDirectory: " + q.Cwd + "\nReason: " + why
 }
 
 // Answer is the user's answer to a Question.

@@ -95,8 +95,9 @@ func (t *Toolset) managedEnv(sess Session) map[string]string {
 }
 
 // request builds the executor request of a validated call: the workdir,
-// "~" expanded, is resolved against the session's cwd; nothing but the
-// named arguments and the managed overlay reaches it.
+// "~" expanded, is resolved against the session's cwd, which is also the
+// owner's workspace (a contained session's sandbox is built for it);
+// nothing but the named arguments and the managed overlay reaches it.
 func (t *Toolset) request(sess Session, b bashArgs) shell.Request {
 	wd := t.expandHome(b.Workdir)
 	if sess.Cwd != "" {
@@ -113,6 +114,7 @@ func (t *Toolset) request(sess Session, b bashArgs) shell.Request {
 		Timeout:    b.Timeout,
 		ManagedEnv: t.managedEnv(sess),
 		Owner:      sess.ID,
+		Workspace:  sess.Cwd,
 	}
 }
 
@@ -192,7 +194,7 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 	}
 	req := t.request(sess, b)
 	if host != HostLocal {
-		req.Workdir = b.Workdir
+		req.Workdir, req.Workspace = b.Workdir, ""
 	}
 	spec, err := on.ex.Resolve(req)
 	if err != nil {
@@ -338,9 +340,13 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b bashArgs, on t
 	sample, stop := live.pace()
 	defer stop()
 	end := func() (Result, func(int) Result) {
+		res := p.Result()
+		again := t.escalates(ctx, on, b, spec, res, co)
 		if live != nil {
-			res := p.Result()
-			live.finish(&res)
+			live.finish(&res, again)
+		}
+		if again {
+			return t.escalate(ctx, sess, b, co)
 		}
 		return finished(p)
 	}
@@ -358,7 +364,7 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b bashArgs, on t
 				return end()
 			}
 			if live != nil {
-				live.finish(nil)
+				live.finish(nil, false)
 			}
 			return errorResult(msgAborted), nil
 		case <-sample:
@@ -375,7 +381,7 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b bashArgs, on t
 			}
 			if render, ok := t.yieldToTask(sess, b, on, spec, p); ok {
 				if live != nil {
-					live.finish(nil)
+					live.finish(nil, false)
 				}
 				return Result{}, render
 			}

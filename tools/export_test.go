@@ -16,6 +16,7 @@ var (
 	OneLineLabel      = oneLineLabel
 	ParseExitStatus   = parseExitStatus
 	NewTerminalHandle = newTerminalHandle
+	DeniedBySandbox   = deniedBySandbox
 )
 
 // Internal types the external tests name.

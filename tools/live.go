@@ -140,8 +140,11 @@ func (l *liveOutput) flush() bool {
 // finish makes the final report once the command has ended (or left the
 // foreground): the rest of its output, and for an ended command the
 // markers a card does not draw as its exit pill (timeout, a process left
-// holding the output), each on its own line.
-func (l *liveOutput) finish(res *shell.Result) {
+// holding the output), each on its own line. With again set the command
+// is about to run again outside the sandbox (docs/sandbox.md), and the
+// report is not the call's final one: it carries the exit marker too,
+// which no pill will draw, and a newline for the next run's output.
+func (l *liveOutput) finish(res *shell.Result, again bool) {
 	var jump shell.Offsets
 	if l.stopped {
 		// Past the cap the card gets a skip line and each stream's end.
@@ -156,11 +159,18 @@ func (l *liveOutput) finish(res *shell.Result) {
 	l.add(got.Stdout, jump.Stdout+got.Skipped.Stdout)
 	l.add(got.Stderr, jump.Stderr+got.Skipped.Stderr)
 	if res != nil {
-		if m := cardMarkers(*res); len(m) > 0 {
+		m := cardMarkers(*res)
+		if again {
+			m = append(m, exitMarkers(*res)...)
+		}
+		if len(m) > 0 {
 			l.write(lineStart(l.lastNL) + strings.Join(m, "\n"))
 		}
 	}
-	l.report(l.pending.String(), true)
+	if again {
+		l.write(lineStart(l.lastNL))
+	}
+	l.report(l.pending.String(), !again)
 	l.pending.Reset()
 }
 

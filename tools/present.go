@@ -110,11 +110,18 @@ func PresentResult(tool string, args json.RawMessage, texts []string, isError bo
 	if !ok {
 		return View{}, false
 	}
-	if isError || !call.Terminal() || yieldedMarker.MatchString(text) {
+	// An escalated result's own line follows its exit marker
+	// (docs/sandbox.md): the pill shows the second run's exit, the text
+	// keeps the line.
+	body, escalated := strings.CutSuffix(text, "\n"+EscalatedLine)
+	if isError || !call.Terminal() || yieldedMarker.MatchString(body) {
 		return View{Card: CardGeneric, Content: []string{ConsoleFence(text)}}, true
 	}
-	st := parseExitStatus(text)
+	st := parseExitStatus(body)
 	out := st.Output
+	if escalated {
+		out = withMarkers(out, EscalatedLine)
+	}
 	v = View{Card: CardTerminal, Output: &out}
 	if st.Signal != "" {
 		v.Signal = st.Signal

@@ -110,6 +110,15 @@ func TestPresentResult(t *testing.T) {
 			tools.View{Card: "terminal", Output: ptr("(no output)\n[timed out after 1000ms]"), ExitCode: ptr(0)}, true},
 		{"truncation_marker_stays", "bash", fg, []string{"tail\n\n[output truncated; full output: (unavailable)]\n[exit code: 1]"}, false,
 			tools.View{Card: "terminal", Output: ptr("tail\n\n[output truncated; full output: (unavailable)]"), ExitCode: ptr(1)}, true},
+		// An escalated result's line follows the second run's exit marker
+		// (docs/sandbox.md): the pill is that run's exit, the text keeps
+		// the line.
+		{"escalated_exit_3", "bash", fg, []string{"out\n[exit code: 3]\n" + tools.EscalatedLine}, false,
+			tools.View{Card: "terminal", Output: ptr("out\n" + tools.EscalatedLine), ExitCode: ptr(3)}, true},
+		{"escalated_exit_0", "bash", fg, []string{"(no output)\n" + tools.EscalatedLine}, false,
+			tools.View{Card: "terminal", Output: ptr("(no output)\n" + tools.EscalatedLine), ExitCode: ptr(0)}, true},
+		{"escalated_yielded", "bash", fg, []string{yielded + "\n" + tools.EscalatedLine}, false,
+			tools.View{Card: "generic", Content: fence(yielded + "\n" + tools.EscalatedLine)}, true},
 		// Seed defect 1: an exit-0 output that merely ends in marker text.
 		{"seed1_marker_text_without_newline", "bash", fg, []string{"building...[exit code: 5]"}, false,
 			tools.View{Card: "terminal", Output: ptr("building...[exit code: 5]"), ExitCode: ptr(0)}, true},

@@ -15,37 +15,53 @@ const kindBash = "bash"
 type processHandle struct {
 	p      shell.Process
 	budget int
-	// timedOutShown is set once a read has shown the timed-out marker of
-	// a yielded command, so that it is shown once, after its last output.
-	timedOutShown atomic.Bool
+	// endShown is set once a read after the command ended has shown the
+	// markers that follow its last output, so that they are shown once.
+	endShown atomic.Bool
 }
 
 var _ tasks.Handle = (*processHandle)(nil)
 
 // newProcessHandle makes p a task the runtime can own; each read's text
-// is held to budget bytes (see renderRead), the timed-out marker aside.
+// is held to budget bytes (see renderRead), its end markers aside.
 func newProcessHandle(p shell.Process, budget int) *processHandle {
 	return &processHandle{p: p, budget: budget}
 }
 
 // Read returns the output since the previous read, within the handle's
-// budget. Once a command that kept its timeout (a yielded foreground
-// call) was ended by it, the read that follows its last output ends with
-// "[timed out after <ms>ms]", as a foreground result would.
+// budget. The read that follows the command's last output ends with the
+// markers a foreground result shows before its exit marker: the
+// provider's notes (a sandbox's denials, docs/sandbox.md), then
+// "[timed out after <ms>ms]" for a command that kept its timeout (a
+// yielded foreground call) and was ended by it.
 func (h *processHandle) Read() string {
 	ended := ended(h.p) // before the read: once ended, it gets all the rest
-	text := renderRead(h.p.Read(), h.budget)
-	if !ended {
-		return text
+	r := h.p.Read()
+	if !ended || h.endShown.Swap(true) {
+		return renderRead(r, h.budget)
 	}
 	res := h.p.Result()
-	if !res.TimedOut || h.timedOutShown.Swap(true) {
+	// The drain of a task is not cut, whatever its leftovers hold: the
+	// foreground's marker for that does not apply.
+	res.LeftRunning = false
+	markers := cardMarkers(res)
+	text := readShown(r, h.budget, markers...).body()
+	if len(markers) == 0 {
 		return text
 	}
 	if text != "" && !strings.HasSuffix(text, "\n") {
 		text += "\n"
 	}
-	return text + timedOutMarker(res.Timeout)
+	return text + strings.Join(markers, "\n")
+}
+
+// Sandbox is the sandbox the command ran under and what it denied, once
+// it ended; nil before, or when it ran without one.
+func (h *processHandle) Sandbox() *shell.SandboxReport {
+	if !ended(h.p) {
+		return nil
+	}
+	return h.p.Result().Sandbox
 }
 
 // Peek renders the end of the unread output like Read, without consuming

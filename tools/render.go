@@ -25,17 +25,22 @@ const (
 // are cut (see fitStreams). The structured value carries the same stream
 // texts.
 func renderForeground(r shell.Result, budget int) (string, ForegroundValue) {
-	markers := cardMarkers(r)
-	switch {
-	case r.Signal != "":
-		markers = append(markers, sigMarkerPrefix+r.Signal+"]")
-	case r.ExitCode != nil && *r.ExitCode != 0:
-		markers = append(markers, exitMarkerPrefix+strconv.Itoa(*r.ExitCode)+"]")
-	}
+	markers := append(cardMarkers(r), exitMarkers(r)...)
 	o, e := outputStream(r.Stdout), outputStream(r.Stderr)
 	shown := fitStreams(o, e, budget, markers...)
 	v := foregroundValue(r, shown)
 	return withMarkers(shown.body(), markers...), v
+}
+
+// exitMarkers is the signal or non-zero exit marker of r, if it has one.
+func exitMarkers(r shell.Result) []string {
+	switch {
+	case r.Signal != "":
+		return []string{sigMarkerPrefix + r.Signal + "]"}
+	case r.ExitCode != nil && *r.ExitCode != 0:
+		return []string{exitMarkerPrefix + strconv.Itoa(*r.ExitCode) + "]"}
+	}
+	return nil
 }
 
 func timedOutMarker(d time.Duration) string {

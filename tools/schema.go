@@ -48,7 +48,8 @@ type bashLimits struct {
 	Yield                      time.Duration // 0: off
 	Budget                     int           // bytes of a result
 	Background                 bool
-	TTY                        bool // tty is offered
+	TTY                        bool     // tty is offered
+	Notes                      []string // Options.BashNotes
 }
 
 // bashDescription is the bash tool's description: what a model must know
@@ -66,7 +67,7 @@ func bashDescription(l bashLimits) string {
 		"joined by a line that says how much was left out and names the file holding the full output. ")
 	if !l.Background {
 		b.WriteString("Background execution is not available; long-running commands must finish within the timeout.")
-		return b.String()
+		return withNotes(b.String(), l.Notes)
 	}
 	b.WriteString("Set `run_in_background: true` for long-running commands (servers, watchers, long builds): the call returns a task id at once; read the task's output with `task_output` and stop it with `task_kill`.")
 	if l.Yield > 0 {
@@ -77,7 +78,16 @@ func bashDescription(l bashLimits) string {
 			"and when it waits for input (no output for " + ms(InputIdle) + ") the call returns the screen so far and moves it to a background task; " +
 			"type into it with `task_input`, read it with `task_output`, stop it with `task_kill`.")
 	}
-	return b.String()
+	return withNotes(b.String(), l.Notes)
+}
+
+// withNotes is a description followed by the deployment's notes, each a
+// sentence of its own.
+func withNotes(desc string, notes []string) string {
+	for _, n := range notes {
+		desc += " " + n
+	}
+	return desc
 }
 
 // bashPrompt is the bash section for hosts that build system prompts.
@@ -103,6 +113,14 @@ var (
 
 	streamSchema = `{"type":"object","properties":{"text":{"type":"string"},"truncated":{"type":"boolean"},"spillPath":{"type":"string"}},"required":["text","truncated"]}`
 
+	// sandboxSchema is shell.SandboxReport: the sandbox a command ran
+	// under and what it denied (docs/sandbox.md).
+	sandboxSchema = `{"type":"object","properties":{` +
+		`"mode":{"type":"string","enum":["read-only","workspace-write","full-access"]},` +
+		`"network":{"type":"string","enum":["on","off"]},` +
+		`"denied":{"type":"array","items":{"type":"object","properties":{"path":{"type":"string"},"op":{"type":"string","enum":["write","network"]}},"required":["op"]}}` +
+		`},"required":["mode","network","denied"]}`
+
 	bashOutputSchema = json.RawMessage(`{"type":"object","properties":{` +
 		`"kind":{"type":"string","enum":["foreground","background","yielded"]},` +
 		`"exitCode":{"type":["integer","null"]},` +
@@ -113,7 +131,8 @@ var (
 		`"stdout":` + streamSchema + `,` +
 		`"stderr":` + streamSchema + `,` +
 		`"taskId":{"type":"string"},` +
-		`"yieldedAfterMs":{"type":"integer"}` +
+		`"yieldedAfterMs":{"type":"integer"},` +
+		`"sandbox":` + sandboxSchema +
 		`},"required":["kind"]}`)
 
 	// taskStateProperties are TaskState's fields in an output schema.
@@ -121,7 +140,7 @@ var (
 		`"timedOut":{"type":"boolean"},"timeoutMs":{"type":"integer"},"elapsedMs":{"type":"integer"}`
 
 	taskOutputOutputSchema = json.RawMessage(`{"type":"object","properties":{` +
-		`"taskId":{"type":"string"},` + taskStateProperties + `,"output":{"type":"string"}` +
+		`"taskId":{"type":"string"},` + taskStateProperties + `,"output":{"type":"string"},"sandbox":` + sandboxSchema +
 		`},"required":["taskId","status","elapsedMs","output"]}`)
 
 	taskListInputSchema  = json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)

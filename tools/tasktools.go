@@ -131,10 +131,20 @@ func (t *Toolset) readTask(rt *tasks.Runtime, sess Session, id string, waitedOut
 	if waitedOut && !info.Settled() {
 		line = waitedOutLine(info.Status, waited)
 	}
-	return Result{
-		Text:  text + line,
-		Value: TaskOutputValue{TaskID: info.ID, TaskState: taskState(info), Output: delta},
+	v := TaskOutputValue{TaskID: info.ID, TaskState: taskState(info), Output: delta}
+	if info.Settled() {
+		if h, _, err := rt.Handle(sess.ID, id); err == nil {
+			if sb, ok := h.(sandboxed); ok {
+				v.Sandbox = sb.Sandbox()
+			}
+		}
 	}
+	return Result{Text: text + line, Value: v}
+}
+
+// sandboxed is a task handle whose work may have run under a sandbox.
+type sandboxed interface {
+	Sandbox() *shell.SandboxReport
 }
 
 // waitedOutLine is the status line of a wait that ran out: "[status:

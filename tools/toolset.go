@@ -78,11 +78,25 @@ type Options struct {
 	// (default DefaultApprovalTimeout); the call's cancellation ends it
 	// sooner.
 	ApprovalTimeout time.Duration
+	// Unsandboxed, if set, is the executor that runs a command again
+	// outside the sandbox after the user said yes (docs/sandbox.md,
+	// escalation): when a foreground command on this machine ended with
+	// what its sandbox denied it (shell.Result.Sandbox), the call's
+	// Approver is asked once, and on "Allow once" the command line runs
+	// again on Unsandboxed, whose result, followed by EscalatedLine, is
+	// the call's. Nil never asks (escalation "never"). The Toolset does not
+	// close it; it ends its sessions' leftovers like the executor's.
+	Unsandboxed shell.Executor
 	// Hosts are the remote hosts a model may run commands on, by name
 	// ("local" is this machine and cannot be one of them). With hosts,
 	// bash offers a `host` parameter (the names, plus "local", the
 	// default); a remote host's tasks are of kind "bash@<name>".
 	Hosts []Host
+	// BashNotes are sentences the bash description ends with: what the
+	// deployment must tell a model about where its commands run (conch
+	// adds "Commands run without a file sandbox on this host." where the
+	// host cannot enforce the default sandbox, docs/sandbox.md).
+	BashNotes []string
 }
 
 // Host is a remote host of Options.Hosts: its name, as the model sees it,
@@ -156,7 +170,7 @@ func New(ex shell.Executor, opts *Options) *Toolset {
 		t.opts.MaxResultBytes = DefaultMaxResultBytes
 	}
 	t.opts.MaxResultBytes = max(t.opts.MaxResultBytes, MinResultBytes)
-	t.limits = bashLimits{Budget: t.opts.MaxResultBytes, Background: t.background(), TTY: t.terminals() != nil}
+	t.limits = bashLimits{Budget: t.opts.MaxResultBytes, Background: t.background(), TTY: t.terminals() != nil, Notes: t.opts.BashNotes}
 	if t.yields() {
 		t.limits.Yield = t.opts.YieldAfter
 	}
@@ -405,7 +419,11 @@ func (t *Toolset) EndSession(id string) {
 		t.opts.Tasks.Dispose(id)
 	}
 	var wg sync.WaitGroup
-	for _, ex := range append([]shell.Executor{t.ex}, slices.Collect(maps.Values(t.hosts))...) {
+	exs := append([]shell.Executor{t.ex}, slices.Collect(maps.Values(t.hosts))...)
+	if t.opts.Unsandboxed != nil {
+		exs = append(exs, t.opts.Unsandboxed)
+	}
+	for _, ex := range exs {
 		if oe, ok := ex.(shell.OwnerEnder); ok {
 			// Hosts in parallel: each may wait a grace period.
 			wg.Go(func() { oe.EndOwner(id) })

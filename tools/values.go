@@ -86,6 +86,9 @@ type TaskOutputValue struct {
 	TaskID string `json:"taskId"`
 	TaskState
 	Output string `json:"output"`
+	// Sandbox is the sandbox the task's command ran under and what it
+	// denied, once the task settled; absent without one.
+	Sandbox *shell.SandboxReport `json:"sandbox,omitempty"`
 }
 
 // TaskListValue is the structured value of task_list.

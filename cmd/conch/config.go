@@ -15,6 +15,7 @@ import (
 	cfgfile "github.com/conch-dev/conch/internal/config"
 	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/rules"
+	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/local"
 	"github.com/conch-dev/conch/shell/remote"
 	"github.com/conch-dev/conch/tasks"
@@ -42,6 +43,11 @@ type config struct {
 	sandboxMode    choice
 	network        choice
 	writableRoots  paths
+	escalation     choice // ask | never (docs/sandbox.md)
+	maxPids        number // 0: no limit
+	maxMemory      number // 0: no limit
+	denyRead       paths
+	unixSockets    paths
 
 	// configFile, if set before build, is the configuration file read:
 	// commands may not write it under a sandbox.
@@ -181,13 +187,21 @@ func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64, logDefault slo
 	c.hostCwds = hostValues{what: "dir"}
 	fs.Var(&c.hosts, "host", "a remote host commands may run on, `NAME=SSH` (user@host:port or a ~/.ssh/config alias; repeatable)")
 	fs.Var(&c.hostCwds, "host-cwd", "default working directory on a remote host, `NAME=DIR` (default: the remote user's home; repeatable)")
-	c.containment = choice{v: "off", from: []string{"auto", "require", "off"}}
-	c.sandboxMode = choice{v: string(sandbox.FullAccess), from: []string{string(sandbox.ReadOnly), string(sandbox.WorkspaceWrite), string(sandbox.FullAccess)}}
+	c.containment = choice{v: "auto", from: []string{"auto", "require", "off"}}
+	c.sandboxMode = choice{v: string(sandbox.WorkspaceWrite), from: []string{string(sandbox.ReadOnly), string(sandbox.WorkspaceWrite), string(sandbox.FullAccess)}}
 	c.network = choice{v: string(sandbox.NetworkOn), from: []string{string(sandbox.NetworkOn), string(sandbox.NetworkOff)}}
-	fs.Var(&c.containment, "containment", "run commands in their own user, PID and mount namespaces: auto (when the host allows), require (refuse to start without), off (the default for now: its per-command cost is still above budget)")
-	fs.Var(&c.sandboxMode, "sandbox", "where commands may write: read-only, workspace-write (--cwd, the temp dirs, the cache dir, --writable-root) or full-access (the default for now); any other than full-access needs containment and starts it")
-	fs.Var(&c.network, "network", "whether commands reach the network: on, or off (an empty network namespace; needs containment and starts it)")
+	fs.Var(&c.containment, "containment", "run commands in their own user, PID and mount namespaces: auto (where the host allows them), require (refuse to start without), or off (no init; the default sandbox is then off too)")
+	fs.Var(&c.sandboxMode, "sandbox", "where commands may write: read-only, workspace-write (--cwd, the temp dirs, the cache dir, --writable-root) or full-access; the default workspace-write runs without a file sandbox where the host cannot enforce it, a mode given explicitly refuses to start there")
+	fs.Var(&c.network, "network", "whether commands reach the network: on, or off (an empty network namespace; refuses to start where the host cannot make one)")
 	fs.Var(&c.writableRoots, "writable-root", "one more `DIR` commands may write under --sandbox workspace-write (repeatable)")
+	c.escalation = choice{v: "ask", from: []string{"ask", "never"}}
+	fs.Var(&c.escalation, "sandbox-escalation", "when the sandbox denied a command: ask (the user, where the client can ask, whether to run it again outside the sandbox, once) or never")
+	c.maxPids = number{zeroOK: true, count: true}
+	c.maxMemory = number{zeroOK: true, count: true}
+	fs.Var(&c.maxPids, "max-pids", "at most `N` processes and threads per command, all it starts included (0: no limit); needs containment and the pids controller, and starts containment")
+	fs.Var(&c.maxMemory, "max-memory", "at most `BYTES` of memory per command, all it starts included, past which the kernel kills one of its processes (0: no limit); needs containment and the memory controller, and starts containment")
+	fs.Var(&c.denyRead, "deny-read", "a `PATH` commands may neither read nor write under --sandbox read-only or workspace-write: a directory lists empty, a file reads empty (repeatable)")
+	fs.Var(&c.unixSockets, "unix-socket", "a unix socket `PATH` commands may connect to under --sandbox read-only or workspace-write, which deny every other (repeatable); conch cannot yet allow one socket by its path, so with one it refuses to start")
 	fs.Var(&c.maxResultBytes, "max-result-bytes", "bound on the text of a bash result (longer output keeps its start and end), in bytes")
 }
 
@@ -197,11 +211,14 @@ func stateDir() string { return tools.StateDir() }
 // stack is what a subcommand runs: the executor, the task runtime and the
 // tools over them. close releases them in order.
 type stack struct {
-	ex    *local.Executor
-	hosts []*remote.Executor
-	tasks *tasks.Runtime
-	tools *tools.Toolset
-	home  string
+	ex *local.Executor
+	// unsandboxed runs the commands a user let out of the sandbox; nil
+	// without a sandbox or with escalation never.
+	unsandboxed shell.Executor
+	hosts       []*remote.Executor
+	tasks       *tasks.Runtime
+	tools       *tools.Toolset
+	home        string
 
 	provider string // the provider key's value
 	enforces string // what the provider enforces, for the start-up line
@@ -256,8 +273,10 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		Rules:             c.rules,
 		ProjectFiles:      true,
 		Hosts:             hosts,
+		BashNotes:         enforces.bashNotes(),
+		Unsandboxed:       enforces.unsandboxed,
 	})
-	return &stack{ex: ex, hosts: hostExs, tasks: rt, tools: ts, home: home, provider: c.provider.v, enforces: enforces.String()}, nil
+	return &stack{ex: ex, unsandboxed: enforces.unsandboxed, hosts: hostExs, tasks: rt, tools: ts, home: home, provider: c.provider.v, enforces: enforces.String()}, nil
 }
 
 // localEnforces is what the local provider holds every command to, with
@@ -270,10 +289,33 @@ const localEnforces = "process groups, child subreaper, environment scrub, non-d
 // "none (off)").
 type enforcement struct {
 	containment, sandbox string
+	// degraded: the default sandbox runs without its file sandbox, which
+	// this host cannot enforce; the bash description says so
+	// (sandbox.DegradedNote, docs/sandbox.md).
+	degraded bool
+	// unsandboxed, with a sandbox and escalation ask, is the executor of
+	// the commands a user lets out of it (tools.Options.Unsandboxed).
+	unsandboxed shell.Executor
+}
+
+// bashNotes are the sentences the bash description ends with for e.
+func (e enforcement) bashNotes() []string {
+	if e.degraded {
+		return []string{sandbox.DegradedNote}
+	}
+	return nil
 }
 
 func (e enforcement) String() string {
 	return localEnforces + "; containment: " + e.containment + "; sandbox: " + e.sandbox
+}
+
+// sandboxGiven reports whether the user chose a restriction (by a flag
+// or a configuration key): a mode other than full-access, or the network
+// off. It must hold, where the default degrades to what the host allows.
+func (c *config) sandboxGiven() bool {
+	return (c.sandboxMode.given && c.sandboxMode.v != string(sandbox.FullAccess)) ||
+		(c.network.given && c.network.v == string(sandbox.NetworkOff))
 }
 
 // sandboxPolicy is the sandbox the flags configure, and whether it
@@ -294,6 +336,8 @@ func (c *config) sandboxPolicy() (p sandbox.Policy, restricts bool, err error) {
 		Network:       sandbox.Network(c.network.v),
 		Workspace:     ws,
 		WritableRoots: c.writableRoots.vals,
+		DenyRead:      c.denyRead.vals,
+		UnixSockets:   c.unixSockets.vals,
 		TempDirs:      []string{os.TempDir(), "/tmp"},
 		Protected:     []string{cfgFile, filepath.Dir(cfgfile.DefaultPath()), stateDir()},
 	}
@@ -309,6 +353,9 @@ func (s *stack) close() error {
 	s.tasks.Close()
 	for _, h := range s.hosts {
 		h.Close()
+	}
+	if s.unsandboxed != nil {
+		s.unsandboxed.Close()
 	}
 	return s.ex.Close()
 }

@@ -40,7 +40,7 @@ func TestConfigFile(t *testing.T) {
 		t.Errorf("run with --timeout-ms over the file: exit %d, stdout %q", code, stdout)
 	}
 
-	stdout, stderr, code = testutil.RunConch(t, marker, "config", "--config", p, "--grace-ms", "100")
+	stdout, stderr, code = testutil.RunConch(t, marker, "config", "--config", p, "--grace-ms", "100", "--network", "on")
 	if code != 0 {
 		t.Fatalf("conch config: exit %d, stderr %q", code, stderr)
 	}
@@ -54,6 +54,12 @@ func TestConfigFile(t *testing.T) {
 		"max_tasks = 10  # default",
 		`provider = "local"  # default`,
 		"yield_ms = 45000  # default",
+		// The contract's defaults; a value given, even the default's,
+		// says so (a given sandbox must hold, the default degrades).
+		`containment.mode = "auto"  # default`,
+		`sandbox.mode = "workspace-write"  # default`,
+		`sandbox.network = "on"  # flag`,
+		`sandbox.escalation = "ask"  # default`,
 	} {
 		if !strings.Contains(stdout, line+"\n") {
 			t.Errorf("conch config lacks %q:\n%s", line, stdout)
@@ -61,6 +67,11 @@ func TestConfigFile(t *testing.T) {
 	}
 	if strings.Contains(stdout, "s3cret") {
 		t.Errorf("conch config shows the token:\n%s", stdout)
+	}
+	// The sandbox's escalation, from the file.
+	never := writeConfig(t, "[sandbox]\nescalation = \"never\"\n")
+	if stdout, _, _ := testutil.RunConch(t, marker, "config", "--config", never); !strings.Contains(stdout, `sandbox.escalation = "never"  # `+never+":2\n") {
+		t.Errorf("conch config with escalation never:\n%s", stdout)
 	}
 	// conch run has no yield by default.
 	if stdout, _, _ := testutil.RunConch(t, marker, "config", "run", "--config", p); !strings.Contains(stdout, "yield_ms = 0  # default\n") {
@@ -103,6 +114,7 @@ func TestConfigFileRefused(t *testing.T) {
 		{"[env]\npass = \"GITHUB_TOKEN\"\n", ":2: env.pass: takes a list of strings"},
 		{"timeout_ms = [1]\n", ":1: timeout_ms: takes one value, not a list"},
 		{"timeout_ms = \n", ":1: "},
+		{"[sandbox]\nescalation = \"always\"\n", ":2: sandbox.escalation: must be one of: ask, never"},
 	} {
 		p := writeConfig(t, c.text)
 		for _, sub := range [][]string{{"run", "--config", p, "--", "true"}, {"serve", "--config", p}, {"acp", "--config", p}, {"config", "--config", p}} {

@@ -19,11 +19,16 @@ import (
 var (
 	// tableKeys are the keys that do not follow the flag's name.
 	tableKeys = map[string]string{
-		"pass-env":      "env.pass",
-		"containment":   "containment.mode",
-		"sandbox":       "sandbox.mode",
-		"network":       "sandbox.network",
-		"writable-root": "sandbox.writable_roots",
+		"pass-env":           "env.pass",
+		"containment":        "containment.mode",
+		"sandbox":            "sandbox.mode",
+		"network":            "sandbox.network",
+		"writable-root":      "sandbox.writable_roots",
+		"sandbox-escalation": "sandbox.escalation",
+		"deny-read":          "sandbox.deny_read",
+		"max-pids":           "containment.max_pids",
+		"max-memory":         "containment.max_memory",
+		"unix-socket":        "sandbox.unix_sockets",
 	}
 	// notKeys are flags with no key.
 	notKeys = []string{"config", "workdir", "json", "present", "background", "host", "host-cwd"}

@@ -6,29 +6,44 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/conch-dev/conch/internal/nsinit"
+	"github.com/conch-dev/conch/internal/sandbox"
+	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/contained"
 	"github.com/conch-dev/conch/shell/local"
 )
 
 // executor builds the executor of the stack with o, and says what it
 // enforces. With containment on (or a sandbox that restricts, which only
-// an init enforces) it is the contained provider: one init serves every
-// session of the executor, so HTTP sessions share its namespaces. With
-// --containment auto a host that allows no init gets the plain local
-// provider, and the cause is logged once; with require, or with a
-// restricting sandbox, the error names the cause, as it does when the
-// host cannot enforce part of the sandbox.
+// an init enforces) it is the contained provider: each session's commands
+// run in an init of their own (docs/containment.md).
+//
+// What the host cannot give is refused or degraded (docs/containment.md,
+// docs/sandbox.md): --containment require, a sandbox the user chose
+// (sandboxGiven), and --max-pids or --max-memory refuse to start naming
+// the cause. The defaults degrade: --containment auto on a host that
+// allows no init gets the plain local provider, and the default sandbox
+// runs with what the host allows; each cause is logged once, and a
+// missing file sandbox makes the enforcement degraded (the bash
+// description says so). An explicit --containment off turns the default
+// sandbox off with the init it needs.
 func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, enforcement, error) {
 	pol, restricts, err := c.sandboxPolicy()
 	if err != nil {
 		return nil, enforcement{}, err
 	}
+	given := restricts && c.sandboxGiven()
 	mode := c.containment.v
-	if restricts {
+	limited := c.maxPids.v > 0 || c.maxMemory.v > 0 // only an init's cgroups enforce them
+	switch {
+	case given || limited:
 		mode = "require"
+	case mode == "off":
+		restricts = false
 	}
 	if mode == "off" {
 		ex, err := local.New(o)
@@ -36,7 +51,10 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 	}
 	// The init is this binary (see nsinit.go); a crash of it is
 	// written where conch logs.
-	initOpts := nsinit.Options{Args: []string{nsinit.HelperArg}, Stderr: os.Stderr}
+	initOpts := nsinit.Options{
+		Args: []string{nsinit.HelperArg}, Stderr: os.Stderr,
+		MaxPids: int64(c.maxPids.v), MaxMemory: int64(c.maxMemory.v),
+	}
 	if restricts {
 		if initOpts.Sandbox, err = pol.Resolve(); err != nil {
 			return nil, enforcement{}, err
@@ -52,19 +70,134 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 			return nil, enforcement{}, fmt.Errorf("containment unavailable: %w", err)
 		}
 		cause := err.Error()
+		enf := enforcement{containment: "none (" + cause + ")", sandbox: "none (off)"}
 		if log != nil {
 			log.Warn("containment unavailable: commands run without it", "cause", cause)
 		}
+		if restricts {
+			enf.sandbox, enf.degraded = "none ("+string(pol.Mode)+" unavailable: "+cause+")", true
+			if log != nil {
+				log.Warn("sandbox unavailable: commands run without a file sandbox", "mode", pol.Mode, "cause", cause)
+			}
+		}
 		ex, err := local.New(o)
-		return ex, enforcement{containment: "none (" + cause + ")", sandbox: "none (off)"}, err
+		return ex, enf, err
+	}
+	enf := enforcement{containment: probe.Summary(), sandbox: "none (off)"}
+	if restricts {
+		enf.sandbox = fmt.Sprintf("%s, network %s", initOpts.Sandbox.Mode, initOpts.Sandbox.Network)
 	}
 	if un := contained.Unenforced(ex); len(un) > 0 {
-		ex.Close()
-		return nil, enforcement{}, fmt.Errorf("sandbox %s: this host cannot enforce %s", pol.Mode, strings.Join(un, ", "))
+		missing := strings.Join(un, ", ")
+		if given {
+			ex.Close()
+			return nil, enforcement{}, fmt.Errorf("sandbox %s: this host cannot enforce %s", pol.Mode, missing)
+		}
+		enf.sandbox += " (not enforced: " + missing + ")"
+		enf.degraded = slices.ContainsFunc(un, func(u string) bool { return strings.HasPrefix(u, sandbox.UnenforcedFiles) })
+		if log != nil {
+			log.Warn("sandbox partly unavailable: commands run with what the host allows", "mode", pol.Mode, "missing", missing)
+		}
 	}
-	sb := "none (off)"
 	if restricts {
-		sb = fmt.Sprintf("%s, network %s", initOpts.Sandbox.Mode, initOpts.Sandbox.Network)
+		enf.unsandboxed = c.unsandboxed(o, initOpts)
 	}
-	return ex, enforcement{containment: probe.Summary(), sandbox: sb}, nil
+	return ex, enf, nil
+}
+
+// unsandboxed is the executor of the commands a user lets out of the
+// sandbox (docs/sandbox.md#escalation): an init like initOpts's, with no
+// sandbox, started at the first yes (see lazyExecutor); nil with
+// sandbox.escalation never.
+func (c *config) unsandboxed(o *local.Options, initOpts nsinit.Options) shell.Executor {
+	if c.escalation.v != "ask" {
+		return nil
+	}
+	initOpts.Sandbox = &sandbox.Plan{Mode: sandbox.FullAccess, Network: sandbox.NetworkOn}
+	return &lazyExecutor{start: func() (*local.Executor, error) { return contained.New(o, &initOpts) }}
+}
+
+// lazyExecutor runs the commands a user let out of the sandbox
+// (docs/sandbox.md, escalation). The sandbox's mounts and network
+// namespace belong to an init, and Landlock and seccomp restrict the
+// init itself, irreversibly, so a command cannot leave the sandbox of the
+// init that spawns it: these commands get an init of their own, with the
+// same containment and no sandbox (full-access), started when a user
+// first says yes, so that a deployment where no one does pays nothing.
+// A start that fails is tried again at the next yes.
+type lazyExecutor struct {
+	start func() (*local.Executor, error)
+
+	mu     sync.Mutex
+	ex     *local.Executor
+	closed bool
+}
+
+var _ shell.OwnerEnder = (*lazyExecutor)(nil)
+
+func (l *lazyExecutor) get() (*local.Executor, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, shell.ErrClosed
+	}
+	if l.ex == nil {
+		ex, err := l.start()
+		if err != nil {
+			return nil, fmt.Errorf("start the init of commands outside the sandbox: %w", err)
+		}
+		l.ex = ex
+	}
+	return l.ex, nil
+}
+
+// started is the executor if it was started, else nil.
+func (l *lazyExecutor) started() *local.Executor {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ex
+}
+
+func (l *lazyExecutor) Resolve(r shell.Request) (shell.Spec, error) {
+	ex, err := l.get()
+	if err != nil {
+		return shell.Spec{}, err
+	}
+	return ex.Resolve(r)
+}
+
+func (l *lazyExecutor) Launch(s shell.Spec) (shell.Process, error) {
+	ex, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return ex.Launch(s)
+}
+
+func (l *lazyExecutor) Start(s shell.Spec) (shell.Process, error) {
+	ex, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return ex.Start(s)
+}
+
+// EndOwner ends what the owner's escalated commands left running; before
+// the first yes there is nothing.
+func (l *lazyExecutor) EndOwner(owner string) {
+	if ex := l.started(); ex != nil {
+		ex.EndOwner(owner)
+	}
+}
+
+// Close ends the init, if it was started, and refuses later starts.
+func (l *lazyExecutor) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	ex := l.ex
+	l.mu.Unlock()
+	if ex == nil {
+		return nil
+	}
+	return ex.Close()
 }

@@ -10,14 +10,15 @@ import (
 )
 
 // executor builds the executor of the stack with o, and says what it
-// enforces. Containment and the sandbox are Linux's: elsewhere auto runs
-// without them and require, or a restricting sandbox, is refused.
+// enforces. Containment and the sandbox are Linux's: elsewhere require,
+// or a sandbox the user chose, is refused, and the defaults run without
+// them (the default sandbox degraded, docs/sandbox.md).
 func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, enforcement, error) {
 	_, restricts, err := c.sandboxPolicy()
 	if err != nil {
 		return nil, enforcement{}, err
 	}
-	if restricts || c.containment.v == "require" {
+	if (restricts && c.sandboxGiven()) || c.containment.v == "require" {
 		return nil, enforcement{}, errors.New("containment unavailable: it needs Linux namespaces")
 	}
 	enf := enforcement{containment: "none (off)", sandbox: "none (off)"}
@@ -27,6 +28,12 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 			log.Warn("containment unavailable: commands run without it", "cause", cause)
 		}
 		enf.containment = "none (" + cause + ")"
+		if restricts {
+			enf.sandbox, enf.degraded = enf.containment, true
+			if log != nil {
+				log.Warn("sandbox unavailable: commands run without a file sandbox", "cause", cause)
+			}
+		}
 	}
 	ex, err := local.New(o)
 	return ex, enf, err

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"time"
 
 	"fmt"
@@ -13,10 +14,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/internal/testutil"
 )
 
@@ -144,6 +147,112 @@ func TestDoctorContainment(t *testing.T) {
 	}
 }
 
+// TestSandboxDegraded: where the host allows no init, the default
+// sandbox degrades: conch run, serve and acp start and run commands
+// without it, log the cause once, and the bash description an MCP client
+// lists ends with sandbox.DegradedNote (a host that enforces the sandbox
+// gets no such note). A restriction given by a flag or a configuration
+// key refuses to start, naming the cause.
+func TestSandboxDegraded(t *testing.T) {
+	t.Parallel()
+	wrap := withoutUserNS(t)
+	const (
+		cause  = "user namespaces are disabled (user.max_user_namespaces = 0)"
+		logged = "sandbox unavailable: commands run without a file sandbox"
+	)
+	checkLog := func(t *testing.T, logs string) {
+		t.Helper()
+		if n := strings.Count(logs, logged); n != 1 || !strings.Contains(logs, cause) {
+			t.Errorf("%q logged %d times, want once with the cause %q:\n%s", logged, n, cause, logs)
+		}
+	}
+
+	t.Run("run", func(t *testing.T) {
+		t.Parallel()
+		marker := testutil.Marker(t)
+		defer testutil.AssertNoProcesses(t, marker)
+		out, errOut, code := runWrapped(t, marker, wrap, "run", "--log-level", "info", "--", "echo ran")
+		if code != 0 || out != "ran\n" {
+			t.Errorf("the default sandbox: exit %d, stdout %q, stderr %q; want the command run", code, out, errOut)
+		}
+		checkLog(t, errOut)
+		if want := "sandbox: none (workspace-write unavailable: " + cause; !strings.Contains(errOut, want) {
+			t.Errorf("the start-up line does not say %q:\n%s", want, errOut)
+		}
+		cfg := filepath.Join(t.TempDir(), "config.toml")
+		writeFile(t, cfg, "[sandbox]\nmode = \"workspace-write\"\n")
+		for _, given := range [][]string{{"--sandbox", "workspace-write"}, {"--network", "off"}, {"--config", cfg}} {
+			args := append(append([]string{"run"}, given...), "--", "echo ran")
+			out, errOut, code := runWrapped(t, marker, wrap, args...)
+			if code != 2 || out != "" || !strings.HasPrefix(errOut, "conch run: containment unavailable: "+cause+": ") {
+				t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 naming the cause", given, code, out, errOut)
+			}
+		}
+		// Nothing to enforce: full-access given runs.
+		if out, errOut, code := runWrapped(t, marker, wrap, "run", "--sandbox", "full-access", "--", "echo ran"); code != 0 || out != "ran\n" {
+			t.Errorf("--sandbox full-access: exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+	})
+
+	t.Run("serve", func(t *testing.T) {
+		t.Parallel()
+		for _, degraded := range []bool{true, false} {
+			o := serverOptions{marker: testutil.Marker(t)}
+			if degraded {
+				o.wrap = wrap
+			}
+			cs, _ := startStdio(t, o)
+			res, err := cs.ListTools(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if desc := res.Tools[0].Description; strings.HasSuffix(desc, " "+sandbox.DegradedNote) != degraded {
+				t.Errorf("degraded %v: the bash description ends %q", degraded, desc[max(0, len(desc)-120):])
+			}
+			if got := text(t, callTool(t, cs, "bash", bash("echo ran"))); got != "ran\n" {
+				t.Errorf("degraded %v: echo ran: %q", degraded, got)
+			}
+		}
+	})
+
+	t.Run("acp", func(t *testing.T) {
+		t.Parallel()
+		marker := testutil.Marker(t)
+		defer testutil.AssertNoProcesses(t, marker)
+		cmd := testutil.Conch(t, marker, "acp", "--log-level", "info")
+		wrap(cmd)
+		logs := &testutil.Buffer{}
+		cmd.Stderr = logs
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		stream := &testutil.Buffer{}
+		acp := newACPScript(t, stdin, io.TeeReader(stdout, stream))
+		sid := acp.session(t.TempDir())
+		if sid == "" {
+			t.Fatalf("no session; logs:\n%s", logs.String())
+		}
+		acp.prompt(sid, "echo ran-$((40 + 2))")
+		stdin.Close()
+		io.Copy(io.Discard, stdout)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("conch acp: %v\n%s", err, logs.String())
+		}
+		if !strings.Contains(stream.String(), "ran-42") {
+			t.Errorf("the command's output is not on the card:\n%s", stream.String())
+		}
+		checkLog(t, logs.String())
+	})
+}
+
 // TestRunSandbox: under --sandbox workspace-write a command writes the
 // workspace and /tmp but not the home outside it; with --network off it
 // cannot connect to a listener on this machine that it reaches without.
@@ -227,8 +336,13 @@ func TestRunSandbox(t *testing.T) {
 	if out, errOut, _ := run("--", connect); out != "connected\n" {
 		t.Fatalf("network on: stdout %q, stderr %q; want connected", out, errOut)
 	}
-	if out, errOut, _ := run("--network", "off", "--", connect); strings.Contains(out, "connected") || !strings.Contains(out, "Network is unreachable") {
-		t.Errorf("network off: stdout %q, stderr %q; want the connect refused", out, errOut)
+	// Landlock refuses the connect under the default workspace-write
+	// mode; the empty network namespace would under full-access.
+	for _, mode := range []string{"workspace-write", "full-access"} {
+		out, errOut, _ := run("--sandbox", mode, "--network", "off", "--", connect)
+		if strings.Contains(out, "connected") || !strings.Contains(out, "[sandbox: network is off for commands]") {
+			t.Errorf("network off, %s: stdout %q, stderr %q; want the connect refused, and the network marker", mode, out, errOut)
+		}
 	}
 }
 
@@ -307,12 +421,14 @@ func TestServeContainedKilled(t *testing.T) {
 	}
 }
 
-// TestServeContainedTTY: a contained conch serve offers tty, as a plain
-// one does, and a tty call runs inside the init like any command: pid 1
-// of its /proc is the init (conch itself), and the server is not there.
+// TestServeContainedTTY: a contained conch serve (by default, or with
+// require) offers tty, as one without an init does, and a tty call runs
+// inside the init like any command: pid 1 of its /proc is the init (conch
+// itself), and the server is not there.
 func TestServeContainedTTY(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{nil, {"--containment", "require"}} {
+	off := []string{"--containment", "off"}
+	for _, args := range [][]string{off, nil, {"--containment", "require"}} {
 		cs, server := startStdio(t, serverOptions{marker: testutil.Marker(t), args: args})
 		res, err := cs.ListTools(t.Context(), nil)
 		if err != nil {
@@ -326,7 +442,7 @@ func TestServeContainedTTY(t *testing.T) {
 				t.Errorf("conch serve %v: tty not offered", args)
 			}
 		}
-		if args == nil {
+		if slices.Equal(args, off) {
 			continue
 		}
 		a := bash("echo pid1=$(</proc/1/comm); test -e /proc/" + strconv.Itoa(server) + " && echo server-visible; test -t 0 && echo tty")

@@ -28,9 +28,12 @@ client configuration file that names a conch server. The flags are
 those of conch serve, whose settings are checked as serve would.
 
 Exit status:
-  0   the configured provider can run commands as configured
+  0   the configured provider can run commands as configured (the
+      default containment and sandbox degrade where the host cannot
+      enforce them: the containment and sandbox lines say so)
   1   it cannot (no bash that runs, or --containment require or a
-      --sandbox that this host cannot enforce)
+      sandbox given by flag or configuration that this host cannot
+      enforce)
   2   a usage error or a bad configuration file
 
 Flags:
@@ -84,7 +87,8 @@ func doctorCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 func enforcementOf(c *config) (enf enforcement, ok bool) {
 	ex, enf, err := c.executor(&local.Options{Cwd: c.cwd}, nil)
 	if err != nil {
-		return enforcement{containment: "none (" + err.Error() + ")", sandbox: "none"}, false
+		cause := "none (" + err.Error() + ")"
+		return enforcement{containment: cause, sandbox: cause}, false
 	}
 	ex.Close()
 	return enf, true

@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/conch-dev/conch/internal/nsinit"
 	"github.com/conch-dev/conch/internal/sandbox"
@@ -36,6 +37,7 @@ func hostLines(c *config) (lines [][2]string, ok bool) {
 		{"user namespaces", yesOr(ns.UserNS)},
 		{"pid namespaces", yesOr(ns.PIDNS)},
 		{"cgroup v2", cg},
+		{"cgroup limits", strings.Join(nsinit.ProbeLimits(), "; ")},
 		{"landlock", ll},
 		{"seccomp", yesNo(sb.Seccomp)},
 		{"containment", enf.containment},

@@ -22,10 +22,11 @@ var doctorLine = map[string]*regexp.Regexp{
 	"user namespaces": regexp.MustCompile(`^(yes|no \(.+\))$`),
 	"pid namespaces":  regexp.MustCompile(`^(yes|no \(.+\))$`),
 	"cgroup v2":       regexp.MustCompile(`^(/\S+ \((not )?writable\)|not mounted)$`),
+	"cgroup limits":   regexp.MustCompile(`^pids: (cgroup v[12] /\S+|unavailable \(.+\)); memory: (cgroup v[12] /\S+|unavailable \(.+\))$`),
 	"landlock":        regexp.MustCompile(`^(ABI [1-9]\d*|none \(landlock: .+\))$`),
 	"seccomp":         regexp.MustCompile(`^(yes|no)$`),
 	"containment":     regexp.MustCompile(`^(none \(off; this host would allow: (pid-namespace(, cgroup)?|none \(.+\))\)|pid-namespace(, cgroup)?|none \(.+\))$`),
-	"sandbox":         regexp.MustCompile(`^(none( \(off\))?|(read-only|workspace-write|full-access), network (on|off))$`),
+	"sandbox":         regexp.MustCompile(`^(none \(.+\)|(read-only|workspace-write|full-access), network (on|off)( \(not enforced: .+\))?)$`),
 	"mcp client":      regexp.MustCompile(`^(none configured for conch|(Claude Code|Codex|Cursor|Claude Desktop|Zed) \(/.+\))$`),
 }
 
@@ -169,6 +170,13 @@ func TestDoctorUnprivileged(t *testing.T) {
 	}
 	if len(nobody["mcp client"]) != 3 {
 		t.Errorf("mcp clients as nobody: %q", nobody["mcp client"])
+	}
+	// The default sandbox holds for nobody too, although its temp dir
+	// (the test's, root's and private) is out of nobody's reach.
+	for _, what := range []string{"containment", "sandbox"} {
+		if r, n := root[what], nobody[what]; len(r) == 1 && !strings.HasPrefix(r[0], "none") && (len(n) != 1 || strings.HasPrefix(n[0], "none")) {
+			t.Errorf("%s as nobody: %q; as root: %q", what, n, r)
+		}
 	}
 	rootCg, nobodyCg := root["cgroup v2"][0], nobody["cgroup v2"][0]
 	dir, _, _ := strings.Cut(rootCg, " (")

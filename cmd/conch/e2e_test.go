@@ -122,6 +122,12 @@ func testForeground(t *testing.T, tr transport) {
 		"stdout": map[string]any{"text": "hello\n", "truncated": false},
 		"stderr": map[string]any{"text": "", "truncated": false},
 	}
+	if tr.name == "stdio" {
+		// conch serve runs commands under its default sandbox
+		// (docs/sandbox.md); the in-process HTTP stack is built on the
+		// plain local provider.
+		want["sandbox"] = map[string]any{"mode": "workspace-write", "network": "on", "denied": []any{}}
+	}
 	if diff := cmp.Diff(want, r.StructuredContent); diff != "" {
 		t.Errorf("structuredContent (-want +got):\n%s", diff)
 	}

@@ -25,6 +25,9 @@ var providers = []string{"local"}
 type choice struct {
 	v    string
 	from []string
+	// given: the value came from a flag or the configuration file, not
+	// the default (an explicit sandbox must hold; the default degrades).
+	given bool
 }
 
 func (c *choice) String() string {
@@ -38,7 +41,7 @@ func (c *choice) Set(s string) error {
 	if !slices.Contains(c.from, s) {
 		return fmt.Errorf("must be one of: %s", strings.Join(c.from, ", "))
 	}
-	c.v = s
+	c.v, c.given = s, true
 	return nil
 }
 

@@ -58,8 +58,10 @@ type serverOptions struct {
 	marker  string
 	yieldMs int
 	args    []string // more flags of conch serve (stdio only)
+	env     []string // more variables of conch serve (stdio only)
 	client  *mcp.ClientOptions
 	roots   []*mcp.Root
+	wrap    func(*exec.Cmd) // runs conch serve under a wrapper (stdio only; see withoutUserNS)
 }
 
 // transport starts a conch MCP server and connects a go-sdk client to it.
@@ -96,7 +98,11 @@ func startStdio(t *testing.T, o serverOptions) (*mcp.ClientSession, int) {
 	args = append(args, o.args...)
 	cmd := exec.Command(testutil.ConchBinary(t), args...)
 	cmd.Env = append(testutil.Env(o.marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
+	cmd.Env = append(cmd.Env, o.env...)
 	cmd.Stderr = newLogBuffer(t, "conch serve")
+	if o.wrap != nil {
+		o.wrap(cmd)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	cs, err := newClient(o).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -200,4 +201,37 @@ func TestRunInterruptedFollowsToTheEnd(t *testing.T) {
 	if want := "started background task bash-1\nstarted\nbye\n"; out.String() != want {
 		t.Errorf("stdout %q, want %q", out.String(), want)
 	}
+}
+
+// BenchmarkRunTrue runs the whole of `conch run -- true` (start, one
+// command, exit) on the defaults (contained, workspace-write sandbox) and
+// with --containment off, interleaved, and reports each median and their
+// ratio.
+//
+//	go test -run '^$' -bench RunTrue -benchtime 40x ./cmd/conch/
+func BenchmarkRunTrue(b *testing.B) {
+	variants := []struct {
+		name string
+		args []string
+	}{{"defaults", []string{"run", "--", "true"}}, {"off", []string{"run", "--containment", "off", "--", "true"}}}
+	times := make([][]time.Duration, len(variants))
+	marker := testutil.Marker(b)
+	for b.Loop() {
+		for k, v := range variants {
+			cmd := testutil.Conch(b, marker, v.args...)
+			t0 := time.Now()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("conch %v: %v\n%s", v.args, err, out)
+			}
+			times[k] = append(times[k], time.Since(t0))
+		}
+	}
+	med := func(d []time.Duration) time.Duration {
+		slices.Sort(d)
+		return d[len(d)/2]
+	}
+	on, off := med(times[0]), med(times[1])
+	b.ReportMetric(float64(on.Microseconds())/1000, "defaults-ms")
+	b.ReportMetric(float64(off.Microseconds())/1000, "off-ms")
+	b.ReportMetric(float64(on)/float64(off), "ratio")
 }

@@ -39,7 +39,14 @@ func TestTSClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr := runTSClient(t, marker, "script.mjs", testutil.ConchBinary(t), root)
+	// Outside the writable roots (the temp dirs among them) of the
+	// servers' default sandbox, and writable by their user.
+	denied, err := os.MkdirTemp("/var/tmp", "conch-ts-denied-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(denied) })
+	stdout, stderr := runTSClient(t, marker, "script.mjs", testutil.ConchBinary(t), root, denied)
 	if strings.Contains(stderr, "unknown message ID") {
 		t.Errorf("the TypeScript client warned of a response to an unknown request:\n%s", stderr)
 	}
@@ -61,7 +68,7 @@ func TestTSClient(t *testing.T) {
 			if f, ok := got["fatal"]; ok {
 				t.Fatalf("the TypeScript client failed: %s", f)
 			}
-			checkTSClient(t, tr, scrubTiming(got).(map[string]any), root)
+			checkTSClient(t, tr, scrubTiming(got).(map[string]any), root, denied)
 		})
 	}
 }
@@ -88,7 +95,7 @@ func scrubTiming(v any) any {
 	return v
 }
 
-func checkTSClient(t *testing.T, tr string, got map[string]any, root string) {
+func checkTSClient(t *testing.T, tr string, got map[string]any, root, denied string) {
 	t.Helper()
 	expect := func(path string, want any) {
 		t.Helper()
@@ -114,12 +121,15 @@ func checkTSClient(t *testing.T, tr string, got map[string]any, root string) {
 	expect("withOutputSchema", list{"bash", "task_output", "task_list", "task_kill", "task_input"})
 	expect("bashInputProperties", list{"command", "description", "timeoutMs", "workdir", "run_in_background", "tty"})
 
+	// conch serve runs under its default sandbox (docs/sandbox.md).
+	noDenial := obj{"mode": "workspace-write", "network": "on", "denied": list{}}
 	expect("echo", obj{
 		"texts": list{"hello\n"}, "isError": false,
 		"structuredContent": obj{
 			"kind": "foreground", "exitCode": 0.0, "signal": nil, "timedOut": false, "aborted": false, "timeoutMs": 120000.0,
-			"stdout": obj{"text": "hello\n", "truncated": false},
-			"stderr": obj{"text": "", "truncated": false},
+			"stdout":  obj{"text": "hello\n", "truncated": false},
+			"stderr":  obj{"text": "", "truncated": false},
+			"sandbox": noDenial,
 		},
 	})
 	expect("exit3", obj{"texts": list{"out\n[stderr]\nerr\n[exit code: 3]"}, "isError": false, "exitCode": 3.0})
@@ -130,7 +140,7 @@ func checkTSClient(t *testing.T, tr string, got map[string]any, root string) {
 		"start":       list{"started background task bash-1"},
 		"startValue":  obj{"kind": "background", "taskId": "bash-1"},
 		"output":      list{"done\n[status: completed, exit code: 0]"},
-		"outputValue": obj{"taskId": "bash-1", "status": "completed", "detail": "exit code: 0", "exitCode": 0.0, "elapsedMs": "<ms>", "output": "done\n"},
+		"outputValue": obj{"taskId": "bash-1", "status": "completed", "detail": "exit code: 0", "exitCode": 0.0, "elapsedMs": "<ms>", "output": "done\n", "sandbox": noDenial},
 	})
 	expect("taskList", obj{
 		"texts": list{"bash-1 [bash] completed, exit code: 0, <T> — sleep 0.3; echo done"},
@@ -224,6 +234,29 @@ func checkTSClient(t *testing.T, tr string, got map[string]any, root string) {
 	if all.String() != want.String() {
 		t.Errorf("yielded output + task_output reads:\n%q\nwant\n%q", all.String(), want.String())
 	}
+
+	// The denied write: its marker before the exit marker of the result
+	// and before the status line of the task's read, and the path in both
+	// values.
+	path := denied + "/" + tr
+	body := "[stderr]\ntouch: cannot touch '" + path + "': Permission denied\n"
+	marker := "[sandbox: write to " + path + " denied under workspace-write mode; writable: "
+	deniedValue := obj{"mode": "workspace-write", "network": "on", "denied": list{obj{"path": path, "op": "write"}}}
+	for _, c := range []struct{ key, end string }{{"denied.texts", "[exit code: 1]"}, {"denied.task", "[status: completed, exit code: 1]"}} {
+		expect(c.key, func() any {
+			texts, _ := got["denied"].(map[string]any)[strings.TrimPrefix(c.key, "denied.")].([]any)
+			if len(texts) == 1 {
+				s, _ := texts[0].(string)
+				rest, ok := strings.CutPrefix(s, body+marker)
+				if ok && strings.HasSuffix(rest, "]\n"+c.end) && !strings.Contains(strings.TrimSuffix(rest, "]\n"+c.end), "\n") {
+					return texts
+				}
+			}
+			return body + marker + "…]\n" + c.end
+		}())
+	}
+	expect("denied.sandbox", deniedValue)
+	expect("denied.taskSandbox", deniedValue)
 
 	// No client error: in particular no "Received a response for an
 	// unknown message ID", which an answer to the cancelled call causes.

@@ -128,38 +128,13 @@ func TestUnprivilegedCommandCannotWriteProtocol(t *testing.T) {
 	t.Run("acp", func(t *testing.T) {
 		t.Parallel()
 		stdin, stdout, stream := startUnprivStdio(t, "acp")
-		lines := bufio.NewReader(stdout)
-		// call sends a request and returns its response line.
-		call := func(id int, method string, params any) string {
-			t.Helper()
-			msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-			if _, err := stdin.Write(append(msg, '\n')); err != nil {
-				t.Fatal(err)
-			}
-			for {
-				line, err := lines.ReadString('\n')
-				if err != nil {
-					t.Fatalf("%s: %v", method, err)
-				}
-				if strings.HasPrefix(line, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,`, id)) {
-					return line
-				}
-			}
-		}
-		call(1, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
-		var session struct {
-			Result struct {
-				SessionID string `json:"sessionId"`
-			} `json:"result"`
-		}
-		json.Unmarshal([]byte(call(2, "session/new", map[string]any{"cwd": "/", "mcpServers": []any{}})), &session)
-		if session.Result.SessionID == "" {
+		acp := newACPScript(t, stdin, stdout)
+		sid := acp.session("/")
+		if sid == "" {
 			t.Fatalf("no session: %s", stream.String())
 		}
-		call(3, "session/prompt", map[string]any{"sessionId": session.Result.SessionID,
-			"prompt": []any{map[string]any{"type": "text", "text": "set -- session/update; " + injectCommand}}})
-		call(4, "session/prompt", map[string]any{"sessionId": session.Result.SessionID,
-			"prompt": []any{map[string]any{"type": "text", "text": "true"}}})
+		acp.prompt(sid, "set -- session/update; "+injectCommand)
+		acp.prompt(sid, "true")
 		all := stream.String()
 		if !strings.Contains(all, "parent=conch") {
 			t.Fatalf("the command's parent is not conch:\n%s", all)
@@ -171,6 +146,59 @@ func TestUnprivilegedCommandCannotWriteProtocol(t *testing.T) {
 			t.Errorf("the command wrote into the ACP stream:\n%s", all)
 		}
 	})
+}
+
+// acpScript is a scripted ACP client: it sends requests one at a time
+// and reads conch acp's output up to each response.
+type acpScript struct {
+	t      *testing.T
+	stdin  io.Writer
+	lines  *bufio.Reader
+	nextID int
+}
+
+func newACPScript(t *testing.T, stdin io.Writer, stdout io.Reader) *acpScript {
+	return &acpScript{t: t, stdin: stdin, lines: bufio.NewReader(stdout), nextID: 1}
+}
+
+// call sends a request and returns its response line.
+func (a *acpScript) call(method string, params any) string {
+	a.t.Helper()
+	id := a.nextID
+	a.nextID++
+	msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	if _, err := a.stdin.Write(append(msg, '\n')); err != nil {
+		a.t.Fatal(err)
+	}
+	for {
+		line, err := a.lines.ReadString('\n')
+		if err != nil {
+			a.t.Fatalf("%s: %v", method, err)
+		}
+		if strings.HasPrefix(line, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,`, id)) {
+			return line
+		}
+	}
+}
+
+// session initializes the connection and opens a session in cwd; it
+// returns the session's id ("" when none was opened).
+func (a *acpScript) session(cwd string) string {
+	a.t.Helper()
+	a.call("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+	var session struct {
+		Result struct {
+			SessionID string `json:"sessionId"`
+		} `json:"result"`
+	}
+	json.Unmarshal([]byte(a.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}})), &session)
+	return session.Result.SessionID
+}
+
+// prompt sends text as a prompt of session sid and returns the response.
+func (a *acpScript) prompt(sid, text string) string {
+	a.t.Helper()
+	return a.call("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{map[string]any{"type": "text", "text": text}}})
 }
 
 // startUnprivStdio starts conch sub (serve or acp) as uid 65534 on stdio

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -57,11 +58,21 @@ var randomName = func() string {
 // 0600 files with random names, and a budget that sacrifices the oldest
 // finished output before live output.
 //
+// A Dir's view for one owner (For) puts that owner's files in a
+// subdirectory of their own, under the same budget: a contained
+// session's commands are shown their own subdirectory only
+// (docs/containment.md#spill-files).
+//
 // Lock order: a Stream's mutex before its Dir's; a Dir never calls into
 // a Stream.
 type Dir struct {
 	parent string
 	budget int64
+
+	// A view made by For: base is the Dir whose directory and budget it
+	// shares (nil for that Dir itself), sub its subdirectory's name.
+	base *Dir
+	sub  string
 
 	mu     sync.Mutex
 	path   string // "" until the first spill
@@ -94,19 +105,89 @@ func NewDir(parent string, budget int64) *Dir {
 	return &Dir{parent: parent, budget: budget}
 }
 
-// Path returns the directory's path: "" before the first spill, and
-// still the old path after Close.
-func (d *Dir) Path() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.path
+// For returns the view of d for owner: its streams' files go to a
+// subdirectory of d's directory (mode 0700) named after owner by a hash
+// (the same name for the same owner every time), and count against d's
+// budget as every other file of d. Nothing is created until a stream of
+// the view spills or Ensure is called.
+func (d *Dir) For(owner string) *Dir {
+	sum := sha256.Sum256([]byte(owner))
+	return &Dir{base: d.root(), sub: "s-" + hex.EncodeToString(sum[:12])}
 }
 
-// Close removes the directory and every file in it; streams that were
-// spilling lose their files and report no path. A stream that overflows
-// later gets no spill file. Close is idempotent: only the first call
-// can return an error.
+// root is the Dir that holds the directory and the budget: d itself, or
+// the Dir d is a view of.
+func (d *Dir) root() *Dir {
+	if d.base != nil {
+		return d.base
+	}
+	return d
+}
+
+// Path returns the directory's path (a view's: its subdirectory's): ""
+// before the first spill, and still the old path after Close.
+func (d *Dir) Path() string {
+	sub := d.sub
+	d = d.root()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.path == "" {
+		return ""
+	}
+	return filepath.Join(d.path, sub)
+}
+
+// Ensure creates the directory (a view's subdirectory too) if it does not
+// exist yet, and returns its path: for a contained session, whose
+// boundary is built around its spill directory before its first command
+// runs.
+func (d *Dir) Ensure() (string, error) {
+	sub := d.sub
+	d = d.root()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return "", ErrDirClosed
+	}
+	return d.dirLocked(sub)
+}
+
+// dirLocked creates d's directory and its subdirectory sub ("" for none)
+// as needed and returns the latter's path. d.mu must be held.
+func (d *Dir) dirLocked(sub string) (string, error) {
+	if d.path == "" {
+		// MkdirTemp creates the directory 0700 with a random name.
+		p, err := os.MkdirTemp(d.parent, "conch-spill-*")
+		if err != nil {
+			return "", fmt.Errorf("spill: create directory in %s: %w", d.parent, err)
+		}
+		d.path = p
+	}
+	if sub == "" {
+		return d.path, nil
+	}
+	p := filepath.Join(d.path, sub)
+	err := os.Mkdir(p, 0o700)
+	if errors.Is(err, fs.ErrExist) {
+		// Made by an earlier spill; a symlink planted in its place must
+		// not be followed.
+		fi, lerr := os.Lstat(p)
+		if lerr == nil && fi.IsDir() {
+			return p, nil
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("spill: create directory %s: %w", p, err)
+	}
+	return p, nil
+}
+
+// Close removes the directory and every file in it (a view's Close: of
+// the Dir it is a view of); streams that were spilling lose their files
+// and report no path. A stream that overflows later gets no spill file.
+// Close is idempotent: only the first call can return an error.
 func (d *Dir) Close() error {
+	d = d.root()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -134,6 +215,8 @@ func (d *Dir) Close() error {
 // create makes a new spill file for stream name and reserves n bytes of
 // the budget for what the caller is about to write into it.
 func (d *Dir) create(name string, n int64) (*spillFile, error) {
+	sub := d.sub
+	d = d.root()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -142,21 +225,16 @@ func (d *Dir) create(name string, n int64) (*spillFile, error) {
 	if n > d.budget {
 		return nil, ErrBudget // no eviction could help
 	}
-	if d.path == "" {
-		// MkdirTemp creates the directory 0700 with a random name.
-		p, err := os.MkdirTemp(d.parent, "conch-spill-*")
-		if err != nil {
-			return nil, fmt.Errorf("spill: create directory in %s: %w", d.parent, err)
-		}
-		d.path = p
+	dir, err := d.dirLocked(sub)
+	if err != nil {
+		return nil, err
 	}
 	var (
 		path string
 		f    *os.File
-		err  error
 	)
 	for range createAttempts {
-		path = filepath.Join(d.path, randomName()+"-"+name)
+		path = filepath.Join(dir, randomName()+"-"+name)
 		// O_EXCL fails on any existing name, a dangling symlink
 		// included; O_NOFOLLOW says so twice. Creating under d.mu
 		// keeps Close from removing the directory under our feet.
@@ -182,6 +260,7 @@ func (d *Dir) create(name string, n int64) (*spillFile, error) {
 
 // reserve accounts for n more bytes the caller is about to append to sp.
 func (d *Dir) reserve(sp *spillFile, n int64) error {
+	d = d.root()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if sp.gone != nil {
@@ -223,6 +302,7 @@ func (d *Dir) removeLocked(i int, why error) {
 // drop deletes sp on behalf of its stream. It returns the reason the Dir
 // had already deleted it, if it had.
 func (d *Dir) drop(sp *spillFile) error {
+	d = d.root()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if sp.gone != nil {
@@ -240,6 +320,7 @@ func (d *Dir) drop(sp *spillFile) error {
 // finish marks sp complete (its stream closed it without error), which
 // makes it a candidate for eviction.
 func (d *Dir) finish(sp *spillFile) error {
+	d = d.root()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if sp.gone != nil {
@@ -251,6 +332,7 @@ func (d *Dir) finish(sp *spillFile) error {
 
 // goneErr returns why sp was deleted, or nil while it exists.
 func (d *Dir) goneErr(sp *spillFile) error {
+	d = d.root()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return sp.gone
@@ -258,6 +340,7 @@ func (d *Dir) goneErr(sp *spillFile) error {
 
 // usedBytes is the budget in use, for tests.
 func (d *Dir) usedBytes() int64 {
+	d = d.root()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.used

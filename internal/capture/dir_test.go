@@ -319,3 +319,58 @@ func TestDefaultParentIsTempDir(t *testing.T) {
 		t.Errorf("Path() = %q, want it in %q", d.Path(), os.TempDir())
 	}
 }
+
+// TestOwnerViewsShareTheBudget: each owner's files go to a 0700
+// subdirectory of its own, stable per owner, and one budget covers them
+// all (a newer file of one owner evicts an older one of another).
+func TestOwnerViewsShareTheBudget(t *testing.T) {
+	d := newTestDir(t, 150)
+	a, b := d.For("session-a"), d.For("session-b")
+	pa := spilled(t, a, pattern(100)).SpillPath()
+	pb := spilled(t, b, pattern(100)).SpillPath()
+	dirA, dirB := filepath.Dir(pa), filepath.Dir(pb)
+	if dirA == dirB || filepath.Dir(dirA) != d.Path() || filepath.Dir(dirB) != d.Path() {
+		t.Fatalf("spill files %s and %s: want separate subdirectories of %s", pa, pb, d.Path())
+	}
+	if a.Path() != dirA || d.For("session-a").Path() != dirA {
+		t.Errorf("view paths %q, %q; want %q for the same owner", a.Path(), d.For("session-a").Path(), dirA)
+	}
+	if fi, err := os.Stat(dirA); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("subdirectory %s: %v, %v; want mode 0700", dirA, fi.Mode(), err)
+	}
+	if exists(pa) || !exists(pb) {
+		t.Errorf("after b's spill: a's file exists %v, b's %v; want a's evicted under the shared budget", exists(pa), exists(pb))
+	}
+	if got := d.usedBytes(); got != 100 {
+		t.Errorf("budget in use %d, want 100", got)
+	}
+}
+
+// TestEnsureMakesTheOwnersDirectory: Ensure creates the directory before
+// anything spills, refuses a symlink planted in the subdirectory's place,
+// and fails once the Dir is closed.
+func TestEnsureMakesTheOwnersDirectory(t *testing.T) {
+	d := newTestDir(t, 1<<20)
+	p, err := d.For("x").Ensure()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(p); err != nil || !fi.IsDir() || filepath.Dir(p) != d.Path() {
+		t.Fatalf("Ensure() = %s (%v); want a directory under %s", p, err, d.Path())
+	}
+	if again, err := d.For("x").Ensure(); again != p || err != nil {
+		t.Errorf("second Ensure() = %q, %v; want %q", again, err, p)
+	}
+	planted := d.For("y")
+	target := t.TempDir()
+	if err := os.Symlink(target, filepath.Join(d.Path(), filepath.Base(planted.sub))); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := planted.Ensure(); err == nil {
+		t.Errorf("Ensure() over a planted symlink = %q, want an error", got)
+	}
+	d.Close()
+	if _, err := d.For("x").Ensure(); !errors.Is(err, ErrDirClosed) {
+		t.Errorf("Ensure() after Close: %v, want ErrDirClosed", err)
+	}
+}

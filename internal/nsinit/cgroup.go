@@ -20,8 +20,20 @@ import (
 // left starts with its cgroup.kill, which the kernel applies to every
 // process in it at once, a fork loop included. The init's ledger still
 // runs after it: root inside the namespace may move a process out.
+//
+// The same type serves a cgroup v1 hierarchy of a controller whose
+// limits apply to each command (see limits.go): there a command cannot be
+// born in its cgroup, so add opens the cgroup's tasks file instead, for
+// the init to move its spawner thread in before the fork.
 type cgroups struct {
 	session string // the session's cgroup directory
+	// limits are written into each command's cgroup: file → value.
+	limits map[string]string
+	// v1: a cgroup v1 hierarchy, entered through tasks; home is the
+	// session cgroup's tasks file, where the init's spawner thread
+	// returns after each fork.
+	v1   bool
+	home *os.File
 
 	mu   sync.Mutex
 	seq  int
@@ -38,11 +50,11 @@ func newCgroups(parent string) (*cgroups, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("nsinit: cgroup: %w", err)
 	}
-	return &cgroups{session: dir, dirs: make(map[string]bool)}, nil
+	return &cgroups{session: dir, limits: make(map[string]string), dirs: make(map[string]bool)}, nil
 }
 
-// add makes a command's cgroup and opens it, for clone3's
-// CLONE_INTO_CGROUP.
+// add makes a command's cgroup with the limits and opens it, for clone3's
+// CLONE_INTO_CGROUP (v2), or opens its tasks file (v1).
 func (g *cgroups) add() (string, *os.File, error) {
 	g.mu.Lock()
 	g.seq++
@@ -51,15 +63,28 @@ func (g *cgroups) add() (string, *os.File, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", nil, fmt.Errorf("nsinit: cgroup: %w", err)
 	}
-	f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
+	f, err := g.open(dir)
 	if err != nil {
-		os.Remove(dir)
+		unix.Rmdir(dir)
 		return "", nil, fmt.Errorf("nsinit: cgroup: %w", err)
 	}
 	g.mu.Lock()
 	g.dirs[dir] = true
 	g.mu.Unlock()
 	return dir, f, nil
+}
+
+// open writes the limits into dir and opens what the init needs of it.
+func (g *cgroups) open(dir string) (*os.File, error) {
+	for file, v := range g.limits {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(v), 0); err != nil {
+			return nil, err
+		}
+	}
+	if g.v1 {
+		return os.OpenFile(filepath.Join(dir, "tasks"), os.O_WRONLY, 0)
+	}
+	return os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
 }
 
 // kill kills every process in the cgroup dir.
@@ -86,6 +111,9 @@ func (g *cgroups) remove(dir string) {
 // killed process leaves its cgroup a moment after it dies, so removing
 // is retried for a while.
 func (g *cgroups) close() error {
+	if g.home != nil {
+		g.home.Close()
+	}
 	g.mu.Lock()
 	dirs := make([]string, 0, len(g.dirs))
 	for d := range g.dirs {

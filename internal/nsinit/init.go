@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -53,12 +54,12 @@ func Main() int {
 	if err != nil {
 		return 1
 	}
-	closeFDs(fds)
+	s.home = fds // close-on-exec, as every descriptor received
 	if m.Op != opPolicy {
 		c.send(&message{Op: opFail, Err: fmt.Sprintf("init: first message %q, want %q", m.Op, opPolicy)})
 		return 1
 	}
-	unenforced, err := s.setUp(m.Plan)
+	unenforced, err := s.setUp(m.Plan, m.Dir)
 	if err != nil {
 		c.send(&message{Op: opFail, Err: err.Error()})
 		return 1
@@ -99,6 +100,10 @@ type initState struct {
 	mu     sync.Mutex
 	cmds   map[int]*command       // by pid: commands not yet forgotten
 	owners map[procKey][]*command // every process seen, and whom it is charged to
+
+	// home are the session's tasks files in the cgroup v1 hierarchies of
+	// the limits, where the spawner thread returns after each fork.
+	home []int
 }
 
 // command is the init's record of one spawned command.
@@ -111,11 +116,12 @@ type command struct {
 }
 
 // setUp makes the mounts private to the namespace, mounts its own /proc,
-// enforces the sandbox plan (nil: none) on the init itself, so that every
-// command it forks inherits it, prepares the spawner thread and starts
-// listening for signals. It returns what of the plan the host could not
-// enforce.
-func (s *initState) setUp(plan *sandbox.Plan) (unenforced []string, err error) {
+// hides the spill directories of other sessions (spill: the session's
+// own; "": none), enforces the sandbox plan (nil: none) on the init
+// itself, so that every command it forks inherits it, prepares the
+// spawner thread and starts listening for signals. It returns what of
+// the plan the host could not enforce.
+func (s *initState) setUp(plan *sandbox.Plan, spill string) (unenforced []string, err error) {
 	if os.Getpid() != 1 {
 		return nil, fmt.Errorf("init: pid %d, not 1: not in a new PID namespace", os.Getpid())
 	}
@@ -125,6 +131,11 @@ func (s *initState) setUp(plan *sandbox.Plan) (unenforced []string, err error) {
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return nil, fmt.Errorf("init: mount /proc: %w", err)
+	}
+	if spill != "" {
+		if err := showOnly(spill); err != nil {
+			return nil, err
+		}
 	}
 	sandboxed := plan != nil && plan.Mode != sandbox.FullAccess
 	if sandboxed {
@@ -165,6 +176,35 @@ func (s *initState) setUp(plan *sandbox.Plan) (unenforced []string, err error) {
 	return unenforced, nil
 }
 
+// showOnly covers dir's parent with an empty tmpfs and binds dir back in
+// it: the commands see dir, read and write it as before, and none of its
+// siblings. The tmpfs is then made read-only, so nothing can be put
+// beside dir (it is the init's: a command has no capability to remount
+// it).
+func showOnly(dir string) error {
+	parent := filepath.Dir(dir)
+	// Held before the tmpfs covers it: the bind's source.
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("init: open the spill directory: %w", err)
+	}
+	defer unix.Close(fd)
+	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	if err := unix.Mount("tmpfs", parent, "tmpfs", flags, "size=4k,mode=0700"); err != nil {
+		return fmt.Errorf("init: hide the other spill directories: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("init: hide the other spill directories: %w", err)
+	}
+	if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), dir, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("init: show the spill directory: %w", err)
+	}
+	if err := unix.Mount("", parent, "", unix.MS_REMOUNT|unix.MS_RDONLY|flags, ""); err != nil {
+		return fmt.Errorf("init: hide the other spill directories: %w", err)
+	}
+	return nil
+}
+
 // dropCapabilities drops, on this thread only (capabilities belong to a
 // thread), what commands forked from it must not inherit: the ambient
 // capabilities a non-root init was started with (so a non-root command
@@ -201,18 +241,32 @@ func dropCapabilities(all bool) error {
 func (s *initState) spawn(m *message, fds []int) {
 	defer closeFDs(fds)
 	reply := &message{ID: m.ID, Op: m.Op}
-	if len(fds) != 3 && len(fds) != 4 {
-		reply.Err = fmt.Sprintf("nsinit: spawn: %d descriptors, want 3 or 4", len(fds))
+	want := 3 + len(s.home)
+	if m.Cgroup {
+		want++
+	}
+	if len(fds) != want {
+		reply.Err = fmt.Sprintf("nsinit: spawn: %d descriptors, want %d", len(fds), want)
 		s.c.send(reply)
 		return
 	}
 	// A terminal's stdin becomes the controlling terminal of the new
 	// session (TIOCSCTTY on descriptor 0 in the child).
 	sys := &syscall.SysProcAttr{Setsid: true, Setctty: m.Terminal}
-	if len(fds) == 4 {
+	tasks := fds[3:]
+	if m.Cgroup {
 		// Born in its cgroup (clone3's CLONE_INTO_CGROUP): nothing it
 		// forks can run outside it, even for a moment.
 		sys.UseCgroupFD, sys.CgroupFD = true, fds[3]
+		tasks = fds[4:]
+	}
+	// Its cgroups v1: this thread goes in, forks there, and comes back
+	// (a v1 tasks file moves the thread that writes "0" to it).
+	defer moveThread(s.home)
+	if err := moveThread(tasks); err != nil {
+		reply.Err = fmt.Sprintf("nsinit: spawn: enter the command's cgroup: %v", err)
+		s.c.send(reply)
+		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -241,6 +295,17 @@ func (s *initState) spawn(m *message, fds []int) {
 	s.owners[procKey{pid, info.StartTime}] = []*command{c}
 	reply.Pid = pid
 	s.c.send(reply)
+}
+
+// moveThread moves the calling thread into the cgroup v1 of each tasks
+// file.
+func moveThread(tasks []int) error {
+	for _, fd := range tasks {
+		if _, err := unix.Write(fd, []byte("0")); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // serve answers the server's requests until it closes the socket.

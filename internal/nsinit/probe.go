@@ -3,8 +3,6 @@
 package nsinit
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -138,7 +136,7 @@ func probeCgroup() Cgroup {
 	if err != nil {
 		return cg
 	}
-	cg.Mount = cgroup2Mount(mi)
+	cg.Mount = cgroupMount(mi, "cgroup2", "")
 	if cg.Mount == "" {
 		return cg
 	}
@@ -155,24 +153,6 @@ func probeCgroup() Cgroup {
 		cg.Writable = unix.Access(cg.Dir, unix.W_OK) == nil
 	}
 	return cg
-}
-
-// cgroup2Mount returns the mount point of the first cgroup2 file system
-// in a mountinfo file, or "".
-func cgroup2Mount(mountinfo []byte) string {
-	sc := bufio.NewScanner(bytes.NewReader(mountinfo))
-	for sc.Scan() {
-		// <id> <parent> <maj:min> <root> <mount point> <options> [<tag>…] - <type> <source> <super options>
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		f, typ := strings.Fields(pre), strings.Fields(post)
-		if len(f) >= 5 && len(typ) >= 1 && typ[0] == "cgroup2" {
-			return unescapeMount(f[4])
-		}
-	}
-	return ""
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space).

@@ -43,6 +43,19 @@ type Options struct {
 	// no_new_privs, and with the network off an empty network namespace.
 	// Nil means no sandbox (containment only).
 	Sandbox *sandbox.Plan
+	// MaxPids and MaxMemory, when positive, bound each command and all
+	// it starts: at most MaxPids tasks (threads count), at most MaxMemory
+	// bytes of memory (past it the kernel's OOM killer ends a process of
+	// the command). They need the pids and memory controllers, in the
+	// cgroup v2 of Cgroup or else in cgroup v1 (docs/containment.md#limits):
+	// where neither is writable, Start fails naming the cause.
+	MaxPids, MaxMemory int64
+	// SpillDir, when set, is the session's own spill directory, an
+	// existing subdirectory of a directory whose other subdirectories
+	// (other sessions' spill directories) the commands must not see: the
+	// init covers that parent with an empty read-only tmpfs and binds
+	// SpillDir alone back in its place (docs/containment.md#spill-files).
+	SpillDir string
 }
 
 // HelperArg is the hidden subcommand on which conch's binary runs Main.
@@ -74,7 +87,8 @@ type Init struct {
 	closeErr  error
 	exited    chan struct{} // closed once the init process was reaped
 
-	cg *cgroups // nil without Options.Cgroup
+	cg *cgroups   // nil without Options.Cgroup
+	v1 []*cgroups // the cgroup v1 hierarchies of the limits not in cg
 
 	unenforced []string // what the host could not enforce of Options.Sandbox
 }
@@ -112,18 +126,26 @@ func Start(opts *Options) (*Init, error) {
 			return nil, err
 		}
 	}
-	i, err := start(o)
+	v1, err := newLimits(o, cg)
+	var i *Init
+	if err == nil {
+		i, err = start(o, v1)
+	}
 	if err != nil {
-		if cg != nil {
-			cg.close()
+		for _, g := range append(v1, cg) {
+			if g != nil {
+				g.close()
+			}
 		}
 		return nil, err
 	}
-	i.cg = cg
+	i.cg, i.v1 = cg, v1
 	return i, nil
 }
 
-func start(o Options) (*Init, error) {
+// start starts the init; v1 are the cgroup v1 hierarchies of the limits,
+// whose session tasks files it is given.
+func start(o Options, v1 []*cgroups) (*Init, error) {
 	ours, theirs, err := socketPair()
 	if err != nil {
 		return nil, err
@@ -139,7 +161,7 @@ func start(o Options) (*Init, error) {
 	if o.Sandbox != nil && o.Sandbox.Network == sandbox.NetworkOff {
 		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
 	}
-	err = proc.StartCmd(cmd)
+	err = startDumpable(cmd)
 	theirs.Close()
 	if err != nil {
 		ours.Close()
@@ -165,7 +187,11 @@ func start(o Options) (*Init, error) {
 	}()
 	// The sandbox travels as the first message, not in argv or the
 	// environment, which commands could read in /proc.
-	err = c.send(&message{Op: opPolicy, Plan: o.Sandbox})
+	var homes []*os.File
+	for _, g := range v1 {
+		homes = append(homes, g.home)
+	}
+	err = c.send(&message{Op: opPolicy, Plan: o.Sandbox, Dir: o.SpillDir}, homes...)
 	var m *message
 	if err == nil {
 		m, _, err = c.recv()
@@ -187,6 +213,31 @@ func start(o Options) (*Init, error) {
 	}
 	go i.read()
 	return i, nil
+}
+
+// dumpableMu serialises the starts that make this process dumpable for a
+// moment.
+var dumpableMu sync.Mutex
+
+// startDumpable starts cmd with this process dumpable during the fork. A
+// process that is not root writes the uid and gid maps of the init it
+// forked into /proc/<pid>/, which a non-dumpable process's child (one of
+// local.New's executors: docs/executor.md) holds as root's until its
+// exec: the write fails with EACCES. The server is dumpable for the fork
+// and exec of the init only, and its commands cannot see it meanwhile:
+// they run in inits.
+func startDumpable(cmd *exec.Cmd) error {
+	if os.Getuid() == 0 {
+		return proc.StartCmd(cmd)
+	}
+	dumpableMu.Lock()
+	defer dumpableMu.Unlock()
+	was, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
+	if err == nil && was == 0 {
+		unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0)
+		defer unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	}
+	return proc.StartCmd(cmd)
 }
 
 // namespaceAttr starts the init in new user, PID and mount namespaces,
@@ -335,25 +386,41 @@ func (i *Init) Spawn(c Command) (*Child, error) {
 		defer null.Close()
 		files[k] = null
 	}
-	var cgroup string
+	// The command's cgroups: v2 (born in it), then one per cgroup v1
+	// hierarchy of a limit (the init moves its thread in to fork).
+	var (
+		groups []*cgroups
+		dirs   []string
+	)
 	if i.cg != nil {
-		dir, f, err := i.cg.add()
+		groups = append(groups, i.cg)
+	}
+	groups = append(groups, i.v1...)
+	removeAll := func() {
+		for k, d := range dirs {
+			groups[k].remove(d)
+		}
+	}
+	for _, g := range groups {
+		dir, f, err := g.add()
 		if err != nil {
+			removeAll()
 			return nil, err
 		}
 		defer f.Close()
-		cgroup = dir
+		dirs = append(dirs, dir)
 		files = append(files, f)
 	}
-	r, err := i.call(&message{Op: opSpawn, Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir, Terminal: c.Terminal}, files...)
+	r, err := i.call(&message{Op: opSpawn, Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir, Terminal: c.Terminal, Cgroup: i.cg != nil}, files...)
 	if err != nil {
-		if cgroup != "" {
-			i.cg.remove(cgroup)
-		}
+		removeAll()
 		return nil, fmt.Errorf("nsinit: spawn %s: %w", c.Path, err)
 	}
 	ch := i.child(r.Pid)
-	ch.cgroup = cgroup
+	if i.cg != nil {
+		ch.cgroup, dirs = dirs[0], dirs[1:]
+	}
+	ch.v1 = dirs
 	return ch, nil
 }
 
@@ -392,9 +459,13 @@ func (i *Init) Close() error {
 		i.c.close()
 		<-i.exited
 		<-i.readDone
-		if i.cg != nil {
-			i.closeErr = i.cg.close()
+		var errs []error
+		for _, g := range append(i.v1, i.cg) {
+			if g != nil {
+				errs = append(errs, g.close())
+			}
 		}
+		i.closeErr = errors.Join(errs...)
 	})
 	return i.closeErr
 }
@@ -403,8 +474,9 @@ func (i *Init) Close() error {
 // and session id, inside the namespace.
 type Child struct {
 	i      *Init
-	Pid    int    // inside the namespace
-	cgroup string // its cgroup; "" without Options.Cgroup
+	Pid    int      // inside the namespace
+	cgroup string   // its cgroup; "" without Options.Cgroup
+	v1     []string // its cgroups in Init.v1's hierarchies, in their order
 
 	once   sync.Once
 	exited chan struct{}
@@ -471,10 +543,18 @@ func (c *Child) KillLeftovers() error {
 		}
 	}
 	_, err := c.i.call(&message{Op: opLeftovers, Pid: c.Pid})
+	c.removeCgroups()
+	return err
+}
+
+// removeCgroups removes the command's cgroups that are empty.
+func (c *Child) removeCgroups() {
 	if c.cgroup != "" {
 		c.i.cg.remove(c.cgroup)
 	}
-	return err
+	for k, d := range c.v1 {
+		c.i.v1[k].remove(d)
+	}
 }
 
 // Release tells the init that the caller is done with the command: its
@@ -492,7 +572,5 @@ func (c *Child) Release() {
 	c.i.mu.Unlock()
 	c.i.c.send(&message{Op: opRelease, Pid: c.Pid}) // no reply; a dead init needs none
 	c.settle(0, ErrClosed)
-	if c.cgroup != "" {
-		c.i.cg.remove(c.cgroup) // unless something it left runs on
-	}
+	c.removeCgroups() // unless something it left runs on
 }

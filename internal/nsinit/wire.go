@@ -30,13 +30,13 @@ import (
 const maxMessage = 64 << 20
 
 // maxFDs is the most descriptors one message carries.
-const maxFDs = 4
+const maxFDs = 8
 
 // Operations. Requests carry an ID and get exactly one reply with the same
 // ID and operation, except opRelease, which has none; the init also sends
 // events with ID 0.
 const (
-	opPolicy    = "policy"    // server → init, first: Plan, the sandbox to enforce (nil: none)
+	opPolicy    = "policy"    // server → init, first: Plan, the sandbox to enforce (nil: none); Dir, the session's spill directory ("": none); descriptors: the session's tasks files of the cgroup v1 limits
 	opReady     = "ready"     // init → server, once: set up, serving; Unenforced
 	opFail      = "fail"      // init → server, once: set-up failed; Err says why
 	opSpawn     = "spawn"     // Path, Args, Env, Dir, Terminal, three descriptors → Pid
@@ -66,6 +66,10 @@ type message struct {
 	Alive     bool          `json:"alive,omitempty"`
 	Escalated bool          `json:"escalated,omitempty"`
 	Err       string        `json:"err,omitempty"`
+
+	// Cgroup: a spawn's fourth descriptor is its cgroup v2 (for clone3);
+	// the tasks files of its cgroups v1, if any, follow.
+	Cgroup bool `json:"cgroup,omitempty"`
 
 	Plan       *sandbox.Plan `json:"plan,omitempty"`
 	Unenforced []string      `json:"unenforced,omitempty"`

@@ -51,6 +51,10 @@ type Failure struct {
 // enforce it.
 const DegradedNote = "Commands run without a file sandbox on this host."
 
+// UnenforcedFiles begins what Restrict reports when the host has no file
+// sandbox (no Landlock): the case DegradedNote is for.
+const UnenforcedFiles = "file sandbox"
+
 // maxNamed bounds the paths one result names.
 const maxNamed = 5
 

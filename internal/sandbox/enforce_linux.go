@@ -103,13 +103,13 @@ func Restrict(plan *Plan) (unenforced []string, err error) {
 	abi, abiErr := llsys.LandlockGetABIVersion()
 	switch {
 	case abiErr != nil:
-		unenforced = append(unenforced, fmt.Sprintf("file sandbox (Landlock unavailable: %v)", abiErr))
+		unenforced = append(unenforced, fmt.Sprintf(UnenforcedFiles+" (Landlock unavailable: %v)", abiErr))
 	case abi < 4 && plan.Network == NetworkOff:
 		unenforced = append(unenforced, fmt.Sprintf("TCP by Landlock (ABI %d < 4; the empty network namespace still holds)", abi))
 	}
 	rules := []landlock.Rule{
 		landlock.RODirs("/"),
-		landlock.RWDirs(plan.Writable...).IgnoreIfMissing(),
+		landlock.RWDirs(reachable(plan.Writable)...).IgnoreIfMissing(),
 		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/tty").WithIoctlDev().IgnoreIfMissing(),
 		landlock.RWDirs("/dev/pts", "/dev/shm").WithIoctlDev().IgnoreIfMissing(),
 	}
@@ -229,4 +229,22 @@ func Probe() HostSupport {
 		err = fmt.Errorf("landlock: %w", err)
 	}
 	return HostSupport{LandlockABI: abi, LandlockErr: err, Seccomp: seccomp.Supported()}
+}
+
+// reachable are the dirs this process can open: Landlock needs a
+// descriptor of each, and a directory its user cannot reach (under
+// another user's private directory) is one its commands could not write
+// anyway. Missing ones are kept for IgnoreIfMissing.
+func reachable(dirs []string) []string {
+	var out []string
+	for _, d := range dirs {
+		fd, err := unix.Open(d, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err == nil {
+			unix.Close(fd)
+		}
+		if err != unix.EACCES {
+			out = append(out, d)
+		}
+	}
+	return out
 }

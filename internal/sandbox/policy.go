@@ -10,6 +10,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -85,6 +86,28 @@ type Plan struct {
 	Pinned      []string `json:"pinned,omitempty"`
 	DenyRead    []string `json:"denyRead,omitempty"`
 	UnixSockets []string `json:"unixSockets,omitempty"`
+
+	// policy is the Policy Resolve made the Plan from (nil for a Plan
+	// made otherwise, one read from JSON in the init say), for
+	// ForWorkspace.
+	policy *Policy
+}
+
+// ForWorkspace returns the plan of the Policy p was resolved from, with
+// dir as its workspace: the plan of another session of the same
+// configuration, whose cwd is dir (docs/sandbox.md#in-conch). It is p
+// itself when dir is already p's workspace, and an error for a Plan not
+// made by Resolve. Like Resolve, it reads the disk.
+func (p *Plan) ForWorkspace(dir string) (*Plan, error) {
+	if p.policy == nil {
+		return nil, errors.New("sandbox: the plan was not resolved from a policy")
+	}
+	if filepath.Clean(dir) == filepath.Clean(p.policy.Workspace) {
+		return p, nil
+	}
+	pol := *p.policy
+	pol.Workspace = dir
+	return pol.Resolve()
 }
 
 // Bounds of the search for repositories under a writable root: deep
@@ -109,7 +132,7 @@ const (
 // directory is pinned (see Plan.Pinned), and a linked worktree's or
 // submodule's .git file is protected.
 func (p Policy) Resolve() (*Plan, error) {
-	pl := &Plan{Mode: p.Mode, Network: p.Network}
+	pl := &Plan{Mode: p.Mode, Network: p.Network, policy: &p}
 	if pl.Mode == "" {
 		pl.Mode = WorkspaceWrite
 	}

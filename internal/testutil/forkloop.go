@@ -5,6 +5,7 @@ package testutil
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -50,4 +51,33 @@ func WaitBeating(t testing.TB, beat string) {
 			t.Fatal("testutil: the fork loop did not start")
 		}
 	}
+}
+
+// BoundedForks is a python3 command line that forks at most 200 children,
+// each closing its standard files and sleeping at most 30 s, stops at the
+// first fork that fails, and prints how many children it made: a fork
+// bomb bounded by count and by time, for tests of a pids limit. Run it
+// where what it leaves is ended with the command (a contained executor's
+// init).
+const BoundedForks = `python3 -c '
+import os, time
+n = 0
+for i in range(200):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        os.closerange(0, 3)
+        time.sleep(30)
+        os._exit(0)
+    n += 1
+print(n)
+'`
+
+// MemoryHog is a python3 command line that writes mib MiB into its memory
+// (every page touched) and then prints "survived", for tests of a memory
+// limit.
+func MemoryHog(mib int) string {
+	return `python3 -c 'b = b"x" * (` + strconv.Itoa(mib) + ` << 20); print("survived")'`
 }

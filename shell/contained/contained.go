@@ -18,11 +18,18 @@ import (
 	"github.com/conch-dev/conch/shell/local"
 )
 
-// New starts an init with initOpts (nil: conch's own binary, which
-// serves it as `conch __init`) and returns a local executor of opts whose
-// commands it spawns. Closing the executor ends the init. When the host
-// allows no user or PID namespaces the error is an
-// *nsinit.UnavailableError naming the cause.
+// New returns a local executor of opts whose commands run in one init
+// per owner (Request.Owner), started with initOpts (nil: conch's own
+// binary, which serves it as `conch __init`). An owner's init starts with
+// its first command and ends with EndOwner, when the kernel kills
+// everything the owner's commands left, or with Close. Each owner's init
+// shows its commands the owner's own spill directory and none of the
+// others', and enforces initOpts.Sandbox for the owner's workspace
+// (Request.Workspace; the plan as given for "").
+//
+// New starts and ends one init first, to learn what this host enforces
+// (see Unenforced): when the host allows no user or PID namespaces the
+// error is an *nsinit.UnavailableError naming the cause.
 func New(opts *local.Options, initOpts *nsinit.Options) (*local.Executor, error) {
 	var o local.Options
 	if opts != nil {
@@ -31,31 +38,44 @@ func New(opts *local.Options, initOpts *nsinit.Options) (*local.Executor, error)
 	if o.Spawner != nil {
 		return nil, errors.New("contained: Options.Spawner is the init's")
 	}
-	in, err := nsinit.Start(initOpts)
+	sp := &spawner{sessions: make(map[string]*session)}
+	if initOpts != nil {
+		sp.init = *initOpts
+	}
+	probe, err := nsinit.Start(&sp.init)
 	if err != nil {
 		return nil, err
 	}
-	sp := &spawner{in: in, owned: make(map[string][]*nsinit.Child)}
-	if initOpts != nil {
-		sp.plan = initOpts.Sandbox
+	sp.unenforced = probe.Unenforced()
+	if err := probe.Close(); err != nil {
+		return nil, fmt.Errorf("contained: end the first init: %w", err)
 	}
 	o.Spawner = sp
 	ex, err := local.New(&o)
 	if err != nil {
-		in.Close()
 		return nil, fmt.Errorf("contained: %w", err)
 	}
+	sp.ex = ex
 	return ex, nil
 }
 
-// spawner spawns each command through the init and remembers, per owner,
-// the commands whose leftovers EndOwner must take.
+// spawner spawns each command through its owner's init.
 type spawner struct {
-	in   *nsinit.Init
-	plan *sandbox.Plan // nil without a sandbox
+	init       nsinit.Options  // every init's; Sandbox for the default workspace
+	ex         *local.Executor // for the owners' spill directories
+	unenforced []string
 
-	mu    sync.Mutex
-	owned map[string][]*nsinit.Child
+	mu       sync.Mutex
+	sessions map[string]*session // by owner
+}
+
+// session is one owner's init. ready is closed once in and plan, or err,
+// are set; they do not change after.
+type session struct {
+	ready chan struct{}
+	in    *nsinit.Init
+	plan  *sandbox.Plan // nil without a sandbox
+	err   error
 }
 
 var (
@@ -63,19 +83,85 @@ var (
 	_ local.Annotator = (*spawner)(nil)
 )
 
-// Spawn implements local.Spawner.
+// Spawn implements local.Spawner: the command runs in its owner's init,
+// started first if the owner has none.
 func (s *spawner) Spawn(c local.Command) (local.Child, error) {
-	ch, err := s.in.Spawn(nsinit.Command{
-		Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir,
-		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, Terminal: c.Terminal,
-	})
+	ss, err := s.session(c)
 	if err != nil {
 		return nil, err
 	}
+	return ss.in.Spawn(nsinit.Command{
+		Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir,
+		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, Terminal: c.Terminal,
+	})
+}
+
+// session returns c's owner's init, starting it if the owner has none:
+// the first command starts it, commands arriving meanwhile wait for it.
+// A start that failed is forgotten, so that the owner's next command
+// tries again.
+func (s *spawner) session(c local.Command) (*session, error) {
 	s.mu.Lock()
-	s.owned[c.Owner] = append(s.owned[c.Owner], ch)
+	ss := s.sessions[c.Owner]
+	if ss != nil {
+		s.mu.Unlock()
+		<-ss.ready
+		return ss, ss.err
+	}
+	ss = &session{ready: make(chan struct{})}
+	s.sessions[c.Owner] = ss
 	s.mu.Unlock()
-	return ch, nil
+	ss.in, ss.plan, ss.err = s.start(c.Owner, c.Workspace)
+	if ss.err != nil {
+		s.mu.Lock()
+		if s.sessions[c.Owner] == ss {
+			delete(s.sessions, c.Owner)
+		}
+		s.mu.Unlock()
+	}
+	close(ss.ready)
+	return ss, ss.err
+}
+
+// start starts owner's init: the sandbox resolved for workspace, the
+// owner's spill directory the only one its commands see.
+func (s *spawner) start(owner, workspace string) (*nsinit.Init, *sandbox.Plan, error) {
+	o := s.init
+	if o.Sandbox != nil && workspace != "" {
+		plan, err := o.Sandbox.ForWorkspace(workspace)
+		if err != nil {
+			return nil, nil, fmt.Errorf("contained: the session's sandbox: %w", err)
+		}
+		o.Sandbox = plan
+	}
+	dir, err := s.ex.SpillDir(owner)
+	if err != nil {
+		return nil, nil, fmt.Errorf("contained: the session's spill directory: %w", err)
+	}
+	o.SpillDir = dir
+	in, err := nsinit.Start(&o)
+	if err != nil {
+		return nil, nil, fmt.Errorf("contained: start the session's init: %w", err)
+	}
+	return in, o.Sandbox, nil
+}
+
+// plan is the sandbox of owner's init (the default one once the owner
+// has ended).
+func (s *spawner) plan(owner string) *sandbox.Plan {
+	s.mu.Lock()
+	ss := s.sessions[owner]
+	s.mu.Unlock()
+	if ss != nil {
+		select {
+		case <-ss.ready:
+			if ss.err == nil {
+				return ss.plan
+			}
+		default:
+		}
+	}
+	return s.init.Sandbox
 }
 
 // Annotate implements local.Annotator: under a sandbox, a command that
@@ -83,7 +169,8 @@ func (s *spawner) Spawn(c local.Command) (local.Child, error) {
 // (sandbox.Attribute on its stderr), and every command the structured
 // report.
 func (s *spawner) Annotate(c local.Command, r *shell.Result) {
-	if s.plan == nil {
+	plan := s.plan(c.Owner)
+	if plan == nil {
 		return
 	}
 	code := 0 // a signal's end is not attributed
@@ -94,7 +181,7 @@ func (s *spawner) Annotate(c local.Command, r *shell.Result) {
 	if len(c.Args) > 0 {
 		f.Command = c.Args[len(c.Args)-1] // bash -c's line
 	}
-	markers, rep := sandbox.Attribute(s.plan, f, sandbox.OSHost{})
+	markers, rep := sandbox.Attribute(plan, f, sandbox.OSHost{})
 	r.Notes = append(r.Notes, markers...)
 	r.Sandbox = &shell.SandboxReport{Mode: string(rep.Mode), Network: string(rep.Network), Denied: []shell.SandboxDenial{}}
 	for _, d := range rep.Denied {
@@ -102,31 +189,59 @@ func (s *spawner) Annotate(c local.Command, r *shell.Result) {
 	}
 }
 
-// EndOwner implements local.Spawner: the init kills what each of the
-// owner's commands left running (it charges leftovers to the command
-// that started them, even after its shell was released).
+// EndOwner implements local.Spawner: the owner's init ends, and the
+// kernel kills everything in its namespace, whatever it did to escape
+// its group or its parent.
 func (s *spawner) EndOwner(owner string) {
 	s.mu.Lock()
-	chs := s.owned[owner]
-	delete(s.owned, owner)
+	ss := s.sessions[owner]
+	delete(s.sessions, owner)
 	s.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, ch := range chs {
-		wg.Go(func() { ch.KillLeftovers() })
+	if ss != nil {
+		ss.close()
 	}
-	wg.Wait()
 }
 
-// Close implements local.Spawner: the init ends, and the kernel kills
-// everything in its namespace.
-func (s *spawner) Close() error { return s.in.Close() }
+// Close implements local.Spawner: every init ends, and the kernel kills
+// everything in their namespaces.
+func (s *spawner) Close() error {
+	s.mu.Lock()
+	sessions := s.sessions
+	s.sessions = make(map[string]*session)
+	s.mu.Unlock()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, ss := range sessions {
+		wg.Go(func() {
+			if err := ss.close(); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
 
-// Unenforced lists what of the sandbox given to New the init of ex could
-// not enforce on this host, each with its cause (nsinit.Init.Unenforced);
-// nil when everything holds or ex was not made by New.
+// close ends the session's init once its start is over.
+func (ss *session) close() error {
+	<-ss.ready
+	if ss.in == nil {
+		return nil
+	}
+	return ss.in.Close()
+}
+
+// Unenforced lists what of the sandbox given to New this host could not
+// enforce, each with its cause (nsinit.Init.Unenforced of New's first
+// init); nil when everything holds or ex was not made by New.
 func Unenforced(ex *local.Executor) []string {
 	if s, ok := ex.Options().Spawner.(*spawner); ok {
-		return s.in.Unenforced()
+		return s.unenforced
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/local"
+	"github.com/conch-dev/conch/shell/shelltest"
 )
 
 // A timeout that fires while the pipes drain after a NORMAL exit must not
@@ -202,7 +203,7 @@ func TestFastBackgroundWriterIsBounded(t *testing.T) {
 	if grow := int64(peak) - int64(before.HeapInuse); grow > 16<<20 {
 		t.Errorf("heap grew by %d bytes", grow)
 	}
-	if files, _ := filepath.Glob(filepath.Join(spill, "*", "*")); len(files) != 0 {
+	if files := shelltest.SpillFiles(spill); len(files) != 0 {
 		t.Errorf("spill files left: %v", files)
 	}
 }

@@ -182,9 +182,21 @@ func (e *Executor) EndOwner(owner string) {
 	for _, c := range cmds {
 		wg.Go(func() { c.stop(causeKill, false) })
 	}
-	e.spawner.EndOwner(owner)
 	e.tracker.KillOwner(owner, e.opts.Grace)
+	// The Spawner's end comes after the stops, as Spawner.EndOwner says:
+	// a contained one ends the owner's whole boundary, and the commands
+	// stopped first report their kill, not the boundary's end.
 	wg.Wait()
+	e.spawner.EndOwner(owner)
+}
+
+// SpillDir creates, if needed, the directory where the spill files of
+// owner's commands go (a subdirectory of the executor's spill directory
+// per owner, under its one budget), and returns its path: a Spawner that
+// gives each owner a boundary shows the owner this directory and none of
+// the others (docs/containment.md#spill-files).
+func (e *Executor) SpillDir(owner string) (string, error) {
+	return e.spill.For(owner).Ensure()
 }
 
 // Kill causes; the first one recorded wins.
@@ -227,6 +239,8 @@ type command struct {
 	// Set before done is closed.
 	exitCode *int
 	signal   string
+	notes    []string             // the Annotator's
+	sandbox  *shell.SandboxReport // the Annotator's
 }
 
 var _ shell.Process = (*command)(nil)
@@ -242,11 +256,12 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	if s.StdoutMaxBytes > 0 {
 		maxOut = s.StdoutMaxBytes
 	}
+	spill := e.spill.For(s.Owner)
 	c := &command{
 		e:      e,
 		owner:  s.Owner,
-		stdout: capture.NewStream(e.spill, "stdout", maxOut, e.opts.MaxSpillBytes),
-		stderr: capture.NewStream(e.spill, "stderr", e.opts.MaxOutputBytes, e.opts.MaxSpillBytes),
+		stdout: capture.NewStream(spill, "stdout", maxOut, e.opts.MaxSpillBytes),
+		stderr: capture.NewStream(spill, "stderr", e.opts.MaxOutputBytes, e.opts.MaxSpillBytes),
 		done:   make(chan struct{}),
 	}
 	if timed {
@@ -257,12 +272,13 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	// when it names the directory it starts in, so `pwd` shows the path
 	// the caller chose rather than the server's own PWD or the real path.
 	c.shell = Command{
-		Path:  e.opts.Shell,
-		Args:  []string{"bash", "-c", s.Command},
-		Env:   envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv),
-		Dir:   s.Workdir,
-		Owner: s.Owner,
-		Grace: e.opts.Grace,
+		Path:      e.opts.Shell,
+		Args:      []string{"bash", "-c", s.Command},
+		Env:       envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv),
+		Dir:       s.Workdir,
+		Owner:     s.Owner,
+		Workspace: s.Workspace,
+		Grace:     e.opts.Grace,
 	}
 
 	// Our own pipes rather than os/exec's: the shell stays unreleased (a
@@ -491,8 +507,6 @@ func (c *command) wait() {
 		<-killDone
 	}
 	c.child.Release()
-	c.stdout.Close()
-	c.stderr.Close()
 	switch {
 	case exitErr != nil:
 		code := -1
@@ -503,6 +517,16 @@ func (c *command) wait() {
 		code := ws.ExitStatus()
 		c.exitCode = &code
 	}
+	// The spawner's findings are made once, on the whole output, before
+	// the streams close: a background read to a closed stream's end
+	// releases its bytes.
+	if a, ok := c.e.spawner.(Annotator); ok {
+		res := c.result()
+		a.Annotate(c.shell, &res)
+		c.notes, c.sandbox = res.Notes, res.Sandbox
+	}
+	c.stdout.Close()
+	c.stderr.Close()
 	close(c.done)
 	c.e.forget(c)
 }
@@ -620,6 +644,13 @@ func (c *command) Written() (stdout, stderr int64) { return c.stdout.Len(), c.st
 
 func (c *command) Result() shell.Result {
 	<-c.done
+	res := c.result()
+	res.Notes, res.Sandbox = c.notes, c.sandbox
+	return res
+}
+
+// result is the outcome without the spawner's findings.
+func (c *command) result() shell.Result {
 	res := shell.Result{
 		ExitCode:    c.exitCode,
 		Signal:      c.signal,
@@ -633,9 +664,6 @@ func (c *command) Result() shell.Result {
 		res.TimedOut = true
 	case causeAbort, causeKill, causeClose:
 		res.Aborted = true
-	}
-	if a, ok := c.e.spawner.(Annotator); ok {
-		a.Annotate(c.shell, &res)
 	}
 	return res
 }

@@ -44,7 +44,8 @@ type Spawner interface {
 
 // Annotator is implemented by a Spawner with findings of its own about a
 // finished command (the contained provider's sandbox denials): the
-// executor lets it add them to each Result of the command.
+// executor lets it add them to the command's Result once, when the
+// command ends, with its whole output kept in memory.
 type Annotator interface {
 	Annotate(c Command, r *shell.Result)
 }
@@ -67,6 +68,9 @@ type Command struct {
 	Terminal bool
 	// Owner is the command's Request.Owner, for EndOwner.
 	Owner string
+	// Workspace is the command's Request.Workspace: its owner's working
+	// directory ("" for the executor's Cwd).
+	Workspace string
 	// Grace is the executor's delay between SIGTERM and SIGKILL, for
 	// the kills of what the command leaves running.
 	Grace time.Duration

@@ -35,21 +35,22 @@ func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
 	if e.closed {
 		return nil, shell.ErrClosed
 	}
-	raw := capture.NewStream(e.spill, "tty", e.opts.MaxOutputBytes, e.opts.MaxSpillBytes)
+	raw := capture.NewStream(e.spill.For(s.Owner), "tty", e.opts.MaxOutputBytes, e.opts.MaxSpillBytes)
 	// Through the spawn hook, as every command: a contained executor runs
 	// the terminal's program inside its init's namespaces and sandbox.
 	spawn := func(tty *os.File) (term.Process, error) {
 		return e.spawner.Spawn(Command{
-			Path:     e.opts.Shell,
-			Args:     []string{"bash", "-c", s.Command},
-			Env:      term.Env(envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv)),
-			Dir:      s.Workdir,
-			Stdin:    tty,
-			Stdout:   tty,
-			Stderr:   tty,
-			Terminal: true,
-			Owner:    s.Owner,
-			Grace:    e.opts.Grace,
+			Path:      e.opts.Shell,
+			Args:      []string{"bash", "-c", s.Command},
+			Env:       term.Env(envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv)),
+			Dir:       s.Workdir,
+			Stdin:     tty,
+			Stdout:    tty,
+			Stderr:    tty,
+			Terminal:  true,
+			Owner:     s.Owner,
+			Workspace: s.Workspace,
+			Grace:     e.opts.Grace,
 		})
 	}
 	t, err := term.Start(spawn, &term.Options{Raw: raw, Grace: e.opts.Grace})

@@ -333,7 +333,7 @@ func testStreamCapExactAndOneOver(t *testing.T, su *suite) {
 	if r.Stdout.Truncated || len(r.Stdout.Text) != 100 || r.Stdout.SpillPath != "" {
 		t.Errorf("exact cap: truncated=%v len=%d spill=%q", r.Stdout.Truncated, len(r.Stdout.Text), r.Stdout.SpillPath)
 	}
-	if files, _ := filepath.Glob(filepath.Join(spill, "*", "*")); len(files) != 0 {
+	if files := SpillFiles(spill); len(files) != 0 {
 		t.Errorf("exact cap created spill files %v", files)
 	}
 	r = MustRun(t, ex, shell.Request{Command: "printf b; head -c 100 /dev/zero | tr '\\0' a"})
@@ -365,7 +365,7 @@ func testSpillDeletedPastCap(t *testing.T, su *suite) {
 	if !r.Stdout.Truncated || r.Stdout.SpillPath != "" || len(r.Stdout.Text) != 1000 {
 		t.Errorf("past spill cap: truncated=%v spill=%q len=%d", r.Stdout.Truncated, r.Stdout.SpillPath, len(r.Stdout.Text))
 	}
-	if files, _ := filepath.Glob(filepath.Join(spill, "*", "*")); len(files) != 0 {
+	if files := SpillFiles(spill); len(files) != 0 {
 		t.Errorf("spill files left: %v", files)
 	}
 }

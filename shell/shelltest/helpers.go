@@ -4,6 +4,8 @@ package shelltest
 
 import (
 	"context"
+	"io/fs"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -83,6 +85,20 @@ func MustStart(t *testing.T, ex shell.Executor, r shell.Request) shell.Process {
 		t.Fatalf("Start(%q): %v", r.Command, err)
 	}
 	return p
+}
+
+// SpillFiles lists the files under dir (an executor's SpillParent), at
+// any depth: the spill directory holds a subdirectory per owner
+// (docs/executor.md#spill-files), which is not a spill file.
+func SpillFiles(dir string) []string {
+	var files []string
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, path)
+		}
+		return nil
+	})
+	return files
 }
 
 // ExitCode is r's exit code, -1 when a signal ended it.

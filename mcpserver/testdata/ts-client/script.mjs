@@ -3,9 +3,11 @@
 // both at once, and prints what it saw as one JSON object on stdout. The Go
 // test TestTSClient (cmd/conch) runs it and checks that object.
 //
-//   node script.mjs <conch binary> <root dir>
+//   node script.mjs <conch binary> <root dir> <denied dir>
 //
-// <root dir> is offered to the server as the client's only root. The
+// <root dir> is offered to the server as the client's only root.
+// <denied dir> is a directory outside the servers' writable roots that
+// their user may write: their default sandbox denies writing it. The
 // client validates every structuredContent against the tool's outputSchema
 // (callTool throws when it does not match), so a run that gets through a
 // call proves its structured value valid.
@@ -19,9 +21,9 @@ import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotoc
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
-const [bin, rootDir] = process.argv.slice(2);
-if (!bin || !rootDir) {
-  console.error('usage: node script.mjs <conch binary> <root dir>');
+const [bin, rootDir, deniedDir] = process.argv.slice(2);
+if (!bin || !rootDir || !deniedDir) {
+  console.error('usage: node script.mjs <conch binary> <root dir> <denied dir>');
   process.exit(2);
 }
 
@@ -80,16 +82,40 @@ async function waitUntil(what, cond, ms = 5000) {
   }
 }
 
-// pids reads the pids a command wrote to file, one a line, once there are n.
+// PID_LINE is what a command writes for a process of its own ($$ or $!,
+// given as $1): its pid and its PID namespace, "<pid> pid:[<inode>]".
+// conch runs commands in a PID namespace of their own (docs/containment.md),
+// where a pid is not this process's pid of the same process.
+const pidLine = (pid) => `echo "${pid} $(readlink /proc/$$/ns/pid)"`;
+
+// hostPid is the pid, as this process sees it, of the process that is pid
+// in the PID namespace ns: the one in ns whose NSpid ends in pid. null
+// when there is none (it is gone).
+function hostPid(pid, ns) {
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (fs.readlinkSync(`/proc/${d}/ns/pid`) !== ns) continue;
+      const m = fs.readFileSync(`/proc/${d}/status`, 'utf8').match(/^NSpid:\s+(.*)$/m);
+      if (m && m[1].trim().split(/\s+/).pop() === pid) return Number(d);
+    } catch {
+      // gone while we looked
+    }
+  }
+  return null;
+}
+
+// pids reads the pids a command wrote to file (pidLine, one a line), once
+// there are n, as this process's pids.
 async function pids(file, n) {
   let got = [];
   await waitUntil(`${n} pids in ${file}`, () => {
     try {
-      got = fs.readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map(Number);
+      got = fs.readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((l) => hostPid(...l.split(' ')));
     } catch {
       got = [];
     }
-    return got.length >= n;
+    return got.length >= n && got.every((p) => p !== null);
   });
   return got;
 }
@@ -167,7 +193,7 @@ async function scenarios(client, seen, tag) {
   // a response to an unknown message ID).
   const pidFile = path.join(tmp, tag + '-cancel');
   const ac = new AbortController();
-  const pending = call(client, 'bash', bash(`echo $$ > ${pidFile}; sleep 1031 & echo $! >> ${pidFile}; wait`), {
+  const pending = call(client, 'bash', bash(`${pidLine('$$')} > ${pidFile}; sleep 1031 & ${pidLine('$!')} >> ${pidFile}; wait`), {
     signal: ac.signal,
   });
   const group = await pids(pidFile, 2);
@@ -218,6 +244,17 @@ async function scenarios(client, seen, tag) {
       break;
     }
   }
+
+  // The default sandbox denies a write outside the writable roots, in the
+  // foreground and in a background task; the values that say so pass the
+  // output schemas.
+  const denied = `touch ${deniedDir}/${tag}`;
+  r = await call(client, 'bash', bash(denied));
+  out.denied = { texts: texts(r), sandbox: r.structuredContent.sandbox };
+  r = await call(client, 'bash', bash(denied, { run_in_background: true }));
+  r = await call(client, 'task_output', { task_id: r.structuredContent.taskId, wait: true });
+  out.denied.task = texts(r);
+  out.denied.taskSandbox = r.structuredContent.sandbox;
   return out;
 }
 
@@ -328,7 +365,7 @@ async function overHTTP() {
 
     // Closing a session (DELETE) kills its tasks.
     const pidFile = path.join(tmp, 'http-dispose');
-    r = await call(a.client, 'bash', bash(`echo $$ > ${pidFile}; exec sleep 1034`, { run_in_background: true }));
+    r = await call(a.client, 'bash', bash(`${pidLine('$$')} > ${pidFile}; exec sleep 1034`, { run_in_background: true }));
     const [taskPid] = await pids(pidFile, 1);
     const start = Date.now();
     await a.transport.terminateSession();

@@ -1,0 +1,121 @@
+//go:build linux
+
+package acp_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/conch-dev/conch/internal/testutil"
+)
+
+// escalatedLine is the line an escalated result ends with (docs/sandbox.md).
+const escalatedLine = "[ran outside the sandbox with the user's approval]"
+
+// TestEscalation: under conch acp --sandbox workspace-write, a command
+// whose write to the home the sandbox denied is run again outside it
+// only when the editor's user answers allow_once to
+// session/request_permission (which offers allow_once and reject_once
+// alone); after reject_once or a cancelled outcome the sandboxed result
+// stands. A terminal card shows both runs, and the pill the second one's
+// exit.
+func TestEscalation(t *testing.T) {
+	t.Parallel()
+	marker := testutil.Marker(t)
+	// Outside /tmp, which workspace-write leaves writable.
+	base, err := os.MkdirTemp("/var/tmp", "conch-acp-escalate-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	home, work := filepath.Join(base, "home"), filepath.Join(base, "work")
+	for _, d := range []string{home, work} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := startConch(t, t.TempDir(), work, marker, []string{"HOME=" + home}, "--sandbox", "workspace-write")
+	c := p.cli
+	c.initialize(true)
+	sid := c.newSession(work)
+	runs := func(name string) int {
+		b, _ := os.ReadFile(filepath.Join(work, "runs-"+name))
+		return strings.Count(string(b), "\n")
+	}
+	file := func(name string) string { return filepath.Join(home, "outside-"+name) }
+	wrote := func(name string) bool {
+		_, err := os.Stat(file(name))
+		return !errors.Is(err, os.ErrNotExist)
+	}
+
+	for i, answer := range []map[string]any{selected("allow_once"), selected("reject_once"), {"outcome": map[string]any{"outcome": "cancelled"}}} {
+		name := []string{"allowed", "rejected", "cancelled"}[i]
+		command := "echo run >> runs-" + name + "; echo x > ~/outside-" + name
+		id := c.start("session/prompt", promptParams(sid, command))
+		var notes []message
+		var req permission
+		for req.id == nil {
+			m := c.recv(30 * time.Second)
+			if m.Method == "session/update" {
+				notes = append(notes, m)
+				continue
+			}
+			if m.Method != "session/request_permission" {
+				t.Fatalf("%s: waiting for a permission request, got %s", name, m.raw)
+			}
+			req.id = m.ID
+			if err := json.Unmarshal(m.Params, &req.params); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(100 * time.Millisecond) // a second run that did not wait would show
+		if runs(name) != 1 || wrote(name) {
+			t.Errorf("%s: while the user is asked: %d runs, file written %v; want one run, no file", name, runs(name), wrote(name))
+		}
+		wantText := "Run this command again outside the sandbox?\n\nCommand: " + command + "\nDirectory: " + work +
+			"\nReason: the sandbox denied a write to " + file(name)
+		if got := req.params.ToolCall.Content[0].Content.Text; req.params.ToolCall.ToolCallID == "" || got != wantText {
+			t.Errorf("%s: request %q for %q; want %q", name, got, req.params.ToolCall.ToolCallID, wantText)
+		}
+		var opts []string
+		for _, o := range req.params.Options {
+			opts = append(opts, o.OptionID+"/"+o.Kind+"/"+o.Name)
+		}
+		if d := cmp.Diff([]string{"allow_once/allow_once/Allow once", "reject_once/reject_once/Deny"}, opts); d != "" {
+			t.Errorf("%s: options (-want +got):\n%s", name, d)
+		}
+		c.respond(req.id, answer)
+		res, more := c.await(id)
+		if !strings.Contains(string(res.Result), `"stopReason":"end_turn"`) {
+			t.Errorf("%s: prompt ended %s", name, res.raw)
+		}
+		card := cardOf(t, c.updates(append(notes, more...), sid), req.params.ToolCall.ToolCallID)
+		denied := "bash: line 1: " + file(name) + ": Permission denied\n[sandbox: write to " + file(name) + " denied under workspace-write mode; writable: " + work + ", "
+		exit := get(card.final, "_meta", "terminal_exit", "exit_code")
+		if name == "allowed" {
+			if runs(name) != 2 || !wrote(name) {
+				t.Errorf("allowed: %d runs, file written %v; want two runs and the file", runs(name), wrote(name))
+			}
+			// The card: the first run with its exit, then the second's
+			// output (none) and the line; the pill is the second run's.
+			if !strings.HasPrefix(card.data, denied) || !strings.HasSuffix(card.data, "]\n[exit code: 1]\n"+escalatedLine) || exit != float64(0) {
+				t.Errorf("allowed: card %q, exit %v", card.data, exit)
+			}
+			continue
+		}
+		if runs(name) != 1 || wrote(name) {
+			t.Errorf("%s: %d runs, file written %v; want one run, no file", name, runs(name), wrote(name))
+		}
+		if !strings.HasPrefix(card.data, denied) || strings.Contains(card.data, escalatedLine) || exit != float64(1) {
+			t.Errorf("%s: card %q, exit %v; want the sandboxed result", name, card.data, exit)
+		}
+	}
+	p.eof(marker)
+}

@@ -1,0 +1,352 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conch-dev/conch/internal/testutil"
+)
+
+// escalatedLine is the line an escalated result ends with (docs/sandbox.md).
+const escalatedLine = "[ran outside the sandbox with the user's approval]"
+
+// sandboxDirs makes a home and a workspace outside /tmp (which
+// workspace-write leaves writable), owned by the unprivileged user when
+// nobody is set.
+func sandboxDirs(t *testing.T, nobody bool) (home, ws string) {
+	t.Helper()
+	base, err := os.MkdirTemp("/var/tmp", "conch-escalate-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home, ws = filepath.Join(base, "home"), filepath.Join(base, "ws")
+	for _, d := range []string{home, ws} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if nobody {
+			if err := os.Chown(d, testutil.UnprivilegedID, testutil.UnprivilegedID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return home, ws
+}
+
+// escalationUser answers the server's questions with the next answer of
+// answers, and records each question with how many times the command had
+// run (lines in ws/runs) and whether ~/outside existed while it was open.
+type escalationUser struct {
+	t        *testing.T
+	home, ws string
+	answers  []*mcp.ElicitResult // nil: never answer
+
+	mu    sync.Mutex
+	asked []string // the questions' messages
+}
+
+func (u *escalationUser) questions() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.asked)
+}
+
+func (u *escalationUser) handle(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	u.mu.Lock()
+	u.asked = append(u.asked, req.Params.Message)
+	u.mu.Unlock()
+	if len(u.answers) == 0 {
+		u.t.Errorf("asked with no answer left: %q", req.Params.Message)
+		return &mcp.ElicitResult{Action: "decline"}, nil
+	}
+	time.Sleep(100 * time.Millisecond) // a second run that did not wait would show
+	if n := runs(u.t, u.ws); n != 1 {
+		u.t.Errorf("the command ran %d times while the user was asked, want 1", n)
+	}
+	if _, err := os.Stat(filepath.Join(u.home, "outside")); !errors.Is(err, os.ErrNotExist) {
+		u.t.Errorf("~/outside exists (or %v) while the user is asked", err)
+	}
+	a := u.answers[0]
+	u.answers = u.answers[1:]
+	if a == nil { // never answered: the server withdraws the question
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return a, nil
+}
+
+// runs is how many times the escalation command ran (its first write,
+// into the workspace, always works).
+func runs(t *testing.T, ws string) int {
+	b, err := os.ReadFile(filepath.Join(ws, "runs"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+// escalationCommand counts its runs in the workspace, leaves a process
+// behind in a session of its own (which the end of the server must end,
+// in both inits), then writes ~/outside, which workspace-write denies,
+// and fails either way.
+const escalationCommand = "echo run >> runs; setsid sleep 1037 >/dev/null 2>&1 & echo x > ~/outside && echo wrote; echo err >&2; exit 3"
+
+// startSandboxed runs conch serve --sandbox workspace-write on stdio with
+// HOME and the workspace given, as the unprivileged user when nobody is
+// set, and connects the Go SDK client, with elicitation when u is set.
+func startSandboxed(t *testing.T, marker string, nobody bool, home, ws string, u *escalationUser, args ...string) *mcp.ClientSession {
+	t.Helper()
+	cmd := testutil.Conch(t, marker, append([]string{"serve", "--sandbox", "workspace-write", "--cwd", ws}, args...)...)
+	state := t.TempDir()
+	if nobody {
+		testutil.Unprivileged(t, cmd)
+		state = testutil.UnprivilegedDir(t)
+	}
+	cmd.Env = append(cmd.Env, "HOME="+home, "TMPDIR="+state, "XDG_STATE_HOME="+state)
+	cmd.Stderr = newLogBuffer(t, "conch serve")
+	var o *mcp.ClientOptions
+	if u != nil {
+		o = &mcp.ClientOptions{ElicitationHandler: u.handle}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, o).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect to conch serve: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := cs.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return cs
+}
+
+// TestEscalationGoSDK: a command the sandbox denied is run again outside
+// it only after the user's yes (Go SDK client with elicitation), and the
+// result is the second run's followed by its own line; a no, a client
+// that cannot be asked, and escalation = "never" leave the sandboxed
+// result and run nothing more. As root and as an unprivileged user.
+func TestEscalationGoSDK(t *testing.T) {
+	t.Parallel()
+	for _, nobody := range []bool{false, true} {
+		t.Run(fmt.Sprintf("nobody=%v", nobody), func(t *testing.T) {
+			testEscalationGoSDK(t, nobody)
+		})
+	}
+}
+
+func testEscalationGoSDK(t *testing.T, nobody bool) {
+	marker := testutil.Marker(t)
+	// A cleanup, so that it runs after the servers' (LIFO).
+	t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
+	outside := func(home string) string { return filepath.Join(home, "outside") }
+	denied := func(home, ws string) string {
+		return "[stderr]\nbash: line 1: " + outside(home) + ": Permission denied\nerr\n" +
+			"[sandbox: write to " + outside(home) + " denied under workspace-write mode; writable: " + ws + ", "
+	}
+
+	// Yes: the second run writes ~/outside; the result is its own.
+	home, ws := sandboxDirs(t, nobody)
+	u := &escalationUser{t: t, home: home, ws: ws, answers: []*mcp.ElicitResult{{Action: "accept", Content: map[string]any{"decision": "Allow once"}}}}
+	cs := startSandboxed(t, marker, nobody, home, ws, u)
+	r := callTool(t, cs, "bash", bash(escalationCommand))
+	// The second run's result, its exit marker included, then the line.
+	testutil.Golden(t, "testdata/escalated.golden", text(t, r))
+	var v struct {
+		Sandbox struct{ Mode, Network string }
+	}
+	if b, err := json.Marshal(r.StructuredContent); err != nil || json.Unmarshal(b, &v) != nil || v.Sandbox.Mode != "full-access" || v.Sandbox.Network != "on" {
+		t.Errorf("approved: structured value %v, want the sandbox full-access, network on", r.StructuredContent)
+	}
+	if b, err := os.ReadFile(outside(home)); err != nil || string(b) != "x\n" {
+		t.Errorf("approved: ~/outside %q, %v", b, err)
+	}
+	if n := runs(t, ws); n != 2 {
+		t.Errorf("approved: ran %d times, want 2", n)
+	}
+	wantQ := "Run this command again outside the sandbox?\n\nCommand: " + escalationCommand + "\nDirectory: " + ws +
+		"\nReason: the sandbox denied a write to " + outside(home)
+	if q := u.questions(); len(q) != 1 || q[0] != wantQ {
+		t.Errorf("questions %q, want one: %q", q, wantQ)
+	}
+
+	// With the network off, the second run has it: a connect to a
+	// listener on this machine fails, then works after the yes.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	home, ws = sandboxDirs(t, nobody)
+	u = &escalationUser{t: t, home: home, ws: ws, answers: []*mcp.ElicitResult{{Action: "accept", Content: map[string]any{"decision": "Allow once"}}}}
+	cs = startSandboxed(t, marker, nobody, home, ws, u, "--network", "off")
+	connect := fmt.Sprintf("echo run >> runs; exec 3<>/dev/tcp/127.0.0.1/%d && echo connected", ln.Addr().(*net.TCPAddr).Port)
+	if got, want := text(t, callTool(t, cs, "bash", bash(connect))), "connected\n"+escalatedLine; got != want {
+		t.Errorf("network off, approved: %q, want %q", got, want)
+	}
+	wantQ = "Run this command again outside the sandbox?\n\nCommand: " + connect + "\nDirectory: " + ws + "\nReason: the sandbox denied network access"
+	if q := u.questions(); len(q) != 1 || q[0] != wantQ || runs(t, ws) != 2 {
+		t.Errorf("network off: questions %q, want one: %q; ran %d times, want 2", q, wantQ, runs(t, ws))
+	}
+
+	// No: the sandboxed result stands, nothing runs again.
+	for _, answer := range []*mcp.ElicitResult{{Action: "decline"}, {Action: "cancel"}, {Action: "accept", Content: map[string]any{"decision": "Deny"}}} {
+		home, ws := sandboxDirs(t, nobody)
+		u := &escalationUser{t: t, home: home, ws: ws, answers: []*mcp.ElicitResult{answer}}
+		cs := startSandboxed(t, marker, nobody, home, ws, u)
+		got := text(t, callTool(t, cs, "bash", bash(escalationCommand)))
+		if !strings.HasPrefix(got, denied(home, ws)) || !strings.HasSuffix(got, "]\n[exit code: 3]") {
+			t.Errorf("%s: %q, want the sandboxed result", answer.Action, got)
+		}
+		if _, err := os.Stat(outside(home)); !errors.Is(err, os.ErrNotExist) || runs(t, ws) != 1 || len(u.questions()) != 1 {
+			t.Errorf("%s: ~/outside %v, ran %d times, asked %d times; want no file, one run, one question", answer.Action, err, runs(t, ws), len(u.questions()))
+		}
+	}
+
+	// Never answered: the client gives up on the call; nothing runs again.
+	home, ws = sandboxDirs(t, nobody)
+	u = &escalationUser{t: t, home: home, ws: ws, answers: []*mcp.ElicitResult{nil}}
+	cs = startSandboxed(t, marker, nobody, home, ws, u)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: bash(escalationCommand)})
+	cancel()
+	if err == nil {
+		t.Errorf("unanswered: the call returned before the client gave up")
+	}
+	time.Sleep(500 * time.Millisecond) // a second run would show
+	if _, err := os.Stat(outside(home)); !errors.Is(err, os.ErrNotExist) || runs(t, ws) != 1 || len(u.questions()) != 1 {
+		t.Errorf("unanswered: ~/outside %v, ran %d times, asked %d times; want no file, one run, one question", err, runs(t, ws), len(u.questions()))
+	}
+
+	// No one to ask, or escalation never: no question, the sandboxed
+	// result stands.
+	never := filepath.Join(filepath.Dir(home), "never.toml") // readable by the unprivileged user too
+	writeFile(t, never, "[sandbox]\nescalation = \"never\"\n")
+	for _, c := range []struct {
+		name string
+		ask  bool
+		args []string
+	}{{"no elicitation", false, nil}, {"escalation never", true, []string{"--config", never}}} {
+		home, ws := sandboxDirs(t, nobody)
+		var u *escalationUser
+		if c.ask {
+			u = &escalationUser{t: t, home: home, ws: ws}
+		}
+		cs := startSandboxed(t, marker, nobody, home, ws, u, c.args...)
+		got := text(t, callTool(t, cs, "bash", bash(escalationCommand)))
+		if !strings.HasPrefix(got, denied(home, ws)) || !strings.HasSuffix(got, "]\n[exit code: 3]") {
+			t.Errorf("%s: %q, want the sandboxed result", c.name, got)
+		}
+		if _, err := os.Stat(outside(home)); !errors.Is(err, os.ErrNotExist) || runs(t, ws) != 1 {
+			t.Errorf("%s: ~/outside %v, ran %d times; want no file, one run", c.name, err, runs(t, ws))
+		}
+	}
+}
+
+// TestTSClientEscalation runs conch serve --sandbox workspace-write under
+// the official TypeScript MCP client (escalate.mjs in tsClientDir): a
+// write to the home, which the sandbox denies, is run again outside it
+// after the elicitation handler accepts, and not after it declines or
+// cancels, nor for a client without elicitation. Like TestTSClient it
+// needs node and npm; CONCH_SKIP_TS_CLIENT=1 skips it.
+func TestTSClientEscalation(t *testing.T) {
+	skipTSClient(t)
+	t.Parallel()
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	home, ws := sandboxDirs(t, false)
+	stdout, _ := runTSClient(t, marker, "escalate.mjs", testutil.ConchBinary(t), home, ws)
+	type call struct {
+		Name, Text     string
+		IsError, Wrote bool
+		Runs           int
+	}
+	type question struct {
+		Message         string
+		Choices         []string
+		RunsWhileAsked  int
+		WroteWhileAsked bool
+	}
+	var out struct {
+		Elicit, Nocap struct {
+			Calls       []call
+			Asked       []question
+			Fatal, Logs string
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("script output: %v\n%s", err, stdout)
+	}
+	for _, s := range []struct{ Fatal, Logs string }{{out.Elicit.Fatal, out.Elicit.Logs}, {out.Nocap.Fatal, out.Nocap.Logs}} {
+		if s.Fatal != "" {
+			t.Fatalf("%s\nlogs:\n%s", s.Fatal, s.Logs)
+		}
+	}
+	file := func(name string) string { return filepath.Join(home, "outside-"+name) }
+	sandboxed := func(name string) string {
+		return "[stderr]\nbash: line 1: " + file(name) + ": Permission denied\n" +
+			"[sandbox: write to " + file(name) + " denied under workspace-write mode; writable: " + ws + ", "
+	}
+	command := func(name string) string { return "echo run >> runs-" + name + "; echo x > ~/outside-" + name }
+	for _, c := range append(out.Elicit.Calls, out.Nocap.Calls...) {
+		if c.Name == "accepted" {
+			if c.Text != "(no output)\n"+escalatedLine || c.IsError || !c.Wrote || c.Runs != 2 {
+				t.Errorf("accepted: %+v; want the second run's result and its line, the file written, two runs", c)
+			}
+			continue
+		}
+		if !strings.HasPrefix(c.Text, sandboxed(c.Name)) || !strings.HasSuffix(c.Text, "]\n[exit code: 1]") || c.IsError || c.Wrote || c.Runs != 1 {
+			t.Errorf("%s: %+v; want the sandboxed result, no file, one run", c.Name, c)
+		}
+	}
+	if len(out.Elicit.Calls) != 3 || len(out.Nocap.Calls) != 1 {
+		t.Errorf("calls: %+v, %+v", out.Elicit.Calls, out.Nocap.Calls)
+	}
+	if len(out.Elicit.Asked) != 3 || len(out.Nocap.Asked) != 0 {
+		t.Fatalf("questions: %+v (want one per call), %+v (want none)", out.Elicit.Asked, out.Nocap.Asked)
+	}
+	for i, name := range []string{"accepted", "declined", "cancelled"} {
+		q := out.Elicit.Asked[i]
+		want := question{
+			Message: "Run this command again outside the sandbox?\n\nCommand: " + command(name) + "\nDirectory: " + ws +
+				"\nReason: the sandbox denied a write to " + file(name),
+			Choices:        []string{"Allow once", "Deny"},
+			RunsWhileAsked: 1,
+		}
+		if d := cmp.Diff(want, q); d != "" {
+			t.Errorf("question %d (-want +got):\n%s", i, d)
+		}
+	}
+}
