@@ -179,7 +179,7 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 		res := shell.Result{ExitCode: code, Signal: sig, TimedOut: timedOut, Aborted: aborted, Timeout: spec.Timeout,
 			Stdout: terminalOutput(tm)}
 		if live != nil {
-			live.finish(&res)
+			live.finish(&res, false)
 		}
 		return Result{}, func(budget int) Result {
 			text, v := renderForeground(res, budget)
@@ -196,7 +196,7 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 			return nil, false
 		}
 		if live != nil {
-			live.finish(nil)
+			live.finish(nil, false)
 		}
 		return render, true
 	}
@@ -209,7 +209,7 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 			if !co.KeepAborted {
 				<-tm.Done()
 				if live != nil {
-					live.finish(nil)
+					live.finish(nil, false)
 				}
 				return errorResult(msgAborted), nil
 			}
