@@ -77,8 +77,8 @@ type Options struct {
 // Spawn starts the program of a terminal with tty, the terminal's slave
 // side, as its standard input, output and error, in a new session and
 // process group (its pgid is its pid) whose controlling terminal tty
-// becomes, with Env's variables in its environment. tty is the caller's:
-// Spawn must not keep it open. Where the program runs (a child of this
+// becomes, with an environment made by Env. tty is the caller's: Spawn
+// must not keep it open. Where the program runs (a child of this
 // process, inside an init's namespaces) is the Spawn's choice: the local
 // provider's spawn hook (docs/terminal.md).
 type Spawn func(tty *os.File) (Process, error)
@@ -143,7 +143,8 @@ type Term struct {
 	signal    string
 }
 
-// Start opens a new pseudo-terminal and starts its program with spawn.
+// Start opens a new pseudo-terminal of Cols×Rows and starts its program
+// with spawn, whose error it returns as is.
 func Start(spawn Spawn, opts *Options) (*Term, error) {
 	var o Options
 	if opts != nil {
@@ -369,9 +370,9 @@ func (t *Term) Kill() {
 	})
 }
 
-// Close kills the program if it still runs, and what it left running in
-// its session (a job started with nohup, say), and waits until all of it
-// is gone and the terminal is released.
+// Close kills the program as Kill does (what it left running, once it
+// was released, as far as the Process's KillLeftovers reaches), and waits
+// until the kill is over and the terminal is released.
 func (t *Term) Close() {
 	t.Kill()
 	<-t.done
