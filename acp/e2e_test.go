@@ -423,7 +423,9 @@ func TestEndToEndDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(denied) })
-	p := startConch(t, state, work, marker, nil)
+	// The denied write would be offered to run again outside the
+	// sandbox; that question has its own tests (escalate_test.go).
+	p := startConch(t, state, work, marker, nil, "--sandbox-escalation", "never")
 	c := p.cli
 	c.initialize(true)
 	sid := c.newSession(work)

@@ -5,6 +5,8 @@ package acp_test
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/conch-dev/conch/internal/testutil"
 )
 
@@ -20,9 +22,10 @@ func TestTTYAndInput(t *testing.T) {
 	c.initialize(true)
 	sid := c.newSession(t.TempDir())
 
-	// A tty command that ends is a terminal card with its output and exit.
+	// A tty command that ends is a terminal card with its output, as the
+	// terminal got it ("\r\n"), and exit.
 	_, us := c.prompt(sid, "/tty test -t 0 && echo on a tty; exit 2")
-	if len(us) != 2 || get(us[1], "_meta", "terminal_output", "data") != "on a tty" || get(us[1], "_meta", "terminal_exit", "exit_code") != float64(2) {
+	if got := cardOf(t, us, "call-1"); got.data != "on a tty\r\n" || get(got.final, "_meta", "terminal_exit", "exit_code") != float64(2) {
 		t.Errorf("/tty that ends: %s", jsonString(us))
 	}
 
@@ -50,5 +53,49 @@ func TestTTYAndInput(t *testing.T) {
 	const refused = "```console\nError: task bash-1 has already finished [status: completed, exit code: 0]\n```"
 	if get(us[1], "status") != "failed" || get(get(us[1], "content").([]any)[0], "content", "text") != refused {
 		t.Errorf("/input to a finished task %s", jsonString(us[1]))
+	}
+}
+
+// TestTTYLiveOutput: a tty call's terminal card receives the terminal's
+// output as it is produced, each update carrying only new bytes, in
+// order; the final update carries the rest and the exit, and a replay
+// draws the card the client had accumulated. Every message is checked
+// against the ACP schema by the client.
+func TestTTYLiveOutput(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	state, work := t.TempDir(), t.TempDir()
+	h := newHarness(t, state, marker)
+	c := h.cli
+	c.initialize(true)
+	sid := c.newSession(work)
+	_, notes := c.call("session/prompt", promptParams(sid, "/tty for i in 1 2 3; do echo $i; sleep 0.3; done"))
+	got := cardOf(t, c.rawUpdates(notes, sid), "call-1")
+	if len(got.live) < 2 {
+		t.Errorf("%d live updates %q, want several", len(got.live), got.live)
+	}
+	for _, d := range got.live {
+		if d == "" {
+			t.Errorf("an empty live update in %q", got.live)
+		}
+	}
+	if got.data != "1\r\n2\r\n3\r\n" {
+		t.Errorf("card holds %q, want the terminal's output in order", got.data)
+	}
+	if get(got.final, "_meta", "terminal_exit", "exit_code") != float64(0) || get(got.final, "status") != "completed" {
+		t.Errorf("final update %s", jsonString(got.final))
+	}
+	h.close()
+
+	h = newHarness(t, state, marker)
+	c = h.cli
+	c.initialize(true)
+	_, notes = c.call("session/load", map[string]any{"sessionId": sid, "cwd": work, "mcpServers": []any{}})
+	replayed := cardOf(t, c.rawUpdates(notes, sid), "call-1")
+	if len(replayed.live) != 0 || replayed.data != got.data {
+		t.Errorf("replayed card %q (live %q), live card %q", replayed.data, replayed.live, got.data)
+	}
+	if d := cmp.Diff(get(got.final, "_meta", "terminal_exit"), get(replayed.final, "_meta", "terminal_exit")); d != "" {
+		t.Errorf("replayed exit (-live +replayed):\n%s", d)
 	}
 }

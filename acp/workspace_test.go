@@ -34,7 +34,9 @@ func TestSessionWorkspaces(t *testing.T) {
 		t.Fatalf("git init: %v %s", err, out)
 	}
 
-	p := startConch(t, state, work, marker, nil, "--sandbox", "workspace-write")
+	// Each denied write would be offered to run again outside the
+	// sandbox; that question has its own tests (escalate_test.go).
+	p := startConch(t, state, work, marker, nil, "--sandbox", "workspace-write", "--sandbox-escalation", "never")
 	c := p.cli
 	c.initialize(false)
 	sids := [2]string{c.newSession(dirs[0]), c.newSession(dirs[1])}

@@ -48,8 +48,9 @@ type Terminal interface {
 	Exit() (code *int, signal string)
 	// Raw reports the raw stream, every byte the program wrote, escape
 	// sequences included, as a captured stream: its size, lines, head and
-	// tail, and, once Done is closed and the stream outgrew the
-	// executor's tail, the spill file holding all of it (or why there is
-	// none), as for a command's stdout.
+	// tail, and, once the stream outgrew the executor's tail, the spill
+	// file holding all of it (or why there is none), as for a command's
+	// stdout. Before Done is closed, that file is still being written and
+	// holds the stream so far.
 	Raw() Output
 }

@@ -336,20 +336,9 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b bashArgs, on t
 		defer progress.Stop()
 		tick = progress.C
 	}
-	live := newLiveOutput(p, co.Output)
-	var sample <-chan time.Time
-	every := co.OutputEvery
-	if every <= 0 {
-		every = DefaultOutputEvery
-	}
-	// Reports go by the clock, not by a count of samples: a ticker that
-	// fell behind delivers a late tick and the next one close together.
-	lastReport := time.Now()
-	if live != nil {
-		st := time.NewTicker(max(every/samplesPerReport, time.Millisecond))
-		defer st.Stop()
-		sample = st.C
-	}
+	live := newLiveOutput(p, p.Written, co)
+	sample, stop := live.pace()
+	defer stop()
 	end := func() (Result, func(int) Result) {
 		res := p.Result()
 		again := t.escalates(ctx, on, b, spec, res, co)
@@ -379,10 +368,7 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b bashArgs, on t
 			}
 			return errorResult(msgAborted), nil
 		case <-sample:
-			live.sample()
-			if time.Since(lastReport) >= every && live.flush() {
-				lastReport = time.Now()
-			}
+			live.tick()
 		case <-tick:
 			o, e := p.Written()
 			co.Progress(Progress{Elapsed: time.Since(start), Bytes: o + e, LastLine: lastLine(p)})

@@ -39,9 +39,11 @@ const liveTailBytes = 16 << 10
 // interleaved as written to within a sample period, and each stream keeps
 // its order exactly.
 type liveOutput struct {
-	f      shell.Follower
-	p      shell.Process
-	report func(data string, final bool)
+	f       shell.Follower
+	written func() (stdout, stderr int64)
+	report  func(data string, final bool)
+	every   time.Duration // the least time between two reports
+	last    time.Time     // of the last report
 
 	off     shell.Offsets
 	pending strings.Builder // sampled, not reported yet
@@ -50,12 +52,41 @@ type liveOutput struct {
 	lastNL  bool            // the last byte shown was a newline, or nothing was shown
 }
 
-func newLiveOutput(p shell.Process, report func(string, bool)) *liveOutput {
-	f, ok := p.(shell.Follower)
-	if !ok || report == nil {
+// newLiveOutput follows src (a shell.Process, a shell.Terminal), whose
+// streams' sizes written gives, for co.Output; nil when there is nothing
+// to report to or src is not a shell.Follower.
+func newLiveOutput(src any, written func() (stdout, stderr int64), co CallOptions) *liveOutput {
+	f, ok := src.(shell.Follower)
+	if !ok || co.Output == nil {
 		return nil
 	}
-	return &liveOutput{f: f, p: p, report: report, lastNL: true}
+	every := co.OutputEvery
+	if every <= 0 {
+		every = DefaultOutputEvery
+	}
+	return &liveOutput{f: f, written: written, report: co.Output, every: every, last: time.Now(), lastNL: true}
+}
+
+// pace starts the clock that paces l's samples (samplesPerReport per
+// report period): the channel to call tick on, nil for a nil l, and the
+// function that stops it.
+func (l *liveOutput) pace() (<-chan time.Time, func()) {
+	if l == nil {
+		return nil, func() {}
+	}
+	st := time.NewTicker(max(l.every/samplesPerReport, time.Millisecond))
+	return st.C, st.Stop
+}
+
+// tick samples the output, and reports what was sampled once a report
+// period has passed since the last report. Reports go by the clock, not
+// by a count of samples: a ticker that fell behind delivers a late tick
+// and the next one close together.
+func (l *liveOutput) tick() {
+	l.sample()
+	if time.Since(l.last) >= l.every && l.flush() {
+		l.last = time.Now()
+	}
 }
 
 // sample takes what the command wrote since the previous sample.
@@ -117,7 +148,7 @@ func (l *liveOutput) finish(res *shell.Result, again bool) {
 	var jump shell.Offsets
 	if l.stopped {
 		// Past the cap the card gets a skip line and each stream's end.
-		out, errOut := l.p.Written()
+		out, errOut := l.written()
 		jump.Stdout = max(0, out-liveTailBytes-l.off.Stdout)
 		jump.Stderr = max(0, errOut-liveTailBytes-l.off.Stderr)
 		l.off.Stdout += jump.Stdout

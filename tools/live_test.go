@@ -160,3 +160,26 @@ func TestProgressLastLine(t *testing.T) {
 		t.Errorf("last lines %q, want red, 50%% and the end of the long line", lines)
 	}
 }
+
+// TestLiveOutputTTY: a tty call reports the terminal's raw stream as it
+// is produced, as a piped call reports its pipes; the reports end with
+// the rest, and the result's text is still the terminal's rendered view.
+func TestLiveOutputTTY(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	var l liveReports
+	co := &tools.CallOptions{Output: l.report}
+	r := e.ts.Call(t.Context(), e.sess, tools.NameBash,
+		args(t, map[string]any{"command": "for i in $(seq 1 6); do echo $i; sleep 0.15; done", "description": "Count slowly", "timeoutMs": 5000, "tty": true}), co)
+	wantOK(t, r)
+	l.check(t, tools.DefaultOutputEvery)
+	if len(l.data) < 3 {
+		t.Errorf("%d reports %q, want several", len(l.data), l.data)
+	}
+	if got := l.all(); got != "1\r\n2\r\n3\r\n4\r\n5\r\n6\r\n" {
+		t.Errorf("reports hold %q", got)
+	}
+	if r.Text != "1\n2\n3\n4\n5\n6\n" {
+		t.Errorf("result %q", r.Text)
+	}
+}

@@ -1,10 +1,12 @@
 package tools
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/conch-dev/conch/internal/term"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/tasks"
 )
@@ -34,7 +36,8 @@ func newTerminalHandle(t shell.Terminal, budget int) *terminalHandle {
 }
 
 // Read returns what the terminal shows since the previous read (what an
-// Input waited for first), within the budget.
+// Input waited for first), within the budget; a read that lost text
+// names the raw stream's spill file (see fitTerminal).
 func (h *terminalHandle) Read() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -43,7 +46,7 @@ func (h *terminalHandle) Read() string {
 		// The program answered while Input waited; anything later follows.
 		s, h.answer, h.pending = h.answer+s, "", false
 	}
-	return h.fit(s)
+	return fitTerminal(h.t, s, h.budget)
 }
 
 // Peek returns the end of the screen, at most maxBytes bytes.
@@ -114,11 +117,44 @@ func (h *terminalHandle) Input(text string, keys []string, wait time.Duration) e
 	return nil
 }
 
-// fit keeps the end of a read that is over the budget, from a line start
-// when one lies near the cut.
-func (h *terminalHandle) fit(s string) string {
-	if len(s) <= h.budget {
-		return s
+// fitTerminal holds read, a read of tm, to budget bytes, ending with
+// markers (none for a task's read). Where text was lost, the model is
+// told where the whole output is, the raw stream's spill file (written
+// as the program runs), or why there is none: a read over the budget is
+// cut as any stream is, its cut line naming it, and the line that says
+// lines scrolled away before the read names it too,
+// "[… <N> lines scrolled away; full output: <path>]".
+func fitTerminal(tm shell.Terminal, read string, budget int, markers ...string) string {
+	if !scrolled(read) && len(withMarkers(read, markers...)) <= budget {
+		return read
 	}
-	return s[tailStart(s, h.budget, false):]
+	at := rawWhere(tm.Raw())
+	return fitStreams(wholeStream(nameScrolled(read, at), at), wholeStream("", ""), budget, markers...).out
+}
+
+// rawWhere names the spill file of a terminal's raw stream, or says why
+// there is none, as a cut line does.
+func rawWhere(raw shell.Output) string {
+	return where(HostPath(raw.Host, raw.SpillPath), raw.SpillErr, raw.Truncated)
+}
+
+// scrolled reports whether read starts with the line that says lines
+// scrolled away before it (term.ScrolledAway).
+func scrolled(read string) bool {
+	line, _, _ := strings.Cut(read, "\n")
+	return strings.HasPrefix(line, cutPrefix) && strings.HasSuffix(line, term.ScrolledSuffix)
+}
+
+// nameScrolled adds where the whole output is (at) to the line that says
+// lines scrolled away before read, if read starts with one.
+func nameScrolled(read, at string) string {
+	if !scrolled(read) {
+		return read
+	}
+	n := strings.IndexByte(read, '\n')
+	if n < 0 {
+		n = len(read)
+	}
+	n -= len("]")
+	return read[:n] + "; full output: " + at + read[n:]
 }

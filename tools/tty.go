@@ -166,6 +166,11 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 		defer pt.Stop()
 		progress = pt.C
 	}
+	// The card of an editor gets the raw stream live, as a piped
+	// command's gets its pipes.
+	live := newLiveOutput(tm, func() (int64, int64) { return tm.Written(), 0 }, co)
+	sample, stop := live.pace()
+	defer stop()
 	movable := true
 	written, lastOut := tm.Written(), time.Now()
 	end := func(timedOut, aborted bool) (Result, func(int) Result) {
@@ -173,6 +178,9 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 		code, sig := tm.Exit()
 		res := shell.Result{ExitCode: code, Signal: sig, TimedOut: timedOut, Aborted: aborted, Timeout: spec.Timeout,
 			Stdout: terminalOutput(tm)}
+		if live != nil {
+			live.finish(&res, false)
+		}
 		return Result{}, func(budget int) Result {
 			text, v := renderForeground(res, budget)
 			return Result{Text: text, Value: v}
@@ -187,6 +195,9 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 			movable = false // the session is at its task limit: stay in the foreground
 			return nil, false
 		}
+		if live != nil {
+			live.finish(nil, false)
+		}
 		return render, true
 	}
 	for {
@@ -197,12 +208,17 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 			tm.Kill()
 			if !co.KeepAborted {
 				<-tm.Done()
+				if live != nil {
+					live.finish(nil, false)
+				}
 				return errorResult(msgAborted), nil
 			}
 			return end(false, true)
 		case <-timeout.C:
 			tm.Kill()
 			return end(true, false)
+		case <-sample:
+			live.tick()
 		case <-progress:
 			co.Progress(Progress{Elapsed: time.Since(start), Bytes: tm.Written(), LastLine: lastScreenLine(tm)})
 		case <-yield:
@@ -234,14 +250,17 @@ func (t *Toolset) moveTerminal(sess Session, b bashArgs, on target, tm shell.Ter
 	if err != nil {
 		return nil, err
 	}
-	screen := h.Read()
+	// Not the handle's Read, which fits a task read's budget: the screen
+	// is fitted with the marker, and names the raw stream's spill file
+	// when it is cut.
+	screen := tm.Read()
 	marker := waitingMarker(info.ID)
 	return func(budget int) Result {
-		shown := fitStreams(wholeStream(screen, where("", nil, false)), wholeStream("", ""), budget, marker)
+		shown := fitTerminal(tm, screen, budget, marker)
 		return Result{
-			Text: withMarkers(shown.out, marker),
+			Text: withMarkers(shown, marker),
 			Value: YieldedValue{Kind: "yielded", TaskID: info.ID, YieldedAfterMs: after.Milliseconds(),
-				Stdout: StreamValue{Text: shown.out, Truncated: shown.outCut}},
+				Stdout: StreamValue{Text: shown, Truncated: shown != screen}},
 		}
 	}, nil
 }
@@ -252,7 +271,7 @@ func (t *Toolset) moveTerminal(sess Session, b bashArgs, on target, tm shell.Ter
 // outgrew the executor's tail (else the cut line says why there is none).
 func terminalOutput(tm shell.Terminal) shell.Output {
 	raw := tm.Raw()
-	return shell.Output{Text: tm.Read(), SpillPath: raw.SpillPath, Host: raw.Host, SpillErr: raw.SpillErr}
+	return shell.Output{Text: nameScrolled(tm.Read(), rawWhere(raw)), SpillPath: raw.SpillPath, Host: raw.Host, SpillErr: raw.SpillErr}
 }
 
 // lastScreenLine is the last non-blank line on tm's screen, cut to

@@ -230,6 +230,68 @@ func TestTTYSpill(t *testing.T) {
 	}
 }
 
+// spillCut matches the cut line of a budgeted text and captures the file
+// it names.
+var spillCut = regexp.MustCompile(`\n\[… \d+ bytes \(\d+ lines\) omitted; full output: (/[^\]]+)\]\n`)
+
+// rawLines is what a program printing n numbered lines of pad wrote to its
+// terminal, from line from on.
+func rawLines(from, n int, pad string) string {
+	var b strings.Builder
+	for i := from; i <= n; i++ {
+		fmt.Fprintf(&b, "%04d %s\r\n", i, pad)
+	}
+	return b.String()
+}
+
+// A tty call moved to a task while its raw stream is still being
+// spilled names that file when its screen is over the budget, and so do
+// the task's reads that are cut, while the program still runs: the file
+// holds every byte written so far.
+func TestTTYMovedSpill(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	pad := strings.Repeat("0", 90)
+	printLines := func(n int) string {
+		return `for i in $(seq 1 ` + strconv.Itoa(n) + `); do printf '%04d %s\n' $i ` + pad + `; done`
+	}
+	r := e.ttyCall(printLines(1000) + `; read -p '> ' x; ` + printLines(1000) + `; read -p '> ' y`)
+	v, ok := r.Value.(tools.YieldedValue)
+	m := spillCut.FindStringSubmatch(r.Text)
+	if !ok || m == nil || !strings.HasSuffix(r.Text, "> \n[waiting for input; moved to background task "+v.TaskID+
+		": send input with task_input, read it with task_output, stop it with task_kill]") {
+		t.Fatalf("moved tty call over the budget: cut line %q, %d bytes, ends %q", regexp.MustCompile(`\[… [^\]]*\]`).FindString(r.Text), len(r.Text), r.Text[max(0, len(r.Text)-200):])
+	}
+	if got, err := os.ReadFile(m[1]); err != nil || !strings.HasPrefix(string(got), rawLines(1, 1000, pad)+"> ") {
+		t.Errorf("spill file named by the moved screen: %v; starts %q", err, got[:min(len(got), 200)])
+	}
+	got := e.input(v.TaskID, "more", "Enter").Text
+	m2 := spillCut.FindStringSubmatch(got)
+	if m2 == nil || m2[1] != m[1] || !strings.HasSuffix(got, "> \n[status: running]") {
+		t.Fatalf("task read over the budget: cut line %q, %d bytes, ends %q", regexp.MustCompile(`\[… [^\]]*\]`).FindString(got), len(got), got[max(0, len(got)-80):])
+	}
+	if b, err := os.ReadFile(m[1]); err != nil || !strings.HasSuffix(string(b), rawLines(1, 1000, pad)+"> ") {
+		t.Errorf("spill file named by a running task's read: %v; ends %q", err, b[max(0, len(b)-200):])
+	}
+}
+
+// A tty result whose lines scrolled away before it was read says where
+// they are: its first line names the raw stream's spill file, as its cut
+// line does.
+func TestTTYScrolledAwayNamesSpill(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	r := e.ttyCall(`for i in $(seq 1 2100); do printf '%04d %034d\n' $i 0; done`)
+	first := regexp.MustCompile(`^\[… \d+ lines scrolled away; full output: (/[^\]]+)\]\n`).FindStringSubmatch(r.Text)
+	cut := spillCut.FindStringSubmatch(r.Text)
+	if r.IsError || first == nil || cut == nil || first[1] != cut[1] {
+		t.Fatalf("tty result starts %q; cut line %q", r.Text[:min(len(r.Text), 200)], regexp.MustCompile(`\n\[… [^\]]*\]`).FindString(r.Text))
+	}
+	if b, err := os.ReadFile(first[1]); err != nil || !strings.HasPrefix(string(b), "0001 "+strings.Repeat("0", 34)+"\r\n") {
+		t.Errorf("spill file: %v", err)
+	}
+}
+
 // A tty call moved to a task keeps its timeout, counted from the call's
 // start, as a yielded call does: the task is killed when it passes, and
 // says so. The move marker does not change.

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -43,6 +44,7 @@ func TestE2E(t *testing.T) {
 		{"TaskKill", testTaskKill},
 		{"Cancel", testCancel},
 		{"Progress", testProgress},
+		{"ProgressTTY", testProgressTTY},
 		{"Yield", testYield},
 		{"CompletionNotice", testCompletionNotice},
 		{"NoticeAfterCancel", testNoticeAfterCancel},
@@ -273,6 +275,43 @@ func testProgress(t *testing.T, tr transport) {
 	if !strings.HasSuffix(notes[len(notes)-1].params.Message, "bytes of output so far; last line: tick") ||
 		strings.HasPrefix(notes[len(notes)-1].params.Message, "running for 0") {
 		t.Errorf("last message %q", notes[len(notes)-1].params.Message)
+	}
+}
+
+// testProgressTTY: a tty call's progress notifications carry the last
+// line its terminal shows, as a piped call's carry its last line, cut to
+// tools.MaxProgressLine bytes (its end kept).
+func testProgressTTY(t *testing.T, tr transport) {
+	var mu sync.Mutex
+	var msgs []string
+	copts := &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+		mu.Lock()
+		msgs = append(msgs, req.Params.Message)
+		mu.Unlock()
+	}}
+	cs, _ := tr.start(t, serverOptions{marker: testutil.Marker(t), client: copts})
+	a := bash("for i in 1 2 3; do echo tick$i; sleep 0.6; done; printf 'é%.0s' $(seq 1 120); echo; sleep 1.5")
+	a["tty"] = true
+	params := &mcp.CallToolParams{Name: "bash", Arguments: a}
+	params.SetProgressToken("progress-tty")
+	r, err := cs.CallTool(t.Context(), params)
+	if err != nil || r.IsError {
+		t.Fatalf("tty call: %v %+v", err, r)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	msg := regexp.MustCompile(`^running for \d+\.\ds, \d+ bytes of output so far; last line: (.*)$`)
+	long := strings.Repeat("é", tools.MaxProgressLine/len("é"))
+	var lines []string
+	for _, m := range msgs {
+		got := msg.FindStringSubmatch(m)
+		if got == nil {
+			t.Fatalf("progress message %q", m)
+		}
+		lines = append(lines, got[1])
+	}
+	if len(lines) < 2 || !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "tick") }) || lines[len(lines)-1] != long {
+		t.Errorf("last lines %q, want a tick and then the long line's last %d bytes", lines, tools.MaxProgressLine)
 	}
 }
 

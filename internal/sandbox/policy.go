@@ -96,9 +96,13 @@ type Plan struct {
 // ForWorkspace returns the plan of the Policy p was resolved from, with
 // dir as its workspace: the plan of another session of the same
 // configuration, whose cwd is dir (docs/sandbox.md#in-conch). It is p
-// itself when dir is already p's workspace, and an error for a Plan not
-// made by Resolve. Like Resolve, it reads the disk.
+// itself when dir is already p's workspace or p is full-access (whose
+// files nothing restricts, wherever its workspace), and an error for
+// another Plan not made by Resolve. Like Resolve, it reads the disk.
 func (p *Plan) ForWorkspace(dir string) (*Plan, error) {
+	if p.Mode == FullAccess {
+		return p, nil
+	}
 	if p.policy == nil {
 		return nil, errors.New("sandbox: the plan was not resolved from a policy")
 	}

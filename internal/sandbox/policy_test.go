@@ -152,3 +152,18 @@ func TestResolveEnclosingRepository(t *testing.T) {
 		t.Errorf("a repository of its own made the one above it writable: %q, pinned %q", pl.Writable, pl.Pinned)
 	}
 }
+
+// TestForWorkspaceFullAccess: a full-access plan made by hand (the plan
+// of commands a user let out of the sandbox) serves every session's
+// workspace as it is; another hand-made plan cannot be moved.
+func TestForWorkspaceFullAccess(t *testing.T) {
+	full := &Plan{Mode: FullAccess, Network: NetworkOn}
+	got, err := full.ForWorkspace(t.TempDir())
+	if err != nil || got != full {
+		t.Errorf("full-access ForWorkspace = %v, %v; want the plan itself", got, err)
+	}
+	ro := &Plan{Mode: ReadOnly, Network: NetworkOn}
+	if _, err := ro.ForWorkspace(t.TempDir()); err == nil {
+		t.Error("a read-only plan not made by Resolve moved to another workspace")
+	}
+}

@@ -77,8 +77,8 @@ type Options struct {
 // Spawn starts the program of a terminal with tty, the terminal's slave
 // side, as its standard input, output and error, in a new session and
 // process group (its pgid is its pid) whose controlling terminal tty
-// becomes, with Env's variables in its environment. tty is the caller's:
-// Spawn must not keep it open. Where the program runs (a child of this
+// becomes, with an environment made by Env. tty is the caller's: Spawn
+// must not keep it open. Where the program runs (a child of this
 // process, inside an init's namespaces) is the Spawn's choice: the local
 // provider's spawn hook (docs/terminal.md).
 type Spawn func(tty *os.File) (Process, error)
@@ -143,7 +143,8 @@ type Term struct {
 	signal    string
 }
 
-// Start opens a new pseudo-terminal and starts its program with spawn.
+// Start opens a new pseudo-terminal of Cols×Rows and starts its program
+// with spawn, whose error it returns as is.
 func Start(spawn Spawn, opts *Options) (*Term, error) {
 	var o Options
 	if opts != nil {
@@ -369,9 +370,9 @@ func (t *Term) Kill() {
 	})
 }
 
-// Close kills the program if it still runs, and what it left running in
-// its session (a job started with nohup, say), and waits until all of it
-// is gone and the terminal is released.
+// Close kills the program as Kill does (what it left running, once it
+// was released, as far as the Process's KillLeftovers reaches), and waits
+// until the kill is over and the terminal is released.
 func (t *Term) Close() {
 	t.Kill()
 	<-t.done
@@ -547,7 +548,7 @@ func (t *Term) Read() string {
 	var b strings.Builder
 	from := t.readLine
 	if from < t.logBase {
-		fmt.Fprintf(&b, "[… %d lines scrolled away]\n", t.logBase-from)
+		b.WriteString(ScrolledAway(t.logBase-from) + "\n")
 		from = t.logBase
 	}
 	for i := from; i < screenBase; i++ {
@@ -564,6 +565,14 @@ func (t *Term) Read() string {
 	t.readLine = screenBase + int64(row)
 	return b.String()
 }
+
+// ScrolledAway is the line that starts a Read when n lines scrolled away
+// before it, unread: "[… <n> lines scrolled away]", which ends with
+// ScrolledSuffix.
+func ScrolledAway(n int64) string { return fmt.Sprintf("[… %d", n) + ScrolledSuffix }
+
+// ScrolledSuffix ends the line ScrolledAway makes.
+const ScrolledSuffix = " lines scrolled away]"
 
 // cursorLine is the cursor's line as the program left it: with the blanks
 // up to the cursor that trimming removed, so that a prompt keeps its

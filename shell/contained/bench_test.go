@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -181,4 +182,49 @@ func BenchmarkSessionStart(b *testing.B) {
 	}
 	b.ReportMetric(float64(first.Nanoseconds())/float64(b.N), "first-ns/op")
 	b.ReportMetric(float64(end.Nanoseconds())/float64(b.N), "end-ns/op")
+}
+
+// BenchmarkTerminalVsLocal compares a terminal running `true`, from
+// StartTerminal until it is done (the program exited and its terminal
+// was released), through a contained executor whose owner's init is
+// already up and through the local provider, interleaved, and reports
+// each one's median and their ratio ("contained/local").
+//
+//	go test -run '^$' -bench TerminalVsLocal -benchtime 200x ./shell/contained/
+func BenchmarkTerminalVsLocal(b *testing.B) {
+	cex, err := contained.New(&local.Options{SpillParent: b.TempDir()}, initOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cex.Close() })
+	lex, err := local.New(&local.Options{SpillParent: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { lex.Close() })
+	run := func(ex *local.Executor) time.Duration {
+		spec, err := ex.Resolve(shell.Request{Command: "true", Owner: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		tm, err := ex.StartTerminal(spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		<-tm.Done()
+		return time.Since(t0)
+	}
+	run(cex) // starts the owner's init
+	var c, l []time.Duration
+	for b.Loop() {
+		c = append(c, run(cex))
+		l = append(l, run(lex))
+	}
+	slices.Sort(c)
+	slices.Sort(l)
+	mc, ml := c[len(c)/2], l[len(l)/2]
+	b.ReportMetric(float64(mc.Microseconds())/1000, "contained-ms")
+	b.ReportMetric(float64(ml.Microseconds())/1000, "local-ms")
+	b.ReportMetric(float64(mc)/float64(ml), "contained/local")
 }

@@ -14,7 +14,10 @@ import (
 	"github.com/conch-dev/conch/shell"
 )
 
-var _ shell.Terminals = (*Executor)(nil)
+var (
+	_ shell.Terminals = (*Executor)(nil)
+	_ shell.Follower  = (*terminal)(nil)
+)
 
 // StartTerminal implements shell.Terminals: bash -c s.Command on a new
 // pseudo-terminal (internal/term), started by the executor's Spawner
@@ -74,14 +77,30 @@ type terminal struct {
 
 // Raw implements shell.Terminal. Once the terminal is done it closes the
 // raw stream first (Close is idempotent), so that the spill file is
-// complete and named whichever goroutine gets there first.
+// complete and named whichever goroutine gets there first. While the
+// program runs, it names the spill file being written, which holds the
+// stream so far, as a running command's lossy read does.
 func (t *terminal) Raw() shell.Output {
 	select {
 	case <-t.Done():
 		t.raw.Close()
+		return t.raw.Output()
 	default:
 	}
-	return t.raw.Output()
+	o := t.raw.Output()
+	if o.Truncated && o.SpillPath == "" && o.SpillErr == nil {
+		o.SpillPath = t.raw.SpillPath()
+	}
+	return o
+}
+
+// Follow implements shell.Follower: the raw stream, every byte the
+// program wrote (escape sequences and the terminal's "\r\n" included), as
+// Stdout; a terminal has no separate Stderr.
+func (t *terminal) Follow(from shell.Offsets) shell.Followed {
+	var f shell.Followed
+	f.Stdout, f.Next.Stdout, f.Skipped.Stdout = t.raw.Since(from.Stdout)
+	return f
 }
 
 // checkWorkdir refuses a workdir that does not exist, is not a directory

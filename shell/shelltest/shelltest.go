@@ -6,7 +6,8 @@
 // runs its commands (exit codes and signals, timeout, abort and
 // self-signal, stdin, output caps and spill files, incremental and lossy
 // reads, Peek, Kill, the bounded drain, the environment scrub and
-// overlay, Resolve, workdir errors, and Close leaving nothing behind).
+// overlay, Resolve, workdir errors, Close leaving nothing behind, and
+// the terminals of a provider that offers shell.Terminals).
 // Promises that belong to one provider (the local provider's subreaper,
 // escapees, non-dumpable process) stay in that provider's tests.
 package shelltest
