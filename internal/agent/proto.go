@@ -34,8 +34,9 @@
 // then apply to it as to a process (a read's text is in Read.Stdout, the
 // raw stream's size in Written[0]), "input" types into it (InputArgs; the
 // answer in Read.Stdout, or an Error of kind "other" with the terminal's
-// own words), and its "done" carries its exit and its raw stream as
-// Stdout.
+// own words), "raw" answers with its raw stream so far (Raw: its size,
+// tail and spill file), and its "done" carries its exit and its raw
+// stream as Stdout.
 //
 // While a foreground process (a Start that is not Background) runs and
 // the client has not read it, the agent also sends "output"
@@ -44,7 +45,7 @@
 // it, up to MaxOutput bytes a stream) and Written its sizes. They let the
 // client keep what a command printed before a lost connection cut it.
 //
-// "end-owner", StartArgs.Owner, "output", "term-start" and "input" came
+// "end-owner", StartArgs.Owner, "output", "term-start", "input" and "raw" came
 // after version 1 was first released, as additions that keep it version 1
 // (a client ignores a notification it does not know, an agent answers an
 // operation it does not know with an Error of kind "other"): an agent without them
@@ -89,6 +90,7 @@ const (
 	OpClose     = "close"
 	OpTermStart = "term-start" // start a terminal (shell.Terminals)
 	OpInput     = "input"      // type into a terminal
+	OpRaw       = "raw"        // a terminal's raw stream so far
 	OpDone      = "done"       // notification: a process settled
 	OpOutput    = "output"     // notification: a foreground process's output so far
 )
@@ -143,6 +145,7 @@ type Response struct {
 	Killed  bool     `json:"killed,omitempty"`
 	Written [2]int64 `json:"written,omitzero"`
 	Done    *Done    `json:"done,omitempty"`
+	Raw     *Output  `json:"raw,omitempty"` // raw
 }
 
 // Hello is what the agent tells about itself.

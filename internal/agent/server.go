@@ -154,6 +154,9 @@ func (s *server) handleTerminal(req Request, t shell.Terminal) {
 	case OpKill:
 		t.Kill()
 		resp.Killed = true
+	case OpRaw:
+		o := EncodeOutput(t.Raw())
+		resp.Raw = &o
 	case OpInput:
 		if req.Input == nil {
 			resp.Err = &Error{Kind: ErrKindOther, Msg: "input without arguments"}

@@ -761,13 +761,18 @@ func (t *terminal) Done() <-chan struct{} { return t.p.Done() }
 // Exit implements shell.Terminal.
 func (t *terminal) Exit() (code *int, signal string) { return t.p.ExitCode(), t.p.Signal() }
 
-// Raw implements shell.Terminal: once done, the raw stream the agent
-// sent (its spill file a path of the host); before, its size.
+// Raw implements shell.Terminal: the raw stream as the agent sent it in
+// the terminal's done, or, before, as it answers now (its spill file a
+// path of the host either way). A lost connection leaves its size.
 func (t *terminal) Raw() shell.Output {
+	var o shell.Output
 	if d := t.p.settled(); d != nil {
-		o := d.Stdout.Output()
-		o.Host = t.p.c.host
-		return o
+		o = d.Stdout.Output()
+	} else if resp, err := t.p.c.call(agent.Request{Op: agent.OpRaw, Proc: t.p.id}); err == nil && resp.Raw != nil {
+		o = resp.Raw.Output()
+	} else {
+		o.Size = t.Written()
 	}
-	return shell.Output{Size: t.Written(), Host: t.p.c.host}
+	o.Host = t.p.c.host
+	return o
 }

@@ -69,6 +69,21 @@ func TestTerminal(t *testing.T) {
 	})
 }
 
+// A terminal's raw stream names its spill file on the host while the
+// program still runs, once it outgrew the tail.
+func TestTerminalRawWhileRunning(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		ex, _, _ := newExec(t, tr, nil)
+		tm := startTerminal(t, ex, "head -c 200000 /dev/zero | tr '\\0' x; sleep 30")
+		testutil.WaitFor(t, 10*time.Second, "200000 bytes on the terminal", func() bool { return tm.Written() >= 200000 })
+		if raw := tm.Raw(); raw.SpillPath == "" || raw.Host != "h1" || raw.Size < 200000 || !raw.Truncated {
+			t.Errorf("raw while running: %+v", raw)
+		}
+		tm.Kill()
+		<-tm.Done()
+	})
+}
+
 // A terminal cut by a lost connection ends, and its next read is the lost
 // marker, once.
 func TestTerminalLost(t *testing.T) {
