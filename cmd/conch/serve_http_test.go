@@ -87,6 +87,13 @@ type httpServe struct {
 // it.
 func startHTTPServe(t *testing.T, marker, addr string, env ...string) *httpServe {
 	t.Helper()
+	return startHTTPServeAs(t, marker, addr, false, env...)
+}
+
+// startHTTPServeAs is startHTTPServe run as the unprivileged user when
+// nobody is set (env must then name directories that user can write).
+func startHTTPServeAs(t *testing.T, marker, addr string, nobody bool, env ...string) *httpServe {
+	t.Helper()
 	s := &httpServe{t: t, runtimeDir: t.TempDir(), exited: make(chan error, 1)}
 	for _, kv := range env {
 		if d, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok {
@@ -99,6 +106,9 @@ func startHTTPServe(t *testing.T, marker, addr string, env ...string) *httpServe
 	s.logs = logs
 	s.cmd.Stderr = logs
 	s.cmd.Stdout = &s.out
+	if nobody {
+		testutil.Unprivileged(t, s.cmd)
+	}
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -201,12 +201,28 @@ func plausiblePath(s string) bool {
 // OSHost is the Host of the machine the server runs on.
 type OSHost struct{}
 
-// Resolve resolves the symlinks of the longest existing prefix of path.
-func (OSHost) Resolve(path string) string {
+// Resolve resolves the symlinks of the longest existing prefix of path,
+// and follows a dangling symlink to its target: writing through a link
+// to a file that does not exist yet creates the target, so the target is
+// what the sandbox denied (docs/sandbox.md, a symlink out of the
+// workspace).
+func (OSHost) Resolve(path string) string { return resolve(path, maxLinks) }
+
+// maxLinks bounds the dangling symlinks Resolve follows, as the kernel
+// bounds a lookup's (ELOOP).
+const maxLinks = 40
+
+func resolve(path string, links int) string {
 	rest := ""
 	for p := path; ; p = filepath.Dir(p) {
 		if r, err := filepath.EvalSymlinks(p); err == nil {
 			return filepath.Join(r, rest)
+		}
+		if target, err := os.Readlink(p); err == nil && links > 0 {
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(filepath.Dir(p), target)
+			}
+			return resolve(filepath.Join(target, rest), links-1)
 		}
 		if p == filepath.Dir(p) {
 			return path

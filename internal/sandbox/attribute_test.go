@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -214,5 +215,41 @@ func TestReportJSON(t *testing.T) {
 func TestDegradedNote(t *testing.T) {
 	if DegradedNote != "Commands run without a file sandbox on this host." {
 		t.Errorf("DegradedNote = %q", DegradedNote)
+	}
+}
+
+// TestOSHostResolve: a path resolves through its existing symlinks, and a
+// dangling link (a relative one, through a second one) resolves to the
+// file a write through it would create.
+func TestOSHostResolve(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, out := filepath.Join(dir, "ws"), filepath.Join(dir, "out")
+	for _, d := range []string{ws, out} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{
+		"dir":    out,
+		"first":  "second",
+		"second": "../out/new",
+		"loop":   "loop",
+	} {
+		if err := os.Symlink(target, filepath.Join(ws, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for path, want := range map[string]string{
+		filepath.Join(ws, "x"):          filepath.Join(ws, "x"),
+		filepath.Join(ws, "dir", "a/b"): filepath.Join(out, "a/b"),
+		filepath.Join(ws, "first"):      filepath.Join(out, "new"),
+		filepath.Join(ws, "loop"):       filepath.Join(ws, "loop"),
+	} {
+		if got := (OSHost{}).Resolve(path); got != want {
+			t.Errorf("Resolve(%s) = %s, want %s", path, got, want)
+		}
 	}
 }

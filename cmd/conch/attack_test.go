@@ -1,0 +1,327 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conch-dev/conch/internal/testutil"
+)
+
+// spillPath finds the spill file a result's cut line names.
+var spillPath = regexp.MustCompile(`full output: (/\S+)\]`)
+
+// attackSetup is what TestAttack's server runs in: a home with a
+// configuration file (the default file, under ~/.config), and a workspace
+// for each session, B's holding a git repository; all owned by the user
+// conch runs as.
+type attackSetup struct {
+	nobody         bool
+	home, config   string
+	wsA, wsB       string
+	state, runtime string
+	marker         string
+	writable       string // the writable list of B's write markers
+}
+
+func newAttackSetup(t *testing.T, nobody bool) *attackSetup {
+	t.Helper()
+	home, wsA := sandboxDirs(t, nobody)
+	s := &attackSetup{nobody: nobody, home: home, wsA: wsA, marker: testutil.Marker(t)}
+	s.wsB = filepath.Join(filepath.Dir(home), "wsb")
+	s.state = filepath.Join(filepath.Dir(home), "state")
+	s.runtime = filepath.Join(filepath.Dir(home), "run")
+	s.config = filepath.Join(home, ".config", "conch", "config.toml")
+	writeFile(t, s.config, "# conch\ntimeout_ms = 120000\n")
+	writeFile(t, filepath.Join(home, ".bashrc"), "# bashrc\n")
+	for _, d := range []string{s.wsB, s.state, s.runtime} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git := exec.Command("git", "init", "-q", s.wsB)
+	if out, err := git.CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	if nobody {
+		for _, d := range []string{home, s.wsB, s.state, s.runtime} {
+			chownTree(t, d)
+		}
+	}
+	s.writable = s.wsB + ", " + s.state + ", /tmp, " + filepath.Join(home, ".cache")
+	return s
+}
+
+// chownTree gives dir and everything under it to the unprivileged user.
+func chownTree(t *testing.T, dir string) {
+	t.Helper()
+	err := filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, testutil.UnprivilegedID, testutil.UnprivilegedID)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// env is conch's environment: HOME, the configuration, the state and
+// the runtime directory of the setup.
+func (s *attackSetup) env() []string {
+	return []string{"HOME=" + s.home, "XDG_CONFIG_HOME=" + filepath.Join(s.home, ".config"),
+		"XDG_STATE_HOME=" + s.state, "TMPDIR=" + s.state, "XDG_RUNTIME_DIR=" + s.runtime}
+}
+
+// connect opens an MCP session over HTTP whose first root is ws.
+func (s *attackSetup) connect(t *testing.T, srv *httpServe, ws string) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c := newClient(serverOptions{roots: []*mcp.Root{{URI: "file://" + ws}}})
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.url, HTTPClient: withToken(srv.fileToken())}, nil)
+	if err != nil {
+		t.Fatalf("connect over http: %v", err)
+	}
+	return cs
+}
+
+// hostPid is the pid, in the host's /proc, of the process with the
+// setup's marker running cmd.
+func (s *attackSetup) hostPid(t *testing.T, cmd string) int {
+	t.Helper()
+	waitProcess(t, s.marker, -1, cmd)
+	for _, p := range testutil.Processes(s.marker) {
+		if testutil.Cmdline(p.Pid) == cmd {
+			return p.Pid
+		}
+	}
+	t.Fatalf("no process runs %s", cmd)
+	return 0
+}
+
+// alive reports whether a process with the setup's marker runs cmd.
+func (s *attackSetup) alive(cmd string) bool {
+	for _, p := range testutil.Processes(s.marker) {
+		if testutil.Cmdline(p.Pid) == cmd {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAttack is README's attack table, run as a model would: the real
+// binary, `conch serve --http` on the defaults (containment auto, sandbox
+// workspace-write, network on) with a configuration file, two MCP
+// sessions of the Go SDK's client, each with its own workspace (its
+// first root). Session B, hostile, goes after the server, session A and
+// the user's files, then tries to outlive its session and the server;
+// what an honest command needs keeps working. As root and as uid 65534.
+func TestAttack(t *testing.T) {
+	t.Parallel()
+	for _, nobody := range []bool{false, true} {
+		t.Run(fmt.Sprintf("nobody=%v", nobody), func(t *testing.T) {
+			t.Parallel()
+			testAttack(t, nobody)
+		})
+	}
+}
+
+func testAttack(t *testing.T, nobody bool) {
+	s := newAttackSetup(t, nobody)
+	t.Cleanup(func() { testutil.AssertNoProcesses(t, s.marker) })
+	srv := startHTTPServeAs(t, s.marker, "127.0.0.1:0", nobody, s.env()...)
+	server := srv.cmd.Process.Pid
+	a, b := s.connect(t, srv, s.wsA), s.connect(t, srv, s.wsB)
+
+	// Session A: a background sleep, and output over the cap, whose
+	// result names its spill file.
+	if got := text(t, callTool(t, a, "bash", bashBG("sleep 1041"))); got != "started background task bash-1" {
+		t.Fatalf("A's background sleep: %q", got)
+	}
+	sleepA := s.hostPid(t, "sleep 1041")
+	m := spillPath.FindStringSubmatch(text(t, callTool(t, a, "bash", bash("seq 1 400000"))))
+	if m == nil {
+		t.Fatal("A's long output names no spill file")
+	}
+	spillA := m[1]
+	if _, err := os.Stat(spillA); err != nil {
+		t.Fatalf("A's spill file: %v", err)
+	}
+
+	pid := strconv.Itoa(server)
+	bashrc := filepath.Join(s.home, ".bashrc")
+	outside := filepath.Join(s.home, "outside")
+	written := func(path string) string {
+		return "[sandbox: write to " + path + " denied under workspace-write mode; writable: " + s.writable + "]"
+	}
+	// perProcess prints the command line of each process the command
+	// sees, one a line (the other rows of B run beside it).
+	const perProcess = `for p in /proc/[0-9]*; do { tr '\0' ' ' <$p/cmdline && echo; } 2>/dev/null; done | `
+	const commit = "git -c user.name=b -c user.email=b@example.com commit"
+	protected := func(path string) string { return "[sandbox: " + path + " is read-only (protected)]" }
+	t.Run("B", func(rows *testing.T) {
+		for _, c := range []struct {
+			name, command string
+			tty           bool
+			want          string // the whole result text
+			after         func(t *testing.T)
+		}{
+			{name: "server environ", command: "cat /proc/" + pid + "/environ",
+				want: "[stderr]\ncat: /proc/" + pid + "/environ: No such file or directory\n[exit code: 1]"},
+			{name: "server mem", command: "cat /proc/" + pid + "/mem",
+				want: "[stderr]\ncat: /proc/" + pid + "/mem: No such file or directory\n[exit code: 1]"},
+			{name: "server stdout", command: `printf '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","data":"%s-%s"}}\n' injected 7d21e0 >/proc/` + pid + "/fd/1",
+				want: "[stderr]\nbash: line 1: /proc/" + pid + "/fd/1: No such file or directory\n[exit code: 1]"},
+			{name: "no conch serve in /proc", command: perProcess + `grep -c ' [s]erve --http'`,
+				want: "0\n[exit code: 1]"},
+			{name: "A's processes", command: perProcess + `grep -cx 'sleep 1041 '`,
+				want: "0\n[exit code: 1]"},
+			{name: "kill A's sleep by host pid", command: "kill -9 " + strconv.Itoa(sleepA),
+				want: "[stderr]\nbash: line 1: kill: (" + strconv.Itoa(sleepA) + ") - No such process\n[exit code: 1]"},
+			{name: "kill A's sleep by /proc", command: `for p in /proc/[0-9]*; do { tr '\0' ' ' <$p/cmdline; } 2>/dev/null | grep -q '^sleep 1041' && kill -9 ${p#/proc/} && echo killed; done; echo scanned`,
+				want: "scanned\n"},
+			{name: "A's spill file", command: "head -1 " + spillA,
+				want: "[stderr]\nhead: cannot open '" + spillA + "' for reading: No such file or directory\n[exit code: 1]"},
+			{name: "bashrc", command: "echo evil >> ~/.bashrc",
+				want:  "[stderr]\nbash: line 1: " + bashrc + ": Permission denied\n" + written(bashrc) + "\n[exit code: 1]",
+				after: func(t *testing.T) { unchanged(t, bashrc, "# bashrc\n") }},
+			{name: "conch config", command: "echo 'timeout_ms = 1' >> " + s.config,
+				want:  "[stderr]\nbash: line 1: " + s.config + ": Permission denied\n" + written(s.config) + "\n[exit code: 1]",
+				after: func(t *testing.T) { unchanged(t, s.config, "# conch\ntimeout_ms = 120000\n") }},
+			{name: "git hook", command: "echo evil > .git/hooks/pre-commit",
+				want:  "[stderr]\nbash: line 1: .git/hooks/pre-commit: Read-only file system\n" + protected(filepath.Join(s.wsB, ".git/hooks/pre-commit")) + "\n[exit code: 1]",
+				after: func(t *testing.T) { unchanged(t, filepath.Join(s.wsB, ".git/hooks/pre-commit"), "") }},
+			{name: "git config", command: "echo '[core] hooksPath = /tmp' >> .git/config",
+				want: "[stderr]\nbash: line 1: .git/config: Read-only file system\n" + protected(filepath.Join(s.wsB, ".git/config")) + "\n[exit code: 1]"},
+			{name: "symlink out", command: "ln -sf " + outside + " out && echo evil > out",
+				want:  "[stderr]\nbash: line 1: out: Permission denied\n" + written(outside) + "\n[exit code: 1]",
+				after: func(t *testing.T) { unchanged(t, outside, "") }},
+			// What must keep working.
+			// Known limit: git init in a repository that exists rewrites its
+			// .git/config, which is protected; a new repository works.
+			{name: "git init again", command: "git init -q .",
+				want: "[stderr]\nerror: could not write config file " + filepath.Join(s.wsB, ".git/config") + ": Device or resource busy\n" +
+					"fatal: could not set 'core.repositoryformatversion' to '0'\n" + protected(filepath.Join(s.wsB, ".git/config")) + "\n[exit code: 128]"},
+			{name: "git init and commit", command: "git init -q repo && cd repo && echo x > f && git add f && " + commit + " -qm b && git log --format=%s",
+				want: "b\n"},
+			{name: "git add and commit", command: "echo y > g && git add g && " + commit + " -qm c && git log --format=%s",
+				want: "c\n"},
+			{name: "tmp", command: "echo x > /tmp/conch-attack-$$ && cat /tmp/conch-attack-$$ && rm /tmp/conch-attack-$$",
+				want: "x\n"},
+			{name: "tty", command: "test -t 0 && echo tty", tty: true, want: "tty\n"},
+		} {
+			rows.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				args := bash(c.command)
+				if c.tty {
+					args["tty"] = true
+				}
+				if got := text(t, callTool(t, b, "bash", args)); got != c.want {
+					t.Errorf("%s:\n got %q\nwant %q", c.command, got, c.want)
+				}
+				if c.after != nil {
+					c.after(t)
+				}
+			})
+		}
+	})
+	if !s.alive("sleep 1041") {
+		t.Error("A's sleep was killed")
+	}
+
+	// B reads its own spill file.
+	m = spillPath.FindStringSubmatch(text(t, callTool(t, b, "bash", bash("seq 1 400000"))))
+	if m == nil {
+		t.Fatal("B's long output names no spill file")
+	}
+	if got := text(t, callTool(t, b, "bash", bash("head -1 "+m[1]))); got != "1\n" {
+		t.Errorf("B reading its own spill file: %q", got)
+	}
+
+	// A fork loop that ignores SIGTERM, ended by task_kill.
+	loop, beat := testutil.ForkLoop(t)
+	if nobody {
+		// The test's temporary directories (two levels) are root's, 0700.
+		for _, d := range []string{filepath.Dir(beat), filepath.Dir(filepath.Dir(beat))} {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chown(beat, testutil.UnprivilegedID, testutil.UnprivilegedID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started := text(t, callTool(t, b, "bash", bashBG(loop)))
+	id, ok := strings.CutPrefix(started, "started background task ")
+	if !ok {
+		t.Fatalf("the fork loop: %q", started)
+	}
+	testutil.WaitBeating(t, beat)
+	if got, want := text(t, callTool(t, b, "task_kill", map[string]any{"task_id": id})), "killed task "+id+" [status: killed, exit code: 0]"; got != want {
+		t.Errorf("task_kill of the fork loop: %q, want %q", got, want)
+	}
+	if testutil.Beating(t, beat) {
+		t.Error("the fork loop runs after task_kill")
+	}
+
+	// An escapee of B's ends with B's session (an HTTP DELETE).
+	escape := func(cs *mcp.ClientSession, n int) string {
+		sleep := "sleep " + strconv.Itoa(n)
+		if got := text(t, callTool(t, cs, "bash", bash("setsid nohup "+sleep+" >/dev/null 2>&1 &"))); got != "(no output)" {
+			t.Errorf("the escapee: %q", got)
+		}
+		s.hostPid(t, sleep)
+		return sleep
+	}
+	sleep := escape(b, 1043)
+	if err := b.Close(); err != nil {
+		t.Errorf("delete B's session: %v", err)
+	}
+	testutil.WaitFor(t, 5*time.Second, "B's escapee to end with its session", func() bool { return !s.alive(sleep) })
+
+	// Another escapee, in a new session, ends with the server's SIGKILL;
+	// and nothing reached the server's stdout.
+	b2 := s.connect(t, srv, s.wsB)
+	escape(b2, 1044)
+	if err := srv.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// The clients' goroutines end with their sessions (the DELETEs fail:
+	// the server is gone).
+	a.Close()
+	b2.Close()
+	waitNoProcesses(t, s.marker, -1, 5*time.Second)
+	err := <-srv.exited
+	srv.exited <- err
+	if srv.out.Len() > 0 {
+		t.Errorf("the server's stdout: %q", srv.out.String())
+	}
+}
+
+// unchanged checks that path holds want ("" for a file that must not
+// exist).
+func unchanged(t *testing.T, path, want string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if want == "" {
+		if err == nil {
+			t.Errorf("%s was written: %q", path, b)
+		}
+		return
+	}
+	if err != nil || string(b) != want {
+		t.Errorf("%s: %q, %v; want it unchanged", path, b, err)
+	}
+}
