@@ -160,68 +160,8 @@ func testAttack(t *testing.T, nobody bool) {
 		t.Fatalf("A's spill file: %v", err)
 	}
 
-	pid := strconv.Itoa(server)
-	bashrc := filepath.Join(s.home, ".bashrc")
-	outside := filepath.Join(s.home, "outside")
-	written := func(path string) string {
-		return "[sandbox: write to " + path + " denied under workspace-write mode; writable: " + s.writable + "]"
-	}
-	// perProcess prints the command line of each process the command
-	// sees, one a line (the other rows of B run beside it).
-	const perProcess = `for p in /proc/[0-9]*; do { tr '\0' ' ' <$p/cmdline && echo; } 2>/dev/null; done | `
-	const commit = "git -c user.name=b -c user.email=b@example.com commit"
-	protected := func(path string) string { return "[sandbox: " + path + " is read-only (protected)]" }
 	t.Run("B", func(rows *testing.T) {
-		for _, c := range []struct {
-			name, command string
-			tty           bool
-			want          string // the whole result text
-			after         func(t *testing.T)
-		}{
-			{name: "server environ", command: "cat /proc/" + pid + "/environ",
-				want: "[stderr]\ncat: /proc/" + pid + "/environ: No such file or directory\n[exit code: 1]"},
-			{name: "server mem", command: "cat /proc/" + pid + "/mem",
-				want: "[stderr]\ncat: /proc/" + pid + "/mem: No such file or directory\n[exit code: 1]"},
-			{name: "server stdout", command: `printf '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","data":"%s-%s"}}\n' injected 7d21e0 >/proc/` + pid + "/fd/1",
-				want: "[stderr]\nbash: line 1: /proc/" + pid + "/fd/1: No such file or directory\n[exit code: 1]"},
-			{name: "no conch serve in /proc", command: perProcess + `grep -c ' [s]erve --http'`,
-				want: "0\n[exit code: 1]"},
-			{name: "A's processes", command: perProcess + `grep -cx 'sleep 1041 '`,
-				want: "0\n[exit code: 1]"},
-			{name: "kill A's sleep by host pid", command: "kill -9 " + strconv.Itoa(sleepA),
-				want: "[stderr]\nbash: line 1: kill: (" + strconv.Itoa(sleepA) + ") - No such process\n[exit code: 1]"},
-			{name: "kill A's sleep by /proc", command: `for p in /proc/[0-9]*; do { tr '\0' ' ' <$p/cmdline; } 2>/dev/null | grep -q '^sleep 1041' && kill -9 ${p#/proc/} && echo killed; done; echo scanned`,
-				want: "scanned\n"},
-			{name: "A's spill file", command: "head -1 " + spillA,
-				want: "[stderr]\nhead: cannot open '" + spillA + "' for reading: No such file or directory\n[exit code: 1]"},
-			{name: "bashrc", command: "echo evil >> ~/.bashrc",
-				want:  "[stderr]\nbash: line 1: " + bashrc + ": Permission denied\n" + written(bashrc) + "\n[exit code: 1]",
-				after: func(t *testing.T) { unchanged(t, bashrc, "# bashrc\n") }},
-			{name: "conch config", command: "echo 'timeout_ms = 1' >> " + s.config,
-				want:  "[stderr]\nbash: line 1: " + s.config + ": Permission denied\n" + written(s.config) + "\n[exit code: 1]",
-				after: func(t *testing.T) { unchanged(t, s.config, "# conch\ntimeout_ms = 120000\n") }},
-			{name: "git hook", command: "echo evil > .git/hooks/pre-commit",
-				want:  "[stderr]\nbash: line 1: .git/hooks/pre-commit: Read-only file system\n" + protected(filepath.Join(s.wsB, ".git/hooks/pre-commit")) + "\n[exit code: 1]",
-				after: func(t *testing.T) { unchanged(t, filepath.Join(s.wsB, ".git/hooks/pre-commit"), "") }},
-			{name: "git config", command: "echo '[core] hooksPath = /tmp' >> .git/config",
-				want: "[stderr]\nbash: line 1: .git/config: Read-only file system\n" + protected(filepath.Join(s.wsB, ".git/config")) + "\n[exit code: 1]"},
-			{name: "symlink out", command: "ln -sf " + outside + " out && echo evil > out",
-				want:  "[stderr]\nbash: line 1: out: Permission denied\n" + written(outside) + "\n[exit code: 1]",
-				after: func(t *testing.T) { unchanged(t, outside, "") }},
-			// What must keep working.
-			// Known limit: git init in a repository that exists rewrites its
-			// .git/config, which is protected; a new repository works.
-			{name: "git init again", command: "git init -q .",
-				want: "[stderr]\nerror: could not write config file " + filepath.Join(s.wsB, ".git/config") + ": Device or resource busy\n" +
-					"fatal: could not set 'core.repositoryformatversion' to '0'\n" + protected(filepath.Join(s.wsB, ".git/config")) + "\n[exit code: 128]"},
-			{name: "git init and commit", command: "git init -q repo && cd repo && echo x > f && git add f && " + commit + " -qm b && git log --format=%s",
-				want: "b\n"},
-			{name: "git add and commit", command: "echo y > g && git add g && " + commit + " -qm c && git log --format=%s",
-				want: "c\n"},
-			{name: "tmp", command: "echo x > /tmp/conch-attack-$$ && cat /tmp/conch-attack-$$ && rm /tmp/conch-attack-$$",
-				want: "x\n"},
-			{name: "tty", command: "test -t 0 && echo tty", tty: true, want: "tty\n"},
-		} {
+		for _, c := range s.rows(t, server, " [s]erve --http", "notifications/message", sleepA, spillA) {
 			rows.Run(c.name, func(t *testing.T) {
 				t.Parallel()
 				args := bash(c.command)
@@ -251,23 +191,8 @@ func testAttack(t *testing.T, nobody bool) {
 	}
 
 	// A fork loop that ignores SIGTERM, ended by task_kill.
-	loop, beat := testutil.ForkLoop(t)
-	if nobody {
-		// The test's temporary directories (two levels) are root's, 0700.
-		for _, d := range []string{filepath.Dir(beat), filepath.Dir(filepath.Dir(beat))} {
-			if err := os.Chmod(d, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.Chown(beat, testutil.UnprivilegedID, testutil.UnprivilegedID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	started := text(t, callTool(t, b, "bash", bashBG(loop)))
-	id, ok := strings.CutPrefix(started, "started background task ")
-	if !ok {
-		t.Fatalf("the fork loop: %q", started)
-	}
+	loop, beat := s.forkLoop(t)
+	id := taskID(t, text(t, callTool(t, b, "bash", bashBG(loop))))
 	testutil.WaitBeating(t, beat)
 	if got, want := text(t, callTool(t, b, "task_kill", map[string]any{"task_id": id})), "killed task "+id+" [status: killed, exit code: 0]"; got != want {
 		t.Errorf("task_kill of the fork loop: %q, want %q", got, want)
@@ -308,6 +233,194 @@ func testAttack(t *testing.T, nobody bool) {
 	if srv.out.Len() > 0 {
 		t.Errorf("the server's stdout: %q", srv.out.String())
 	}
+}
+
+// forkLoop is testutil.ForkLoop with its beat file writable by the user
+// conch runs as.
+func (s *attackSetup) forkLoop(t *testing.T) (cmd, beat string) {
+	t.Helper()
+	cmd, beat = testutil.ForkLoop(t)
+	if s.nobody {
+		// The test's temporary directories (two levels) are root's, 0700.
+		for _, d := range []string{filepath.Dir(beat), filepath.Dir(filepath.Dir(beat))} {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chown(beat, testutil.UnprivilegedID, testutil.UnprivilegedID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cmd, beat
+}
+
+// attackRow is a command session B runs, and its whole result text.
+type attackRow struct {
+	name, command string
+	tty           bool
+	want          string
+	after         func(t *testing.T) // more checks, after the command
+}
+
+// rows are the attack table's rows for session B of a server whose pid
+// is server: serverLine is a grep pattern for the server's command line
+// (which must not match itself), method the method of the JSON-RPC line B
+// injects, sleepA the host pid of A's "sleep 1041" and spillA A's spill
+// file.
+func (s *attackSetup) rows(t *testing.T, server int, serverLine, method string, sleepA int, spillA string) []attackRow {
+	t.Helper()
+	// The row would pass whatever a command saw if the pattern missed
+	// the server's own line (as perProcess prints it).
+	if line := testutil.Cmdline(server) + " "; !regexp.MustCompile(serverLine).MatchString(line) {
+		t.Fatalf("%q does not find the server's command line %q", serverLine, line)
+	}
+	pid := strconv.Itoa(server)
+	bashrc := filepath.Join(s.home, ".bashrc")
+	outside := filepath.Join(s.home, "outside")
+	written := func(path string) string {
+		return "[sandbox: write to " + path + " denied under workspace-write mode; writable: " + s.writable + "]"
+	}
+	// perProcess prints the command line of each process the command
+	// sees, one a line (the other rows of B run beside it).
+	const perProcess = `for p in /proc/[0-9]*; do { tr '\0' ' ' <$p/cmdline && echo; } 2>/dev/null; done | `
+	const commit = "git -c user.name=b -c user.email=b@example.com commit"
+	protected := func(path string) string { return "[sandbox: " + path + " is read-only (protected)]" }
+	return []attackRow{
+		{name: "server environ", command: "cat /proc/" + pid + "/environ",
+			want: "[stderr]\ncat: /proc/" + pid + "/environ: No such file or directory\n[exit code: 1]"},
+		{name: "server mem", command: "cat /proc/" + pid + "/mem",
+			want: "[stderr]\ncat: /proc/" + pid + "/mem: No such file or directory\n[exit code: 1]"},
+		{name: "server stdout", command: `printf '{"jsonrpc":"2.0","method":"` + method + `","params":{"level":"error","data":"%s-%s"}}\n' injected 7d21e0 >/proc/` + pid + "/fd/1",
+			want: "[stderr]\nbash: line 1: /proc/" + pid + "/fd/1: No such file or directory\n[exit code: 1]"},
+		{name: "server not in /proc", command: perProcess + "grep -c '" + serverLine + "'",
+			want: "0\n[exit code: 1]"},
+		{name: "A's processes", command: perProcess + `grep -cx 'sleep 1041 '`,
+			want: "0\n[exit code: 1]"},
+		{name: "kill A's sleep by host pid", command: "kill -9 " + strconv.Itoa(sleepA),
+			want: "[stderr]\nbash: line 1: kill: (" + strconv.Itoa(sleepA) + ") - No such process\n[exit code: 1]"},
+		{name: "kill A's sleep by /proc", command: `for p in /proc/[0-9]*; do { tr '\0' ' ' <$p/cmdline; } 2>/dev/null | grep -q '^sleep 1041' && kill -9 ${p#/proc/} && echo killed; done; echo scanned`,
+			want: "scanned\n"},
+		{name: "A's spill file", command: "head -1 " + spillA,
+			want: "[stderr]\nhead: cannot open '" + spillA + "' for reading: No such file or directory\n[exit code: 1]"},
+		{name: "bashrc", command: "echo evil >> ~/.bashrc",
+			want:  "[stderr]\nbash: line 1: " + bashrc + ": Permission denied\n" + written(bashrc) + "\n[exit code: 1]",
+			after: func(t *testing.T) { unchanged(t, bashrc, "# bashrc\n") }},
+		{name: "conch config", command: "echo 'timeout_ms = 1' >> " + s.config,
+			want:  "[stderr]\nbash: line 1: " + s.config + ": Permission denied\n" + written(s.config) + "\n[exit code: 1]",
+			after: func(t *testing.T) { unchanged(t, s.config, "# conch\ntimeout_ms = 120000\n") }},
+		{name: "git hook", command: "echo evil > .git/hooks/pre-commit",
+			want:  "[stderr]\nbash: line 1: .git/hooks/pre-commit: Read-only file system\n" + protected(filepath.Join(s.wsB, ".git/hooks/pre-commit")) + "\n[exit code: 1]",
+			after: func(t *testing.T) { unchanged(t, filepath.Join(s.wsB, ".git/hooks/pre-commit"), "") }},
+		{name: "git config", command: "echo '[core] hooksPath = /tmp' >> .git/config",
+			want: "[stderr]\nbash: line 1: .git/config: Read-only file system\n" + protected(filepath.Join(s.wsB, ".git/config")) + "\n[exit code: 1]"},
+		{name: "symlink out", command: "ln -sf " + outside + " out && echo evil > out",
+			want:  "[stderr]\nbash: line 1: out: Permission denied\n" + written(outside) + "\n[exit code: 1]",
+			after: func(t *testing.T) { unchanged(t, outside, "") }},
+		// What must keep working.
+		// Known limit: git init in a repository that exists rewrites its
+		// .git/config, which is protected; a new repository works.
+		{name: "git init again", command: "git init -q .",
+			want: "[stderr]\nerror: could not write config file " + filepath.Join(s.wsB, ".git/config") + ": Device or resource busy\n" +
+				"fatal: could not set 'core.repositoryformatversion' to '0'\n" + protected(filepath.Join(s.wsB, ".git/config")) + "\n[exit code: 128]"},
+		{name: "git init and commit", command: "git init -q repo && cd repo && echo x > f && git add f && " + commit + " -qm b && git log --format=%s",
+			want: "b\n"},
+		{name: "git add and commit", command: "echo y > g && git add g && " + commit + " -qm c && git log --format=%s",
+			want: "c\n"},
+		{name: "tmp", command: "echo x > /tmp/conch-attack-$$ && cat /tmp/conch-attack-$$ && rm /tmp/conch-attack-$$",
+			want: "x\n"},
+		{name: "tty", command: "test -t 0 && echo tty", tty: true, want: "tty\n"},
+	}
+}
+
+// taskID is the id of the task a start message names.
+func taskID(t *testing.T, started string) string {
+	t.Helper()
+	id, ok := strings.CutPrefix(started, "started background task ")
+	if !ok {
+		t.Fatalf("not a task's start: %q", started)
+	}
+	return id
+}
+
+// TestAttackACP is TestAttack through `conch acp` on the defaults: two
+// sessions of the scripted ACP client, B's rows run one after the other
+// (the prompts of one session wait their turn; ACP has no tty), and the
+// end of the connection ends what B left running. As root and as uid
+// 65534.
+func TestAttackACP(t *testing.T) {
+	t.Parallel()
+	for _, nobody := range []bool{false, true} {
+		t.Run(fmt.Sprintf("nobody=%v", nobody), func(t *testing.T) {
+			t.Parallel()
+			testAttackACP(t, nobody)
+		})
+	}
+}
+
+// exitLine is the exit marker, which an ACP card leaves to its status.
+var exitLine = regexp.MustCompile(`\n?\[exit code: \d+\]$`)
+
+func testAttackACP(t *testing.T, nobody bool) {
+	s := newAttackSetup(t, nobody)
+	cmd := testutil.Conch(t, s.marker, "acp")
+	cmd.Env = append(cmd.Env, s.env()...)
+	if nobody {
+		testutil.Unprivileged(t, cmd)
+	}
+	stdin, stdout, stream := startRecorded(t, cmd, s.marker, nobody)
+	acp := newACPScript(t, stdin, stdout)
+	a := acp.session(s.wsA)
+	b := acp.newSession(s.wsB)
+	if a == "" || b == "" {
+		t.Fatalf("sessions %q and %q:\n%s", a, b, stream.String())
+	}
+	if got := acp.card(a, "&sleep 1041"); got != "started background task bash-1" {
+		t.Fatalf("A's background sleep: %q", got)
+	}
+	sleepA := s.hostPid(t, "sleep 1041")
+	m := spillPath.FindStringSubmatch(acp.card(a, "seq 1 400000"))
+	if m == nil {
+		t.Fatal("A's long output names no spill file")
+	}
+	for _, c := range s.rows(t, cmd.Process.Pid, "/conch [a]cp $", "session/update", sleepA, m[1]) {
+		if c.tty {
+			continue
+		}
+		if got, want := acp.card(b, c.command), strings.TrimSuffix(exitLine.ReplaceAllString(c.want, ""), "\n"); got != want {
+			t.Errorf("%s: %s:\n got %q\nwant %q", c.name, c.command, got, want)
+		}
+		if c.after != nil {
+			c.after(t)
+		}
+	}
+	if !s.alive("sleep 1041") {
+		t.Error("A's sleep was killed")
+	}
+	if strings.Contains(stream.String(), "injected-7d21e0") {
+		t.Errorf("a command wrote into the ACP stream:\n%s", stream.String())
+	}
+
+	m = spillPath.FindStringSubmatch(acp.card(b, "seq 1 400000"))
+	if m == nil {
+		t.Fatal("B's long output names no spill file")
+	}
+	if got := acp.card(b, "head -1 "+m[1]); got != "1" {
+		t.Errorf("B reading its own spill file: %q", got)
+	}
+	loop, beat := s.forkLoop(t)
+	id := taskID(t, acp.card(b, "&"+loop))
+	testutil.WaitBeating(t, beat)
+	if got, want := acp.card(b, "/kill "+id), "killed task "+id+" [status: killed, exit code: 0]"; got != want {
+		t.Errorf("/kill of the fork loop: %q, want %q", got, want)
+	}
+	if testutil.Beating(t, beat) {
+		t.Error("the fork loop runs after /kill")
+	}
+	// The end of the connection (startRecorded's cleanup) must end it.
+	if got := acp.card(b, "setsid nohup sleep 1043 >/dev/null 2>&1 &"); got != "(no output)" {
+		t.Errorf("the escapee: %q", got)
+	}
+	s.hostPid(t, "sleep 1043")
 }
 
 // unchanged checks that path holds want ("" for a file that must not

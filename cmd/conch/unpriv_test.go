@@ -155,6 +155,9 @@ type acpScript struct {
 	stdin  io.Writer
 	lines  *bufio.Reader
 	nextID int
+	// notes are the lines read before the last response (the
+	// notifications and requests of the agent).
+	notes []string
 }
 
 func newACPScript(t *testing.T, stdin io.Writer, stdout io.Reader) *acpScript {
@@ -170,6 +173,7 @@ func (a *acpScript) call(method string, params any) string {
 	if _, err := a.stdin.Write(append(msg, '\n')); err != nil {
 		a.t.Fatal(err)
 	}
+	a.notes = nil
 	for {
 		line, err := a.lines.ReadString('\n')
 		if err != nil {
@@ -178,6 +182,26 @@ func (a *acpScript) call(method string, params any) string {
 		if strings.HasPrefix(line, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,`, id)) {
 			return line
 		}
+		a.notes = append(a.notes, line)
+		a.reject(line)
+	}
+}
+
+// reject answers a permission request of the agent (to run a command
+// again outside the sandbox) with the user's no.
+func (a *acpScript) reject(line string) {
+	a.t.Helper()
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.Unmarshal([]byte(line), &req) != nil || req.Method != "session/request_permission" {
+		return
+	}
+	msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID,
+		"result": map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": "reject_once"}}})
+	if _, err := a.stdin.Write(append(msg, '\n')); err != nil {
+		a.t.Fatal(err)
 	}
 }
 
@@ -186,6 +210,13 @@ func (a *acpScript) call(method string, params any) string {
 func (a *acpScript) session(cwd string) string {
 	a.t.Helper()
 	a.call("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+	return a.newSession(cwd)
+}
+
+// newSession opens another session in cwd and returns its id ("" when
+// none was opened).
+func (a *acpScript) newSession(cwd string) string {
+	a.t.Helper()
 	var session struct {
 		Result struct {
 			SessionID string `json:"sessionId"`
@@ -201,6 +232,34 @@ func (a *acpScript) prompt(sid, text string) string {
 	return a.call("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{map[string]any{"type": "text", "text": text}}})
 }
 
+// card runs command as a prompt of session sid and returns the text of
+// its card's last content (without its console fence).
+func (a *acpScript) card(sid, command string) string {
+	a.t.Helper()
+	a.prompt(sid, command)
+	var text string
+	for _, line := range a.notes {
+		var n struct {
+			Params struct {
+				Update struct {
+					Content []struct {
+						Content struct{ Text string }
+					}
+				}
+			}
+		}
+		if json.Unmarshal([]byte(line), &n) == nil && len(n.Params.Update.Content) > 0 {
+			text = n.Params.Update.Content[0].Content.Text
+		}
+	}
+	body, pre := strings.CutPrefix(text, "```console\n")
+	body, post := strings.CutSuffix(body, "\n```")
+	if !pre || !post {
+		a.t.Fatalf("%s: no console card in %q", command, a.notes)
+	}
+	return body
+}
+
 // startUnprivStdio starts conch sub (serve or acp) as uid 65534 on stdio
 // and returns its stdin and its stdout, whose every byte is also
 // recorded in stream. At the end of the test its stdin is closed, and it
@@ -208,7 +267,15 @@ func (a *acpScript) prompt(sid, text string) string {
 func startUnprivStdio(t *testing.T, sub string) (stdin io.WriteCloser, stdout io.ReadCloser, stream *testutil.Buffer) {
 	t.Helper()
 	marker := testutil.Marker(t)
-	cmd := unprivConch(t, marker, sub)
+	return startRecorded(t, unprivConch(t, marker, sub), marker, true)
+}
+
+// startRecorded starts cmd, a conch subcommand with marker speaking on
+// stdio, run as the unprivileged user when nobody is set, as
+// startUnprivStdio does.
+func startRecorded(t *testing.T, cmd *exec.Cmd, marker string, nobody bool) (stdin io.WriteCloser, stdout io.ReadCloser, stream *testutil.Buffer) {
+	t.Helper()
+	sub := cmd.Args[1]
 	cmd.Stderr = newLogBuffer(t, "conch "+sub)
 	cmd.WaitDelay = 5 * time.Second
 	stdin, err := cmd.StdinPipe()
@@ -222,8 +289,10 @@ func startUnprivStdio(t *testing.T, sub string) (stdin io.WriteCloser, stdout io
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Chown(testutil.UnprivilegedID, testutil.UnprivilegedID); err != nil {
-		t.Fatal(err)
+	if nobody {
+		if err := w.Chown(testutil.UnprivilegedID, testutil.UnprivilegedID); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cmd.Stdout = w
 	err = cmd.Start()
