@@ -26,10 +26,11 @@ import (
 // long-running server does not accumulate them.
 //
 // A process that leaves its command's session (setsid) is attributed to
-// the command when a kill's scan of /proc sees it: while its parent lives,
-// by descent; once it was re-parented to this process, by its start time,
-// when it started while the commands of exactly one owner ran. Its new session is then
-// tracked for that command and owner, so its own descendants are too.
+// the command when a scan of /proc for a kill, a prune or the orphan
+// reaper sees it: while its parent lives, by descent; once it was
+// re-parented to this process, by its start time, when it started while
+// the commands of exactly one owner ran. Its new session is then tracked
+// for that command and owner, so its own descendants are too.
 // What a hostile command can still escape this way is said at Add.
 type Tracker struct {
 	_ [0]func() // not comparable, not copyable by accident
@@ -151,22 +152,19 @@ func pruneSessions() {
 	}
 	registry.mu.Unlock()
 
-	// The scan also attributes escapees: a command whose session is
-	// forgotten takes with it the window by which an escapee re-parented
-	// to us is attributed.
-	spawnMu.Lock()
-	infos, err := Scan()
-	if err == nil {
-		selfSid, _ := unix.Getsid(0)
-		attributeLocked(infos, os.Getpid(), unix.Getpgrp(), selfSid)
-	}
-	spawnMu.Unlock()
+	// The scan also attributes escapees (every round of killScans does):
+	// a command whose session is forgotten takes with it the window by
+	// which an escapee re-parented to us is attributed.
+	var err error
 	live := make(map[int]bool)
-	for _, p := range infos {
-		if p.Alive() {
-			live[p.Sid] = true
+	killScans.do(func(s *snapshot) {
+		err = s.err
+		for _, p := range s.infos {
+			if p.Alive() {
+				live[p.Sid] = true
+			}
 		}
-	}
+	})
 
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
@@ -434,40 +432,42 @@ func (t *Tracker) kill(grace time.Duration, sc scope) {
 // time, nothing that changes while it runs.
 func key(p Info) Info { return Info{Pid: p.Pid, StartTime: p.StartTime} }
 
-// collect scans /proc under the spawn lock, attributes escapees (see
-// Tracker), reaps what is reapable and returns the live processes that t's
-// kill in scope sc takes (see KillAll). Zombie children of ours among them
-// are kept unreaped, one per process group, in held (pgid → pid); the
-// sessions taken are added to taken.
+// collect waits for a scan of /proc in a round of killScans (which
+// attributes escapees, see Tracker, and reaps what is reapable) and
+// returns the live processes that t's kill in scope sc takes (see
+// KillAll). Zombie children of ours among them are kept unreaped, one per
+// process group, in held (pgid → pid); the sessions taken are added to
+// taken.
 func (t *Tracker) collect(self int, sc scope, held map[int]int, taken map[int]bool) []Info {
-	spawnMu.Lock()
-	defer spawnMu.Unlock()
-	infos, err := Scan()
-	if err != nil {
-		return nil
-	}
+	var out []Info
+	killScans.do(func(s *snapshot) {
+		if s.err == nil {
+			out = t.collectLocked(s, self, sc, held, taken)
+		}
+	})
+	return out
+}
+
+// collectLocked is collect's look at scan s; spawnMu is held.
+func (t *Tracker) collectLocked(s *snapshot, self int, sc scope, held map[int]int, taken map[int]bool) []Info {
 	selfPgid := unix.Getpgrp()
 	selfSid, _ := unix.Getsid(0)
-	attributeLocked(infos, self, selfPgid, selfSid)
 	sids := t.sessionsFor(sc)
 	for sid, take := range sids {
 		if take {
 			taken[sid] = true
 		}
 	}
-	children := make(map[int][]int, len(infos)) // ppid → indices into infos
-	for i, p := range infos {
-		children[p.PPid] = append(children[p.PPid], i)
-	}
+	infos := s.infos
 	// Our descendants, in BFS order: a parent always comes before its
 	// children, so one pass below can propagate membership down.
 	var desc []int
-	queue := children[self]
+	queue := s.children(self)
 	for len(queue) > 0 {
 		i := queue[0]
 		queue = queue[1:]
 		desc = append(desc, i)
-		queue = append(queue, children[infos[i].Pid]...)
+		queue = append(queue, s.children(infos[i].Pid)...)
 	}
 	in := make(map[int]bool) // pids that belong to the kill
 	var out []Info
@@ -492,7 +492,6 @@ func (t *Tracker) collect(self int, sc scope, held map[int]int, taken map[int]bo
 			}
 		}
 	}
-	reapLocked(infos, self, selfPgid)
 	return out
 }
 
