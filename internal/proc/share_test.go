@@ -35,7 +35,7 @@ func TestKillsQueuedBehindASpawnShareScans(t *testing.T) {
 	before := proc.Scans()
 	var wg sync.WaitGroup
 	for _, cmd := range cmds {
-		wg.Go(func() { tr.KillCommand(cmd.Process.Pid, time.Second) })
+		wg.Go(func() { tr.KillCommand(cmd.Process.Pid, time.Second, nil) })
 	}
 	time.Sleep(200 * time.Millisecond) // the kills queue up
 	unlock()

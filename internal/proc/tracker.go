@@ -200,6 +200,9 @@ type scope struct {
 	// members are not signalled one by one (a trap would run twice), but
 	// their descendants in other groups are.
 	skipGroup int
+	// groupGone, when not nil, is closed once skipGroup is gone; the
+	// kill's end waits for it (see KillCommand).
+	groupGone <-chan struct{}
 }
 
 func (sc scope) match(e *sessionEntry) bool {
@@ -283,8 +286,15 @@ func (t *Tracker) KillOwner(owner string, grace time.Duration) {
 // its own process group (which its caller stops with Terminate, at the
 // same time): the rest of its session, the sessions of escapees
 // attributed to it, and their descendants.
-func (t *Tracker) KillCommand(sid int, grace time.Duration) {
-	t.kill(grace, scope{root: sid, skipGroup: sid})
+//
+// groupGone, when not nil, is closed by the caller once the group is
+// gone (Terminate returned): the group may make more leftovers while it
+// dies, so KillCommand then returns only when two scans in a row that
+// started after groupGone was closed found nothing, or when KillWait has
+// passed since. A kill that runs alongside Terminate so takes everything,
+// and none has to follow it (each would cost two scans more).
+func (t *Tracker) KillCommand(sid int, grace time.Duration, groupGone <-chan struct{}) {
+	t.kill(grace, scope{root: sid, skipGroup: sid, groupGone: groupGone})
 }
 
 // MayHaveLeftovers reports whether the command added as sid may have left
@@ -390,14 +400,28 @@ func (t *Tracker) kill(grace time.Duration, sc scope) {
 	empty := 0
 	delay := firstPoll
 	for {
+		// Only scans that start after the group is gone count for the
+		// end; the deadline then leaves them KillWait.
+		waiting := false
+		if sc.groupGone != nil {
+			select {
+			case <-sc.groupGone:
+				sc.groupGone = nil
+				if d := time.Now().Add(KillWait); d.After(giveUpAt) {
+					giveUpAt = d
+				}
+			default:
+				waiting = true
+			}
+		}
 		targets := t.collect(self, sc, held, taken)
-		if len(targets) == 0 {
+		if len(targets) == 0 && !waiting {
 			empty++
 		} else {
 			empty = 0
 		}
 		now := time.Now()
-		last := empty >= 2 || !now.Before(giveUpAt)
+		last := empty >= 2 || !waiting && !now.Before(giveUpAt)
 		kill := last || !now.Before(termUntil)
 		for pgid := range held {
 			switch {
