@@ -17,14 +17,16 @@ import (
 // scans: each caller gets a scan that started after its call, the same
 // one as every other caller that asked before that scan started.
 
-// A snapshot is one Scan of /proc, seen by every caller of its round.
-// Its indexes are built on first use; the visits of a round run one after
-// another, so they need no lock.
+// A snapshot is what one round read (a Scan of /proc, or for
+// orphanScans our re-parented children), seen by every caller of the
+// round. Its indexes are built on first use; the visits of a round run
+// one after another, so they need no lock.
 type snapshot struct {
 	infos []Info
 	err   error
 	kids  map[int][]int // ppid → indices into infos
 	live  map[int]bool  // process groups with a live member
+	desc  map[int][]int // sid → indices into infos of our descendants in it
 }
 
 // children returns the indices into s.infos of the processes whose
@@ -37,6 +39,22 @@ func (s *snapshot) children(pid int) []int {
 		}
 	}
 	return s.kids[pid]
+}
+
+// inSession returns the indices into s.infos of the descendants of self
+// in session sid.
+func (s *snapshot) inSession(self, sid int) []int {
+	if s.desc == nil {
+		s.desc = make(map[int][]int)
+		queue := s.children(self)
+		for len(queue) > 0 {
+			i := queue[0]
+			queue = queue[1:]
+			s.desc[s.infos[i].Sid] = append(s.desc[s.infos[i].Sid], i)
+			queue = append(queue, s.children(s.infos[i].Pid)...)
+		}
+	}
+	return s.desc[sid]
 }
 
 // groupAlive reports whether the scan saw a live member of group pgid.
@@ -138,6 +156,29 @@ var killScans = newScanShare(func(visits []func(*snapshot)) {
 var groupScans = newScanShare(func(visits []func(*snapshot)) {
 	infos, err := Scan()
 	s := &snapshot{infos: infos, err: err}
+	for _, v := range visits {
+		v(s)
+	}
+})
+
+// orphanScans is the round of MayHaveLeftovers' look at our own children:
+// it lists them (the children files of every thread of this process) and
+// reads those that are neither claimed nor in our process group, that is
+// the processes re-parented to us. Listing our children costs as much as
+// a small scan when a thousand commands run.
+var orphanScans = newScanShare(func(visits []func(*snapshot)) {
+	s := &snapshot{}
+	var kids []int
+	kids, s.err = children(os.Getpid())
+	selfPgid := unix.Getpgrp()
+	for _, k := range kids {
+		if isClaimed(k) {
+			continue
+		}
+		if p, err := Stat(k); err == nil && p.Pgid != selfPgid {
+			s.infos = append(s.infos, p)
+		}
+	}
 	for _, v := range visits {
 		v(s)
 	}

@@ -40,14 +40,7 @@ func TestKillsQueuedBehindASpawnShareScans(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the kills queue up
 	unlock()
 	wg.Wait()
-	n := proc.Scans() - before
-	t.Logf("%d kills queued behind a spawn: %d scans of /proc", sharers, n)
-	if n >= sharers {
-		t.Errorf("%d kills made %d scans of /proc, want them shared (fewer than %d)", sharers, n, sharers)
-	}
-	for _, cmd := range cmds {
-		proc.WaitCmd(cmd)
-	}
+	assertShared(t, "kills queued behind a spawn", before, cmds)
 }
 
 // TestConcurrentGroupAliveShareScans: GroupAlive calls made at once for
@@ -75,10 +68,17 @@ func TestConcurrentGroupAliveShareScans(t *testing.T) {
 	}
 	close(gate)
 	wg.Wait()
+	assertShared(t, "concurrent GroupAlive calls", before, cmds)
+}
+
+// assertShared fails unless the sharers (what) made fewer scans of /proc
+// since before than there are of them, then reaps their commands.
+func assertShared(t *testing.T, what string, before int64, cmds []*exec.Cmd) {
+	t.Helper()
 	n := proc.Scans() - before
-	t.Logf("%d concurrent GroupAlive: %d scans of /proc", sharers, n)
+	t.Logf("%d %s: %d scans of /proc", sharers, what, n)
 	if n >= sharers {
-		t.Errorf("%d concurrent GroupAlive made %d scans of /proc, want them shared (fewer than %d)", sharers, n, sharers)
+		t.Errorf("%d %s made %d scans of /proc, want them shared (fewer than %d)", sharers, what, n, sharers)
 	}
 	for _, cmd := range cmds {
 		proc.WaitCmd(cmd)

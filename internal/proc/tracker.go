@@ -216,14 +216,17 @@ func (sc scope) match(e *sessionEntry) bool {
 	}
 }
 
-// sessionsFor returns, for each tracked session id, whether t's kill in
-// scope sc takes it.
+// sessionsFor returns the ids of the tracked sessions that t's kill in
+// scope sc takes (true) and, for a kill of all, of every other tracked
+// session (false).
 func (t *Tracker) sessionsFor(sc scope) map[int]bool {
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
-	m := make(map[int]bool, len(registry.sessions))
+	m := make(map[int]bool)
 	for sid, e := range registry.sessions {
-		m[sid] = e.tracker == t && sc.match(e)
+		if take := e.tracker == t && sc.match(e); take || sc.all {
+			m[sid] = take
+		}
 	}
 	return m
 }
@@ -328,28 +331,22 @@ func (t *Tracker) MayHaveLeftovers(sid int) bool {
 		queue = append(queue, kids...)
 	}
 	// An escapee re-parented to us that nobody owns yet, or that is its.
-	self := os.Getpid()
-	kids, err := children(self)
-	if err != nil {
-		return true
-	}
-	selfPgid := unix.Getpgrp()
-	for _, k := range kids {
-		if isClaimed(k) {
-			continue
-		}
-		p, err := Stat(k)
-		if err != nil || p.Pgid == selfPgid {
-			continue
+	found := false
+	orphanScans.do(func(s *snapshot) {
+		if s.err != nil {
+			found = true
+			return
 		}
 		registry.mu.Lock()
-		e := registry.sessions[p.Sid]
-		registry.mu.Unlock()
-		if e == nil || e.tracker == t && e.root == sid {
-			return true
+		defer registry.mu.Unlock()
+		for _, p := range s.infos {
+			if e := registry.sessions[p.Sid]; e == nil || e.tracker == t && e.root == sid {
+				found = true
+				return
+			}
 		}
-	}
-	return false
+	})
+	return found
 }
 
 // children lists the children of pid, from the children file of each of
@@ -476,35 +473,36 @@ func (t *Tracker) collect(self int, sc scope, held map[int]int, taken map[int]bo
 func (t *Tracker) collectLocked(s *snapshot, self int, sc scope, held map[int]int, taken map[int]bool) []Info {
 	selfPgid := unix.Getpgrp()
 	selfSid, _ := unix.Getsid(0)
+	// The kill takes our descendants in the sessions it takes and, for
+	// a kill of all, the escapees nobody owns; they and everything below
+	// them belong to it. Each kill looks only at those: a round of
+	// killScans serves hundreds of kills at once.
 	sids := t.sessionsFor(sc)
+	var queue []int
 	for sid, take := range sids {
 		if take {
 			taken[sid] = true
+			queue = append(queue, s.inSession(self, sid)...)
 		}
 	}
-	infos := s.infos
-	// Our descendants, in BFS order: a parent always comes before its
-	// children, so one pass below can propagate membership down.
-	var desc []int
-	queue := s.children(self)
+	if sc.all {
+		for _, i := range s.children(self) {
+			p := s.infos[i]
+			if _, tracked := sids[p.Sid]; !tracked && p.Pgid != selfPgid && p.Sid != selfSid && !isClaimed(p.Pid) {
+				queue = append(queue, i)
+			}
+		}
+	}
+	in := make(map[int]bool) // indices into s.infos that belong to the kill
+	var out []Info
 	for len(queue) > 0 {
 		i := queue[0]
 		queue = queue[1:]
-		desc = append(desc, i)
-		queue = append(queue, s.children(infos[i].Pid)...)
-	}
-	in := make(map[int]bool) // pids that belong to the kill
-	var out []Info
-	for _, i := range desc {
-		p := infos[i]
-		take, tracked := sids[p.Sid]
-		member := take ||
-			in[p.PPid] ||
-			(sc.all && p.PPid == self && !tracked && p.Pgid != selfPgid && p.Sid != selfSid && !isClaimed(p.Pid))
-		if !member {
+		if in[i] {
 			continue
 		}
-		in[p.Pid] = true
+		in[i] = true
+		p := s.infos[i]
 		switch {
 		case p.Pgid == sc.skipGroup:
 		case p.Alive():
@@ -515,6 +513,7 @@ func (t *Tracker) collectLocked(s *snapshot, self int, sc scope, held map[int]in
 				pinned[p.Pid]++
 			}
 		}
+		queue = append(queue, s.children(p.Pid)...)
 	}
 	return out
 }
