@@ -18,6 +18,7 @@ import (
 
 	"github.com/conch-dev/conch/internal/agent"
 	"github.com/conch-dev/conch/internal/testutil"
+	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/local"
 	"github.com/conch-dev/conch/shell/remote"
 	"github.com/conch-dev/conch/tools"
@@ -121,10 +122,15 @@ func TestHostParameter(t *testing.T) {
 		`invalid arguments: unknown parameter "hots" (did you mean "host"?)`)
 	wantError(t, e.call(tools.NameBash, map[string]any{"command": "true", "description": "d", "zzzzzz": 1}),
 		`invalid arguments: unknown parameter "zzzzzz"; bash takes command, description, timeoutMs, workdir, run_in_background, tty, host`)
-	// The remote provider has no terminals: a tty call there is refused,
-	// nothing runs.
-	wantError(t, e.call(tools.NameBash, map[string]any{"command": "true", "description": "d", "host": "gpu1", "tty": true}),
-		"tty is not available on host gpu1")
+	// The remote provider runs terminals on its host; a host whose
+	// provider offers none refuses a tty call, and nothing runs.
+	if r := e.call(tools.NameBash, map[string]any{"command": "test -t 0 && echo on-a-terminal", "description": "d", "host": "gpu1", "tty": true}); r.IsError || !strings.Contains(r.Text, "on-a-terminal") {
+		t.Errorf("tty on gpu1: %q, want the command on a terminal there", r.Text)
+	}
+	h, _ := pipeHost(t, "bare", testutil.Marker(t), hostDir)
+	bare := newEnv(t, envOpts{tools: tools.Options{Hosts: []tools.Host{{Name: "bare", Executor: noTerminals{h.Executor}}}}})
+	wantError(t, bare.call(tools.NameBash, map[string]any{"command": "true", "description": "d", "host": "bare", "tty": true}),
+		"tty is not available on host bare")
 	// The other arguments' errors come first.
 	wantError(t, e.call(tools.NameBash, map[string]any{"command": "", "description": "d", "host": "gpu2"}),
 		"invalid command: expected a non-empty string")
@@ -186,3 +192,7 @@ func TestHostCwds(t *testing.T) {
 		t.Errorf("HostCwds without hosts = %v, want nil", got)
 	}
 }
+
+// noTerminals is an executor with only the seam's methods: a provider
+// that offers no terminals.
+type noTerminals struct{ shell.Executor }

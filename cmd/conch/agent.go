@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime"
 
@@ -18,10 +19,14 @@ import (
 const agentUsage = `Usage: conch agent [flags]
 
 Serve conch's agent protocol on stdin and stdout, for a conch on another
-machine that reaches this one over SSH: run the commands it sends with the
-local provider, here. When stdin ends (the connection closed), every
+machine that reaches this one over SSH: run the commands it sends here,
+with this host's containment and sandbox (by default: containment where
+the host allows it, and workspace-write with --cwd as the workspace; a
+host that cannot enforce a mode not given explicitly runs the commands
+with what it allows). When stdin ends (the connection closed), every
 command it started is killed. Nothing but protocol frames is written to
-stdout; logs go to stderr.
+stdout; logs go to stderr. The conch that starts the agent passes its own
+settings as flags; the agent reads no configuration file.
 
 Flags:
 `
@@ -31,7 +36,10 @@ func agentCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	fs := flag.NewFlagSet("conch agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {}
-	grace := fs.Duration("grace", local.DefaultGrace, "delay between SIGTERM and SIGKILL when a command is killed")
+	var c config
+	c.logLevel = logLevel{slog.LevelWarn}
+	fs.Var(&c.logLevel, "log-level", "least level of the log lines on stderr (debug, info, warn, error)")
+	c.addExecutorFlags(fs)
 	switch err := fs.Parse(args); {
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprint(stdout, agentUsage)
@@ -60,12 +68,14 @@ func agentCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		defer out.Close()
 		stdout = out
 	}
-	ex, err := local.New(&local.Options{Grace: *grace})
+	log := c.newLogger(stderr)
+	ex, enforces, err := c.agentExecutor(log)
 	if err != nil {
 		fmt.Fprintf(stderr, "conch agent: %v\n", err)
 		return 1
 	}
-	hello := agent.Hello{Conch: version, OS: runtime.GOOS, Arch: runtime.GOARCH, Cwd: ex.Options().Cwd}
+	hello := agent.Hello{Conch: version, OS: runtime.GOOS, Arch: runtime.GOARCH, Cwd: ex.Options().Cwd,
+		Enforces: enforces.String()}
 	served := make(chan error, 1)
 	go func() { served <- agent.Serve(stdin, stdout, ex, hello) }()
 	select {
@@ -80,4 +90,15 @@ func agentCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		ex.Close()
 		return 1
 	}
+}
+
+// agentExecutor is the executor of the flags, composed as the local
+// server's (config.executor): the defaults a host cannot enforce degrade
+// to what it allows, with a warning on stderr, and a mode given
+// explicitly that it cannot enforce is an error.
+func (c *config) agentExecutor(log *slog.Logger) (*local.Executor, enforcement, error) {
+	if err := c.checkCwd(); err != nil {
+		return nil, enforcement{}, err
+	}
+	return c.executor(c.localOptions(), log)
 }

@@ -24,30 +24,33 @@ import (
 
 // config is the executor and tool settings every subcommand shares.
 type config struct {
-	provider       choice
-	logLevel       logLevel
-	cwd            string
-	timeoutMs      number
-	maxTimeoutMs   number
-	maxOutputBytes number
-	maxSpillBytes  number
-	graceMs        number
-	noBackground   bool
-	yieldMs        number // 0 turns the yield off
-	maxTasks       number
-	passEnv        names
-	maxResultBytes number
-	hosts          hostValues // NAME=SSH
-	hostCwds       hostValues // NAME=DIR
-	containment    choice
-	sandboxMode    choice
-	network        choice
-	writableRoots  paths
-	escalation     choice // ask | never (docs/sandbox.md)
-	maxPids        number // 0: no limit
-	maxMemory      number // 0: no limit
-	denyRead       paths
-	unixSockets    paths
+	provider        choice
+	logLevel        logLevel
+	cwd             string
+	timeoutMs       number
+	maxTimeoutMs    number
+	maxOutputBytes  number
+	maxSpillBytes   number
+	graceMs         number
+	noBackground    bool
+	yieldMs         number // 0 turns the yield off
+	maxTasks        number
+	passEnv         names
+	maxResultBytes  number
+	hosts           hostValues // NAME=SSH
+	hostCwds        hostValues // NAME=DIR
+	hostSandbox     hostValues // NAME=MODE
+	hostNetwork     hostValues // NAME=on|off
+	hostContainment hostValues // NAME=MODE
+	containment     choice
+	sandboxMode     choice
+	network         choice
+	writableRoots   paths
+	escalation      choice // ask | never (docs/sandbox.md)
+	maxPids         number // 0: no limit
+	maxMemory       number // 0: no limit
+	denyRead        paths
+	unixSockets     paths
 
 	// configFile, if set before build, is the configuration file read:
 	// commands may not write it under a sandbox.
@@ -65,6 +68,13 @@ type config struct {
 	// becomes pending for a session (tasks.Options.OnNotice).
 	onNotice func(owner string)
 }
+
+// The values of --containment, --sandbox and --network.
+var (
+	containmentModes = []string{"auto", "require", "off"}
+	sandboxModes     = []string{string(sandbox.ReadOnly), string(sandbox.WorkspaceWrite), string(sandbox.FullAccess)}
+	networkModes     = []string{string(sandbox.NetworkOn), string(sandbox.NetworkOff)}
+)
 
 // number is a flag value that must be a positive finite number (or, with
 // zeroOK, zero) that conch can honour as given: a count is a whole number
@@ -163,46 +173,49 @@ func (p *paths) Values() []string { return p.vals }
 func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64, logDefault slog.Level) {
 	c.provider = choice{v: "local", from: providers}
 	c.logLevel = logLevel{logDefault}
-	c.timeoutMs = number{v: float64(local.DefaultTimeout.Milliseconds())}
-	c.maxTimeoutMs = number{v: float64(local.DefaultMaxTimeout.Milliseconds())}
-	c.maxOutputBytes = number{v: local.DefaultMaxOutputBytes, count: true}
-	c.maxSpillBytes = number{v: local.DefaultMaxSpillBytes, count: true}
-	c.graceMs = number{v: float64(local.DefaultGrace.Milliseconds())}
 	c.yieldMs = number{v: yieldDefault, zeroOK: true}
 	c.maxTasks = number{v: tasks.DefaultMaxPerSession, count: true}
 	c.maxResultBytes = number{v: tools.DefaultMaxResultBytes, count: true, least: tools.MinResultBytes}
 	fs.Var(&c.provider, "provider", "the executor that runs commands (local)")
 	fs.Var(&c.logLevel, "log-level", "least level of the log lines on stderr (debug, info, warn, error)")
+	c.addExecutorFlags(fs)
+	fs.BoolVar(&c.noBackground, "no-background", false, "disable run_in_background")
+	fs.Var(&c.yieldMs, "yield-ms", "move a foreground call still running after this many ms to a background task (0: off; off with --no-background)")
+	fs.Var(&c.maxTasks, "max-tasks", "running background tasks per session")
+	c.addHostFlags(fs)
+	c.escalation = choice{v: "ask", from: []string{"ask", "never"}}
+	fs.Var(&c.escalation, "sandbox-escalation", "when the sandbox denied a command: ask (the user, where the client can ask, whether to run it again outside the sandbox, once) or never")
+	fs.Var(&c.maxResultBytes, "max-result-bytes", "bound on the text of a bash result (longer output keeps its start and end), in bytes")
+}
+
+// addExecutorFlags registers the flags of the executor with their
+// defaults: the ones conch agent takes too.
+func (c *config) addExecutorFlags(fs *flag.FlagSet) {
+	c.timeoutMs = number{v: float64(local.DefaultTimeout.Milliseconds())}
+	c.maxTimeoutMs = number{v: float64(local.DefaultMaxTimeout.Milliseconds())}
+	c.maxOutputBytes = number{v: local.DefaultMaxOutputBytes, count: true}
+	c.maxSpillBytes = number{v: local.DefaultMaxSpillBytes, count: true}
+	c.graceMs = number{v: float64(local.DefaultGrace.Milliseconds())}
 	fs.StringVar(&c.cwd, "cwd", "", "default working directory of commands (default: the current directory)")
 	fs.Var(&c.timeoutMs, "timeout-ms", "default foreground timeout in ms")
 	fs.Var(&c.maxTimeoutMs, "max-timeout-ms", "cap on any foreground timeout in ms")
 	fs.Var(&c.maxOutputBytes, "max-output-bytes", "tail kept in memory per stream, in bytes")
 	fs.Var(&c.maxSpillBytes, "max-spill-bytes", "cap on each stream's spill file, in bytes")
 	fs.Var(&c.graceMs, "grace-ms", "delay between SIGTERM and SIGKILL, in ms")
-	fs.BoolVar(&c.noBackground, "no-background", false, "disable run_in_background")
-	fs.Var(&c.yieldMs, "yield-ms", "move a foreground call still running after this many ms to a background task (0: off; off with --no-background)")
-	fs.Var(&c.maxTasks, "max-tasks", "running background tasks per session")
 	fs.Var(&c.passEnv, "pass-env", "let commands inherit the variable `NAME` although it looks like a secret (repeatable)")
-	c.hosts = hostValues{what: "ssh destination"}
-	c.hostCwds = hostValues{what: "dir"}
-	fs.Var(&c.hosts, "host", "a remote host commands may run on, `NAME=SSH` (user@host:port or a ~/.ssh/config alias; repeatable)")
-	fs.Var(&c.hostCwds, "host-cwd", "default working directory on a remote host, `NAME=DIR` (default: the remote user's home; repeatable)")
-	c.containment = choice{v: "auto", from: []string{"auto", "require", "off"}}
-	c.sandboxMode = choice{v: string(sandbox.WorkspaceWrite), from: []string{string(sandbox.ReadOnly), string(sandbox.WorkspaceWrite), string(sandbox.FullAccess)}}
-	c.network = choice{v: string(sandbox.NetworkOn), from: []string{string(sandbox.NetworkOn), string(sandbox.NetworkOff)}}
+	c.containment = choice{v: "auto", from: containmentModes}
+	c.sandboxMode = choice{v: string(sandbox.WorkspaceWrite), from: sandboxModes}
+	c.network = choice{v: string(sandbox.NetworkOn), from: networkModes}
 	fs.Var(&c.containment, "containment", "run commands in their own user, PID and mount namespaces: auto (where the host allows them), require (refuse to start without), or off (no init; the default sandbox is then off too)")
 	fs.Var(&c.sandboxMode, "sandbox", "where commands may write: read-only, workspace-write (--cwd, the temp dirs, the cache dir, --writable-root) or full-access; the default workspace-write runs without a file sandbox where the host cannot enforce it, a mode given explicitly refuses to start there")
 	fs.Var(&c.network, "network", "whether commands reach the network: on, or off (an empty network namespace; refuses to start where the host cannot make one)")
 	fs.Var(&c.writableRoots, "writable-root", "one more `DIR` commands may write under --sandbox workspace-write (repeatable)")
-	c.escalation = choice{v: "ask", from: []string{"ask", "never"}}
-	fs.Var(&c.escalation, "sandbox-escalation", "when the sandbox denied a command: ask (the user, where the client can ask, whether to run it again outside the sandbox, once) or never")
 	c.maxPids = number{zeroOK: true, count: true}
 	c.maxMemory = number{zeroOK: true, count: true}
 	fs.Var(&c.maxPids, "max-pids", "at most `N` processes and threads per command, all it starts included (0: no limit); needs containment and the pids controller, and starts containment")
 	fs.Var(&c.maxMemory, "max-memory", "at most `BYTES` of memory per command, all it starts included, past which the kernel kills one of its processes (0: no limit); needs containment and the memory controller, and starts containment")
 	fs.Var(&c.denyRead, "deny-read", "a `PATH` commands may neither read nor write under --sandbox read-only or workspace-write: a directory lists empty, a file reads empty (repeatable)")
 	fs.Var(&c.unixSockets, "unix-socket", "a unix socket `PATH` commands may connect to under --sandbox read-only or workspace-write, which deny every other (repeatable); conch cannot yet allow one socket by its path, so with one it refuses to start")
-	fs.Var(&c.maxResultBytes, "max-result-bytes", "bound on the text of a bash result (longer output keeps its start and end), in bytes")
 }
 
 // stateDir is conch's state directory (tools.StateDir).
@@ -228,28 +241,17 @@ type stack struct {
 // values) of the variables commands do not inherit, so that the user can
 // see what was withheld and pass one through with --pass-env.
 func (c *config) build(log *slog.Logger) (*stack, error) {
-	if c.cwd != "" {
-		fi, err := os.Stat(c.cwd)
-		if err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("--cwd %s: not a directory", c.cwd)
-		}
+	if err := c.checkCwd(); err != nil {
+		return nil, err
 	}
-	ex, enforces, err := c.executor(&local.Options{
-		Cwd:            c.cwd,
-		Timeout:        c.timeoutMs.millis(),
-		MaxTimeout:     c.maxTimeoutMs.millis(),
-		MaxOutputBytes: int(c.maxOutputBytes.v),
-		MaxSpillBytes:  int64(c.maxSpillBytes.v),
-		Grace:          c.graceMs.millis(),
-		PassEnv:        c.passEnv.vals,
-	}, log)
+	ex, enforces, err := c.executor(c.localOptions(), log)
 	if err != nil {
 		return nil, err
 	}
 	if scrubbed := ex.Scrubbed(); log != nil && len(scrubbed) > 0 {
 		log.Info("commands do not inherit these variables (--pass-env NAME passes one)", "names", strings.Join(scrubbed, ","))
 	}
-	hosts, hostExs, err := c.remoteHosts()
+	hosts, hostExs, err := c.remoteHosts(log)
 	if err != nil {
 		ex.Close()
 		return nil, err
@@ -277,6 +279,30 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		Unsandboxed:       enforces.unsandboxed,
 	})
 	return &stack{ex: ex, unsandboxed: enforces.unsandboxed, hosts: hostExs, tasks: rt, tools: ts, home: home, provider: c.provider.v, enforces: enforces.String()}, nil
+}
+
+// checkCwd refuses a --cwd that is not a directory.
+func (c *config) checkCwd() error {
+	if c.cwd == "" {
+		return nil
+	}
+	if fi, err := os.Stat(c.cwd); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--cwd %s: not a directory", c.cwd)
+	}
+	return nil
+}
+
+// localOptions are the local executor's options the flags set.
+func (c *config) localOptions() *local.Options {
+	return &local.Options{
+		Cwd:            c.cwd,
+		Timeout:        c.timeoutMs.millis(),
+		MaxTimeout:     c.maxTimeoutMs.millis(),
+		MaxOutputBytes: int(c.maxOutputBytes.v),
+		MaxSpillBytes:  int64(c.maxSpillBytes.v),
+		Grace:          c.graceMs.millis(),
+		PassEnv:        c.passEnv.vals,
+	}
 }
 
 // localEnforces is what the local provider holds every command to, with

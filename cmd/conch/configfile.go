@@ -31,7 +31,7 @@ var (
 		"unix-socket":        "sandbox.unix_sockets",
 	}
 	// notKeys are flags with no key.
-	notKeys = []string{"config", "workdir", "json", "present", "background", "host", "host-cwd"}
+	notKeys = []string{"config", "workdir", "json", "present", "background", "host", "host-cwd", "host-sandbox", "host-network", "host-containment"}
 )
 
 // configKey is the configuration key of the flag named name, or "".

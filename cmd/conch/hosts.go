@@ -1,25 +1,52 @@
 package main
 
 import (
+	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 
+	"github.com/conch-dev/conch/internal/agent"
 	cfgfile "github.com/conch-dev/conch/internal/config"
 	"github.com/conch-dev/conch/shell/remote"
 	"github.com/conch-dev/conch/shell/remote/sshhost"
 	"github.com/conch-dev/conch/tools"
 )
 
-// Remote hosts are configured as tables, `[hosts.<name>]` with `ssh` and
-// `cwd`, or with the repeatable flags --host NAME=SSH and
-// --host-cwd NAME=DIR; a --host flag replaces the file's hosts.
+// Remote hosts are configured as tables, `[hosts.<name>]` with `ssh`,
+// `cwd`, `sandbox`, `network` and `containment`, or with the repeatable
+// flags --host NAME=SSH, --host-cwd NAME=DIR, --host-sandbox NAME=MODE,
+// --host-network NAME=on|off and --host-containment NAME=MODE; a --host
+// flag replaces the file's hosts (docs/remote.md).
 
 // hostFields maps a host table's keys to their flags.
-var hostFields = map[string]string{"ssh": "host", "cwd": "host-cwd"}
+var hostFields = map[string]string{"ssh": "host", "cwd": "host-cwd", "sandbox": "host-sandbox",
+	"network": "host-network", "containment": "host-containment"}
+
+// hostFieldNames are the keys of a host table, in the order conch config
+// prints them.
+var hostFieldNames = []string{"ssh", "cwd", "sandbox", "network", "containment"}
+
+// addHostFlags registers the flags of remote hosts.
+func (c *config) addHostFlags(fs *flag.FlagSet) {
+	c.hosts = hostValues{what: "ssh destination"}
+	c.hostCwds = hostValues{what: "dir"}
+	c.hostSandbox = hostValues{what: "mode", from: sandboxModes}
+	c.hostNetwork = hostValues{what: "network", from: networkModes}
+	c.hostContainment = hostValues{what: "mode", from: containmentModes}
+	fs.Var(&c.hosts, "host", "a remote host commands may run on, `NAME=SSH` (user@host:port or a ~/.ssh/config alias; repeatable)")
+	fs.Var(&c.hostCwds, "host-cwd", "default working directory on a remote host, `NAME=DIR` (default: the remote user's home; repeatable)")
+	fs.Var(&c.hostSandbox, "host-sandbox", "the sandbox of a remote host, `NAME=MODE` (default: --sandbox when given, else workspace-write with the host's working directory as the workspace; repeatable)")
+	fs.Var(&c.hostNetwork, "host-network", "whether commands on a remote host reach the network, `NAME=on|off` (default: --network when given, else on; repeatable)")
+	fs.Var(&c.hostContainment, "host-containment", "the containment of a remote host, `NAME=MODE` (default: --containment when given, else auto; repeatable)")
+}
 
 // hostName is what a host may be called: the model sees it, in the bash
 // tool's host enum and in task kinds (bash@<name>).
@@ -27,7 +54,8 @@ var hostName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
 // hostValues is a repeatable NAME=VALUE flag.
 type hostValues struct {
-	what string // "an SSH destination", "a directory": for the message
+	what string   // "ssh destination", "dir": for the message
+	from []string // the values allowed; nil: any
 	vals []string
 	by   map[string]string
 }
@@ -44,6 +72,8 @@ func (h *hostValues) Set(s string) error {
 	switch {
 	case !ok || v == "":
 		return fmt.Errorf("must be NAME=%s", strings.ToUpper(strings.ReplaceAll(h.what, " ", "_")))
+	case h.from != nil && !slices.Contains(h.from, v):
+		return fmt.Errorf("%s must be one of: %s", h.what, strings.Join(h.from, ", "))
 	case !hostName.MatchString(name):
 		return fmt.Errorf("host name %q must be letters, digits, '.', '_' or '-'", name)
 	case name == tools.HostLocal:
@@ -72,7 +102,7 @@ func (s *settings) applyHostEntry(e cfgfile.Entry) (bool, error) {
 	}
 	i := strings.LastIndexByte(rest, '.')
 	if i < 0 || hostFields[rest[i+1:]] == "" {
-		return true, &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("unknown key (a host takes ssh and cwd)")}
+		return true, &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("unknown key (a host takes " + strings.Join(hostFieldNames, ", ") + ")")}
 	}
 	name, flagName := rest[:i], hostFields[rest[i+1:]]
 	if e.Array {
@@ -91,8 +121,20 @@ func (s *settings) applyHostEntry(e cfgfile.Entry) (bool, error) {
 }
 
 // remoteHosts builds an executor per configured host. They connect on
-// first use; what runs there is held to this server's timeouts.
-func (c *config) remoteHosts() ([]tools.Host, []*remote.Executor, error) {
+// first use; what runs there is held to this server's timeouts. What an
+// agent says on its standard error (a sandbox the host cannot enforce,
+// why it could not start) goes to log, when there is one.
+func (c *config) remoteHosts(log *slog.Logger) ([]tools.Host, []*remote.Executor, error) {
+	for _, hv := range []struct {
+		flag string
+		v    *hostValues
+	}{{"--host-sandbox", &c.hostSandbox}, {"--host-network", &c.hostNetwork}, {"--host-containment", &c.hostContainment}} {
+		for name := range hv.v.by {
+			if c.hosts.by[name] == "" {
+				return nil, nil, fmt.Errorf("%s %s: no host %s is configured", hv.flag, name, name)
+			}
+		}
+	}
 	for name, cwd := range c.hostCwds.by {
 		if c.hosts.by[name] == "" {
 			return nil, nil, fmt.Errorf("--host-cwd %s: no host %s is configured", name, name)
@@ -107,10 +149,17 @@ func (c *config) remoteHosts() ([]tools.Host, []*remote.Executor, error) {
 	)
 	for _, spec := range c.hosts.vals {
 		name, ssh, _ := strings.Cut(spec, "=")
-		ex, err := sshhost.New(sshhost.Host{Name: name, SSH: ssh, Cwd: c.hostCwds.by[name]}, &sshhost.Options{
-			AgentArgs: []string{"--grace", c.graceMs.millis().String()},
+		o := &sshhost.Options{
+			AgentArgs: c.agentArgs(name),
 			Executor:  remote.Options{Timeout: c.timeoutMs.millis(), MaxTimeout: c.maxTimeoutMs.millis()},
-		})
+		}
+		if log != nil {
+			o.Stderr = &agentLog{log: log, host: name}
+			o.Executor.OnConnect = func(h agent.Hello) {
+				log.Info("connected to a remote host", "host", name, "conch", h.Conch, "enforces", h.Enforces)
+			}
+		}
+		ex, err := sshhost.New(sshhost.Host{Name: name, SSH: ssh, Cwd: c.hostCwds.by[name]}, o)
 		if err != nil {
 			for _, ex := range exs {
 				ex.Close()
@@ -123,10 +172,77 @@ func (c *config) remoteHosts() ([]tools.Host, []*remote.Executor, error) {
 	return hosts, exs, nil
 }
 
+// agentLog writes an agent's standard error to conch's log, a warning
+// for each line, naming the host.
+type agentLog struct {
+	log  *slog.Logger
+	host string
+	mu   sync.Mutex
+	line []byte // the start of a line not yet ended
+}
+
+// maxAgentLine cuts a line that never ends.
+const maxAgentLine = 4096
+
+func (a *agentLog) Write(p []byte) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.line = append(a.line, p...)
+	for {
+		i := bytes.IndexByte(a.line, '\n')
+		if i < 0 && len(a.line) < maxAgentLine {
+			return len(p), nil
+		}
+		if i < 0 {
+			i = len(a.line)
+		}
+		if line := strings.TrimSpace(string(a.line[:i])); line != "" {
+			a.log.Warn("agent on a remote host", "host", a.host, "said", line)
+		}
+		a.line = a.line[min(i+1, len(a.line)):]
+	}
+}
+
+// agentArgs are the flags of conch agent on the host called name: the
+// caps of this configuration, the host's working directory (the
+// sandbox's workspace there), and its containment, sandbox and network:
+// the host's own, else this configuration's when given. What is given
+// neither way is left to the agent's defaults (docs/remote.md), under
+// which a host that cannot enforce them runs its commands with what it
+// allows.
+func (c *config) agentArgs(name string) []string {
+	args := []string{"--timeout-ms", c.timeoutMs.String(), "--max-timeout-ms", c.maxTimeoutMs.String(),
+		"--max-output-bytes", c.maxOutputBytes.String(), "--max-spill-bytes", c.maxSpillBytes.String(),
+		"--grace-ms", c.graceMs.String()}
+	for _, n := range c.passEnv.vals {
+		args = append(args, "--pass-env", n)
+	}
+	if cwd := c.hostCwds.by[name]; cwd != "" {
+		args = append(args, "--cwd", cwd)
+	}
+	for _, f := range []struct {
+		flag   string
+		host   *hostValues
+		global *choice
+	}{
+		{"--containment", &c.hostContainment, &c.containment},
+		{"--sandbox", &c.hostSandbox, &c.sandboxMode},
+		{"--network", &c.hostNetwork, &c.network},
+	} {
+		if v := f.host.by[name]; v != "" {
+			args = append(args, f.flag, v)
+		} else if f.global.given {
+			args = append(args, f.flag, f.global.v)
+		}
+	}
+	return args
+}
+
 // printHosts writes the configured hosts as their table keys, for
 // `conch config`.
 func (s *settings) printHosts(w io.Writer) {
-	for field, flagName := range map[string]string{"ssh": "host", "cwd": "host-cwd"} {
+	for _, field := range hostFieldNames {
+		flagName := hostFields[field]
 		f := s.fs.Lookup(flagName)
 		if f == nil {
 			continue

@@ -28,8 +28,27 @@
 // everything, wait until it is gone, answer). When the agent's input
 // ends, it kills everything it started.
 //
-// "end-owner" and StartArgs.Owner came after version 1 was first
-// released, as additions that keep it version 1: an agent without them
+// "term-start" starts a terminal (shell.Terminals.StartTerminal) of the
+// StartArgs' command, workdir, environment and owner; the client names it
+// with Proc, as a process. "read", "peek", "written", "kill" and "release"
+// then apply to it as to a process (a read's text is in Read.Stdout, the
+// raw stream's size in Written[0]), "input" types into it (InputArgs; the
+// answer in Read.Stdout, or an Error of kind "other" with the terminal's
+// own words), "raw" answers with its raw stream so far (Raw: its size,
+// tail and spill file), and its "done" carries its exit and its raw
+// stream as Stdout.
+//
+// While a foreground process (a Start that is not Background) runs and
+// the client has not read it, the agent also sends "output"
+// notifications, at most every OutputInterval and only when it wrote
+// something: Read holds the end of its output so far (as Peek returns
+// it, up to MaxOutput bytes a stream) and Written its sizes. They let the
+// client keep what a command printed before a lost connection cut it.
+//
+// "end-owner", StartArgs.Owner, "output", "term-start", "input" and "raw" came
+// after version 1 was first released, as additions that keep it version 1
+// (a client ignores a notification it does not know, an agent answers an
+// operation it does not know with an Error of kind "other"): an agent without them
 // ignores the Owner and answers "end-owner" with an Error of kind
 // "other", after which its owners end only when the connection does, as
 // they did before.
@@ -51,23 +70,34 @@ import (
 // Version is the protocol version this package speaks.
 const Version = 1
 
+// MaxOutput bounds each stream of an output notification.
+const MaxOutput = 1 << 20
+
 // MaxFrame bounds the JSON body of a frame: a start carries the command
 // and its stdin, a done two tails of at most the executor's tail size.
 const MaxFrame = 16 << 20
 
 // Operations of a Request, and the Op of a notification.
 const (
-	OpHello    = "hello"
-	OpStart    = "start"
-	OpRead     = "read"
-	OpPeek     = "peek"
-	OpKill     = "kill"
-	OpWritten  = "written"
-	OpRelease  = "release"
-	OpEndOwner = "end-owner"
-	OpClose    = "close"
-	OpDone     = "done" // notification: a process settled
+	OpHello     = "hello"
+	OpStart     = "start"
+	OpRead      = "read"
+	OpPeek      = "peek"
+	OpKill      = "kill"
+	OpWritten   = "written"
+	OpRelease   = "release"
+	OpEndOwner  = "end-owner"
+	OpClose     = "close"
+	OpTermStart = "term-start" // start a terminal (shell.Terminals)
+	OpInput     = "input"      // type into a terminal
+	OpRaw       = "raw"        // a terminal's raw stream so far
+	OpDone      = "done"       // notification: a process settled
+	OpOutput    = "output"     // notification: a foreground process's output so far
 )
+
+// OutputInterval is how often, at most, the agent sends a foreground
+// process's output while it runs.
+const OutputInterval = 200 * time.Millisecond
 
 // Request is one message from the client.
 type Request struct {
@@ -78,6 +108,14 @@ type Request struct {
 	Start   *StartArgs `json:"start,omitempty"`
 	Max     int        `json:"max,omitempty"`   // peek
 	Owner   string     `json:"owner,omitempty"` // end-owner
+	Input   *InputArgs `json:"input,omitempty"` // input
+}
+
+// InputArgs are what Input types into a terminal (shell.Terminal.Input).
+type InputArgs struct {
+	Text string        `json:"text,omitempty"`
+	Keys []string      `json:"keys,omitempty"`
+	Wait time.Duration `json:"wait,omitempty"`
 }
 
 // StartArgs are a Spec to launch (foreground, its timeout applies) or to
@@ -107,6 +145,7 @@ type Response struct {
 	Killed  bool     `json:"killed,omitempty"`
 	Written [2]int64 `json:"written,omitzero"`
 	Done    *Done    `json:"done,omitempty"`
+	Raw     *Output  `json:"raw,omitempty"` // raw
 }
 
 // Hello is what the agent tells about itself.
@@ -116,6 +155,10 @@ type Hello struct {
 	OS      string `json:"os"`
 	Arch    string `json:"arch"`
 	Cwd     string `json:"cwd"` // where commands without a workdir run
+	// Enforces is what the agent holds commands to, as conch's start-up
+	// line says it ("…; containment: pid-namespace; sandbox:
+	// workspace-write, network on"); added within version 1.
+	Enforces string `json:"enforces,omitempty"`
 }
 
 // Error kinds: they map back to the seam's typed errors.
@@ -126,7 +169,10 @@ const (
 	ErrKindClosed  = "closed"  // shell.ErrClosed
 	ErrKindVersion = "version" // the agent does not speak the client's version
 	ErrKindProc    = "proc"    // no such process (released, or never started)
-	ErrKindOther   = "other"
+	// ErrKindUnsupported: the agent cannot do that (its executor has no
+	// terminals); errors.ErrUnsupported.
+	ErrKindUnsupported = "unsupported"
+	ErrKindOther       = "other"
 )
 
 // Error is a failure carried in a Response.
@@ -180,6 +226,10 @@ type Done struct {
 	Stdout      Output        `json:"stdout"`
 	Stderr      Output        `json:"stderr"`
 	LeftRunning bool          `json:"leftRunning,omitempty"`
+	// Notes and Sandbox were added within version 1 (an older agent
+	// sends neither: its commands ran without a sandbox).
+	Notes   []string             `json:"notes,omitempty"`
+	Sandbox *shell.SandboxReport `json:"sandbox,omitempty"`
 }
 
 // ErrFrameTooLarge is returned for a frame longer than MaxFrame.
@@ -293,6 +343,8 @@ func (e *Error) Err() error {
 		return &shell.SpawnError{Err: cause}
 	case ErrKindClosed:
 		return shell.ErrClosed
+	case ErrKindUnsupported:
+		return fmt.Errorf("agent: %s: %w", e.Msg, errors.ErrUnsupported)
 	}
 	return fmt.Errorf("agent: %s", e.Msg)
 }
@@ -355,11 +407,13 @@ func EncodeDone(p shell.Process) *Done {
 	res := p.Result()
 	return &Done{Status: p.Status(), ExitCode: res.ExitCode, Signal: res.Signal,
 		TimedOut: res.TimedOut, Aborted: res.Aborted, Timeout: res.Timeout,
-		Stdout: EncodeOutput(res.Stdout), Stderr: EncodeOutput(res.Stderr), LeftRunning: res.LeftRunning}
+		Stdout: EncodeOutput(res.Stdout), Stderr: EncodeOutput(res.Stderr), LeftRunning: res.LeftRunning,
+		Notes: res.Notes, Sandbox: res.Sandbox}
 }
 
 // Result is d as a shell.Result.
 func (d *Done) Result() shell.Result {
 	return shell.Result{ExitCode: d.ExitCode, Signal: d.Signal, TimedOut: d.TimedOut, Aborted: d.Aborted,
-		Timeout: d.Timeout, Stdout: d.Stdout.Output(), Stderr: d.Stderr.Output(), LeftRunning: d.LeftRunning}
+		Timeout: d.Timeout, Stdout: d.Stdout.Output(), Stderr: d.Stderr.Output(), LeftRunning: d.LeftRunning,
+		Notes: d.Notes, Sandbox: d.Sandbox}
 }

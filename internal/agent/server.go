@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/conch-dev/conch/shell"
 )
@@ -18,7 +19,8 @@ import (
 // itself; its Version is set to this package's.
 func Serve(r io.Reader, w io.Writer, ex shell.Executor, hello Hello) error {
 	hello.Version = Version
-	s := &server{c: NewConn(r, w), ex: ex, hello: hello, procs: make(map[uint64]shell.Process)}
+	s := &server{c: NewConn(r, w), ex: ex, hello: hello, procs: make(map[uint64]shell.Process),
+		terms: make(map[uint64]shell.Terminal), read: make(map[uint64]bool)}
 	err := s.loop()
 	s.ex.Close()
 	s.wg.Wait()
@@ -36,6 +38,8 @@ type server struct {
 
 	mu    sync.Mutex
 	procs map[uint64]shell.Process
+	terms map[uint64]shell.Terminal
+	read  map[uint64]bool // foreground processes the client has read
 }
 
 func (s *server) loop() error {
@@ -74,8 +78,12 @@ func (s *server) proc(id uint64) (shell.Process, bool) {
 // gone; the read loop sees that too and ends everything, so it is dropped.
 func (s *server) handle(req Request) {
 	resp := Response{ID: req.ID}
-	if req.Op == OpStart {
+	switch req.Op {
+	case OpStart:
 		s.start(req)
+		return
+	case OpTermStart:
+		s.startTerminal(req)
 		return
 	}
 	if req.Op == OpEndOwner {
@@ -94,6 +102,10 @@ func (s *server) handle(req Request) {
 		s.c.Write(resp)
 		return
 	}
+	if t, ok := s.term(req.Proc); ok {
+		s.handleTerminal(req, t)
+		return
+	}
 	p, ok := s.proc(req.Proc)
 	if !ok {
 		resp.Err = &Error{Kind: ErrKindProc, Msg: fmt.Sprintf("no process %d", req.Proc)}
@@ -102,6 +114,9 @@ func (s *server) handle(req Request) {
 	}
 	switch req.Op {
 	case OpRead:
+		s.mu.Lock()
+		s.read[req.Proc] = true
+		s.mu.Unlock()
 		resp.Read = EncodeRead(p.Read())
 	case OpPeek:
 		resp.Read = EncodeRead(p.Peek(req.Max))
@@ -119,6 +134,116 @@ func (s *server) handle(req Request) {
 	s.c.Write(resp)
 }
 
+func (s *server) term(id uint64) (shell.Terminal, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.terms[id]
+	return t, ok
+}
+
+// handleTerminal answers a request about the terminal t.
+func (s *server) handleTerminal(req Request, t shell.Terminal) {
+	resp := Response{ID: req.ID}
+	switch req.Op {
+	case OpRead:
+		resp.Read = &Read{Stdout: t.Read()}
+	case OpPeek:
+		resp.Read = &Read{Stdout: t.Peek(req.Max)}
+	case OpWritten:
+		resp.Written[0] = t.Written()
+	case OpKill:
+		t.Kill()
+		resp.Killed = true
+	case OpRaw:
+		o := EncodeOutput(t.Raw())
+		resp.Raw = &o
+	case OpInput:
+		if req.Input == nil {
+			resp.Err = &Error{Kind: ErrKindOther, Msg: "input without arguments"}
+			break
+		}
+		text, err := t.Input(req.Input.Text, req.Input.Keys, req.Input.Wait)
+		if err != nil {
+			resp.Err = &Error{Kind: ErrKindOther, Msg: err.Error()}
+			break
+		}
+		resp.Read = &Read{Stdout: text}
+	case OpRelease:
+		s.mu.Lock()
+		delete(s.terms, req.Proc)
+		s.mu.Unlock()
+	default:
+		resp.Err = &Error{Kind: ErrKindOther, Msg: fmt.Sprintf("unknown operation %q on a terminal", req.Op)}
+	}
+	s.c.Write(resp)
+}
+
+// startTerminal starts a terminal, answers, and sends its done once it
+// ended: its exit, and its raw stream as Stdout.
+func (s *server) startTerminal(req Request) {
+	resp := Response{ID: req.ID}
+	a := req.Start
+	terms, ok := s.ex.(shell.Terminals)
+	switch {
+	case a == nil:
+		resp.Err = &Error{Kind: ErrKindOther, Msg: "term-start without arguments"}
+	case !ok:
+		resp.Err = &Error{Kind: ErrKindUnsupported, Msg: "this agent's executor has no terminals"}
+	case s.taken(req.Proc):
+		resp.Err = &Error{Kind: ErrKindOther, Msg: fmt.Sprintf("process id %d is taken", req.Proc)}
+	}
+	if resp.Err != nil {
+		s.c.Write(resp)
+		return
+	}
+	spec, err := s.ex.Resolve(shell.Request{Command: a.Command, Workdir: expandHome(a.Workdir),
+		Env: a.Env, ManagedEnv: a.ManagedEnv, Owner: a.Owner})
+	var t shell.Terminal
+	if err == nil {
+		t, err = terms.StartTerminal(spec)
+	}
+	if err != nil {
+		resp.Err = EncodeError(err)
+		s.c.Write(resp)
+		return
+	}
+	s.mu.Lock()
+	s.terms[req.Proc] = t
+	s.mu.Unlock()
+	s.started(req.Proc, resp, t.Kill, t.Done(), nil, func() *Done {
+		code, sig := t.Exit()
+		d := &Done{Status: shell.StatusCompleted, ExitCode: code, Signal: sig, Stdout: EncodeOutput(t.Raw())}
+		if code == nil {
+			d.Status = shell.StatusKilled
+		}
+		return d
+	})
+}
+
+// started answers the start of id with resp (killing what started when
+// the answer cannot be sent: the connection is gone), runs while, if any,
+// until it returns, then waits for done and sends the done notification
+// with result's Done, which therefore always comes after the answer.
+func (s *server) started(id uint64, resp Response, kill func(), done <-chan struct{}, while func(), result func() *Done) {
+	if s.c.Write(resp) != nil {
+		kill()
+	}
+	if while != nil {
+		while()
+	}
+	<-done
+	s.c.Write(Response{Op: OpDone, Proc: id, Done: result()})
+}
+
+// taken reports whether id names no new process: 0, or one in use.
+func (s *server) taken(id uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, p := s.procs[id]
+	_, t := s.terms[id]
+	return id == 0 || p || t
+}
+
 // start resolves and launches or starts a Spec, answers, and then follows
 // the process to its end to send its done notification, which therefore
 // always comes after the answer.
@@ -130,7 +255,7 @@ func (s *server) start(req Request) {
 		s.c.Write(resp)
 		return
 	}
-	if _, dup := s.proc(req.Proc); dup || req.Proc == 0 {
+	if s.taken(req.Proc) {
 		resp.Err = &Error{Kind: ErrKindOther, Msg: fmt.Sprintf("process id %d is taken", req.Proc)}
 		s.c.Write(resp)
 		return
@@ -160,11 +285,48 @@ func (s *server) start(req Request) {
 	s.mu.Lock()
 	s.procs[req.Proc] = p
 	s.mu.Unlock()
-	if s.c.Write(resp) != nil {
-		p.Kill()
+	var while func()
+	if !a.Background {
+		while = func() { s.sendOutput(req.Proc, p) }
 	}
-	<-p.Done()
-	s.c.Write(Response{Op: OpDone, Proc: req.Proc, Done: EncodeDone(p)})
+	s.started(req.Proc, resp, func() { p.Kill() }, p.Done(), while, func() *Done { return EncodeDone(p) })
+}
+
+// sendOutput sends the output of the foreground process p while it runs,
+// at most every OutputInterval and only when it wrote something, until
+// the client reads p itself (it then has the output it read) or p
+// settles (done carries its Result).
+func (s *server) sendOutput(id uint64, p shell.Process) {
+	defer func() {
+		s.mu.Lock()
+		delete(s.read, id)
+		s.mu.Unlock()
+	}()
+	t := time.NewTicker(OutputInterval)
+	defer t.Stop()
+	var sent [2]int64
+	for {
+		select {
+		case <-p.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		read := s.read[id]
+		s.mu.Unlock()
+		if read {
+			return
+		}
+		var w [2]int64
+		w[0], w[1] = p.Written()
+		if w == sent {
+			continue
+		}
+		sent = w
+		if s.c.Write(Response{Op: OpOutput, Proc: id, Read: EncodeRead(p.Peek(MaxOutput)), Written: w}) != nil {
+			return
+		}
+	}
 }
 
 // expandHome expands a workdir of "~" or "~/…" (shell.IsHomeRelative) to the agent user's home; one

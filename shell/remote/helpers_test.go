@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -144,7 +145,7 @@ func startAgent(bin string) (*agentProc, error) {
 		inW.Close()
 		return nil, err
 	}
-	cmd := exec.Command(bin, "agent", "--grace", testGrace.String())
+	cmd := exec.Command(bin, "agent", "--grace-ms", strconv.FormatInt(testGrace.Milliseconds(), 10))
 	cmd.Env = os.Environ()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, os.Stderr
 	err = cmd.Start()

@@ -17,6 +17,7 @@ import (
 	"io"
 	"path"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,9 @@ type Options struct {
 	// DialTimeout bounds a connection attempt, the hello included
 	// (default 20 s).
 	DialTimeout time.Duration
+	// OnConnect, if set, is told what the agent said of itself each time
+	// a connection is made (what it enforces there, say, for a log).
+	OnConnect func(agent.Hello)
 }
 
 // Executor runs commands on one host through its agent. Create it with
@@ -81,6 +85,7 @@ var (
 	_ shell.Executor        = (*Executor)(nil)
 	_ shell.ContextLauncher = (*Executor)(nil)
 	_ shell.OwnerEnder      = (*Executor)(nil)
+	_ shell.Terminals       = (*Executor)(nil)
 )
 
 // UnreachableError is a host that could not be reached (or whose agent
@@ -170,22 +175,27 @@ func (e *Executor) Start(s shell.Spec) (shell.Process, error) {
 }
 
 func (e *Executor) start(ctx context.Context, s shell.Spec, background bool) (*process, error) {
+	a := &agent.StartArgs{Background: background, Command: s.Command, Workdir: s.Workdir,
+		Timeout: s.Timeout, StdoutMaxBytes: s.StdoutMaxBytes, HasStdin: s.Stdin != nil, Stdin: s.Stdin,
+		Env: s.Env, ManagedEnv: s.ManagedEnv, Owner: s.Owner}
+	timeout := s.Timeout
+	if background {
+		a.Timeout, timeout = 0, 0
+	}
+	return e.open(ctx, agent.OpStart, a, timeout)
+}
+
+// open asks the agent to start what a describes, with op (a command, or
+// a terminal), and returns it as a process of this connection; timeout is
+// a foreground command's, for the result of a lost one.
+func (e *Executor) open(ctx context.Context, op string, a *agent.StartArgs, timeout time.Duration) (*process, error) {
 	c, err := e.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	a := &agent.StartArgs{Background: background, Command: s.Command, Workdir: s.Workdir,
-		Timeout: s.Timeout, StdoutMaxBytes: s.StdoutMaxBytes, HasStdin: s.Stdin != nil, Stdin: s.Stdin,
-		Env: s.Env, ManagedEnv: s.ManagedEnv, Owner: s.Owner}
-	if background {
-		a.Timeout = 0
-	}
-	p := &process{c: c, id: e.nextProc.Add(1), owner: s.Owner, done: make(chan struct{}), released: new(atomic.Bool)}
-	if !background {
-		p.timeout = s.Timeout
-	}
+	p := &process{c: c, id: e.nextProc.Add(1), owner: a.Owner, timeout: timeout, done: make(chan struct{}), released: new(atomic.Bool)}
 	c.register(p)
-	resp, err := c.call(agent.Request{Op: agent.OpStart, Proc: p.id, Start: a})
+	resp, err := c.call(agent.Request{Op: op, Proc: p.id, Start: a})
 	if err == nil && resp.Err != nil {
 		err = resp.Err.Err()
 	}
@@ -227,6 +237,9 @@ func (e *Executor) connect(ctx context.Context) (*conn, error) {
 		return nil, &UnreachableError{Host: e.name, Err: err}
 	}
 	e.conn = c
+	if e.opts.OnConnect != nil {
+		e.opts.OnConnect(c.hello)
+	}
 	return c, nil
 }
 
@@ -450,7 +463,8 @@ func (c *conn) readLoop() {
 			break
 		}
 		if resp.ID == 0 {
-			if resp.Op == agent.OpDone && resp.Done != nil {
+			switch {
+			case resp.Op == agent.OpDone && resp.Done != nil:
 				c.mu.Lock()
 				p := c.procs[resp.Proc]
 				delete(c.procs, resp.Proc)
@@ -458,6 +472,12 @@ func (c *conn) readLoop() {
 				if p != nil {
 					p.settle(resp.Done, false)
 				}
+			case resp.Op == agent.OpOutput && resp.Read != nil:
+				c.mu.Lock()
+				if p := c.procs[resp.Proc]; p != nil {
+					p.sent = &sentOutput{resp.Read.Stdout, resp.Read.Stderr, resp.Written}
+				}
+				c.mu.Unlock()
 			}
 			continue
 		}
@@ -479,9 +499,42 @@ func (c *conn) readLoop() {
 		close(ch)
 	}
 	for _, p := range procs {
-		p.settle(&agent.Done{Status: shell.StatusKilled, Timeout: p.timeout,
-			Stderr: agent.Output{Text: LostMarker(c.host) + "\n"}}, true)
+		p.settle(p.lostDone(c.host), true)
 	}
+}
+
+// sentOutput is what the agent sent of a foreground process's output
+// while it ran: the end of each stream, and their sizes.
+type sentOutput struct {
+	stdout, stderr string
+	written        [2]int64
+}
+
+// lostDone is the result of p cut by the loss of its connection: killed,
+// with the output the agent sent before the cut (unless p was read: that
+// output was delivered by the reads), then the lost marker. The host's
+// spill files went with the agent.
+func (p *process) lostDone(host string) *agent.Done {
+	d := &agent.Done{Status: shell.StatusKilled, Timeout: p.timeout}
+	if o := p.sent; o != nil && !p.consumed.Load() {
+		d.Stdout, d.Stderr = lostOutput(o.stdout, o.written[0]), lostOutput(o.stderr, o.written[1])
+	}
+	if t := d.Stderr.Text; t != "" && !strings.HasSuffix(t, "\n") {
+		d.Stderr.Text += "\n"
+	}
+	d.Stderr.Text += LostMarker(host) + "\n"
+	return d
+}
+
+// errSpillLost is why a cut call's output names no spill file.
+var errSpillLost = errors.New("the host's spill file went with the connection")
+
+func lostOutput(text string, size int64) agent.Output {
+	o := agent.Output{Text: text, Size: size}
+	if size > int64(len(text)) {
+		o.Truncated, o.SpillErr = true, &agent.SpillErr{Msg: errSpillLost.Error()}
+	}
+	return o
 }
 
 // releaser tells the agent to forget a process; it must not refer to the
@@ -512,6 +565,10 @@ type process struct {
 	result   *agent.Done // set before done is closed
 	lost     bool        // settled by the loss of the connection
 	lostRead atomic.Bool // the lost marker was read
+	// sent is the output the agent last sent while p ran (conn.mu);
+	// consumed: p was read, which delivered its output instead.
+	sent     *sentOutput
+	consumed atomic.Bool
 	// released: the agent was told to forget it. Its own allocation: the
 	// cleanup that releases p must not point into p, or p never dies.
 	released *atomic.Bool
@@ -584,6 +641,7 @@ func (p *process) Kill() bool {
 // Read implements shell.Process. After a lost connection it returns the
 // lost marker in its stderr part, once.
 func (p *process) Read() shell.ReadResult {
+	p.consumed.Store(true)
 	return p.read(agent.Request{Op: agent.OpRead, Proc: p.id})
 }
 
@@ -635,4 +693,86 @@ func (p *process) Written() (stdout, stderr int64) {
 		return 0, 0
 	}
 	return resp.Written[0], resp.Written[1]
+}
+
+// StartTerminal implements shell.Terminals: the agent starts the terminal
+// on its host, with its executor's terminals (contained there as its
+// commands are). An agent whose executor has none, or one too old to know
+// terminals (it does not know the operation), is refused with
+// `tty is not available on host <name>` (docs/terminal.md).
+func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
+	p, err := e.open(context.Background(), agent.OpTermStart, &agent.StartArgs{Command: s.Command, Workdir: s.Workdir,
+		Env: s.Env, ManagedEnv: s.ManagedEnv, Owner: s.Owner}, 0)
+	if errors.Is(err, errors.ErrUnsupported) || err != nil && strings.Contains(err.Error(), `unknown operation "`+agent.OpTermStart+`"`) {
+		return nil, fmt.Errorf("tty is not available on host %s", e.name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &terminal{p}, nil
+}
+
+// terminal is a terminal running on the host: the shell.Terminal of
+// StartTerminal. It settles as a process does; its done carries its raw
+// stream as Stdout.
+type terminal struct{ p *process }
+
+var _ shell.Terminal = (*terminal)(nil)
+
+// Read implements shell.Terminal. After a lost connection it returns the
+// lost marker, once.
+func (t *terminal) Read() string {
+	r := t.p.Read()
+	return r.Stdout + r.Stderr
+}
+
+// Peek implements shell.Terminal.
+func (t *terminal) Peek(maxBytes int) string {
+	r := t.p.Peek(maxBytes)
+	return r.Stdout + r.Stderr
+}
+
+// Written implements shell.Terminal.
+func (t *terminal) Written() int64 {
+	w, _ := t.p.Written()
+	return w
+}
+
+// Input implements shell.Terminal; its errors are the terminal's own
+// words (an unknown key, a program that ended).
+func (t *terminal) Input(text string, keys []string, wait time.Duration) (string, error) {
+	resp, err := t.p.c.call(agent.Request{Op: agent.OpInput, Proc: t.p.id,
+		Input: &agent.InputArgs{Text: text, Keys: keys, Wait: wait}})
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("host %s: input: %w", t.p.c.host, err)
+	case resp.Err != nil:
+		return "", errors.New(resp.Err.Msg)
+	}
+	return resp.Read.ReadResult().Stdout, nil
+}
+
+// Kill implements shell.Terminal.
+func (t *terminal) Kill() { t.p.Kill() }
+
+// Done implements shell.Terminal.
+func (t *terminal) Done() <-chan struct{} { return t.p.Done() }
+
+// Exit implements shell.Terminal.
+func (t *terminal) Exit() (code *int, signal string) { return t.p.ExitCode(), t.p.Signal() }
+
+// Raw implements shell.Terminal: the raw stream as the agent sent it in
+// the terminal's done, or, before, as it answers now (its spill file a
+// path of the host either way). A lost connection leaves its size.
+func (t *terminal) Raw() shell.Output {
+	var o shell.Output
+	if d := t.p.settled(); d != nil {
+		o = d.Stdout.Output()
+	} else if resp, err := t.p.c.call(agent.Request{Op: agent.OpRaw, Proc: t.p.id}); err == nil && resp.Raw != nil {
+		o = resp.Raw.Output()
+	} else {
+		o.Size = t.Written()
+	}
+	o.Host = t.p.c.host
+	return o
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -186,12 +187,7 @@ func TestLostConnectionStopsTheCommand(t *testing.T) {
 		}
 		testutil.WaitFor(t, 10*time.Second, "both sleeps on the host", func() bool { return running("sleep 30") && running("sleep 31") })
 		drop()
-		var r shell.Result
-		select {
-		case r = <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatal("Run still running 10 s after its connection was lost")
-		}
+		r := lostResult(t, done)
 		want := "[connection to host h1 lost; the command was stopped]\n"
 		if r.Stderr.Text != want || r.ExitCode != nil {
 			t.Errorf("lost Run: %+v, want stderr %q", r, want)
@@ -211,6 +207,43 @@ func TestLostConnectionStopsTheCommand(t *testing.T) {
 			t.Errorf("after reconnect: %+v", r)
 		}
 	})
+}
+
+// A foreground call cut by a lost connection keeps the output the agent
+// sent before the cut, then the lost marker; the agent sends a foreground
+// command's output while it runs (docs/remote.md).
+func TestLostConnectionKeepsOutput(t *testing.T) {
+	forEach(t, func(t *testing.T, tr transport) {
+		ex, _, drop := newExec(t, tr, nil)
+		printed := filepath.Join(t.TempDir(), "printed")
+		done := make(chan shell.Result, 1)
+		go func() {
+			done <- run(t, ex, shell.Request{Command: "echo before; echo oops >&2; touch " + printed + "; sleep 30"})
+		}()
+		testutil.WaitFor(t, 10*time.Second, "the output printed on the host", func() bool {
+			_, err := os.Stat(printed)
+			return err == nil
+		})
+		time.Sleep(2 * time.Second) // the agent sends it within 200 ms
+		drop()
+		r := lostResult(t, done)
+		want := "oops\n[connection to host h1 lost; the command was stopped]\n"
+		if r.Stdout.Text != "before\n" || r.Stderr.Text != want || r.ExitCode != nil || r.Stdout.Truncated {
+			t.Errorf("lost Run: %+v, want stdout %q, stderr %q", r, "before\n", want)
+		}
+	})
+}
+
+// lostResult waits for the result of a Run whose connection was lost.
+func lostResult(t *testing.T, done <-chan shell.Result) shell.Result {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run still running 10 s after its connection was lost")
+		return shell.Result{}
+	}
 }
 
 // The agent kills what it started when its input ends, and Close waits

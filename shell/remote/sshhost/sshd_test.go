@@ -60,7 +60,7 @@ func (c *client) options() *sshhost.Options {
 		KnownHosts:  []string{c.KnownHosts},
 		AgentSocket: "none", // the identity files alone
 		AgentBinary: c.bin,
-		AgentArgs:   []string{"--grace", "500ms"},
+		AgentArgs:   []string{"--grace-ms", "500"},
 		Stderr:      c.stderr,
 	}
 }

@@ -656,8 +656,24 @@ func (d *Dialer) deployLocked(ctx context.Context) error {
 	return nil
 }
 
+// removeOld is the part of the upload script that removes, once the new
+// build $f is in place, the other builds of its directory (conch-<16 hex
+// digits>) that no process of the remote user runs (its /proc/<pid>/exe):
+// a build in use is another local conch's agent, whose init re-executes
+// that file. Temporary uploads an hour old were cut and are removed too.
+// Another conch whose build was removed uploads it again on its next
+// connection.
+const removeOld = `inuse=$(ls -l /proc/[0-9]*/exe 2>/dev/null || true); ` +
+	`for o in "$d"/conch-????????????????; do ` +
+	`[ "$o" != "$f" ] && [ -f "$o" ] || continue; ` +
+	`case "${o##*/conch-}" in *[!0-9a-f]*) continue;; esac; ` +
+	`case "$inuse" in *" -> $o"*) continue;; esac; ` +
+	`rm -f "$o"; done; ` +
+	`find "$d" -maxdepth 1 -name '.upload-*' -mmin +60 -exec rm -f {} + 2>/dev/null || true`
+
 // upload copies AgentBinary to path on the host through a temporary file
-// that is checked against the binary's checksum before it is renamed.
+// that is checked against the binary's checksum before it is renamed,
+// then removes the older builds there (removeOld).
 func (d *Dialer) upload(ctx context.Context, path string) error {
 	f, err := os.Open(d.opts.AgentBinary)
 	if err != nil {
@@ -667,7 +683,7 @@ func (d *Dialer) upload(ctx context.Context, path string) error {
 	script := `set -eu; f=` + shellQuote(path) + `; d=$(dirname "$f"); mkdir -p "$d"; chmod 700 "$d"; ` +
 		`t=$(mktemp "$d/.upload-XXXXXX"); trap 'rm -f "$t"' EXIT; cat > "$t"; ` +
 		`s=$(sha256sum < "$t" | cut -c1-64); if [ "$s" != ` + d.binHash + ` ]; then echo "checksum $s after upload" >&2; exit 1; fi; ` +
-		`chmod 700 "$t"; mv -f "$t" "$f"; trap - EXIT`
+		`chmod 700 "$t"; mv -f "$t" "$f"; trap - EXIT; ` + removeOld
 	if _, err := d.output(ctx, script, f); err != nil {
 		return fmt.Errorf("upload conch to %s: %w", path, err)
 	}
@@ -712,13 +728,13 @@ func (d *Dialer) startAgent(ctx context.Context) (io.ReadWriteCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	in, err := s.StdinPipe()
-	var out io.Reader
+	st := &stream{s: s, release: release, exited: make(chan struct{})}
+	st.in, err = s.StdinPipe()
 	if err == nil {
-		out, err = s.StdoutPipe()
+		st.out, err = s.StdoutPipe()
 	}
 	if err == nil {
-		s.Stderr = d.opts.Stderr
+		s.Stderr = io.MultiWriter(d.opts.Stderr, &st.stderr)
 		err = s.Start(d.agentCmd)
 	}
 	if err != nil {
@@ -726,19 +742,51 @@ func (d *Dialer) startAgent(ctx context.Context) (io.ReadWriteCloser, error) {
 		release()
 		return nil, fmt.Errorf("start agent: %w", err)
 	}
-	return &stream{s: s, in: in, out: out, release: release}, nil
+	go func() {
+		st.exitErr = s.Wait()
+		close(st.exited)
+	}()
+	return st, nil
 }
+
+// exitWait bounds the wait for an agent's exit status once its output
+// ended: sshd sends it right after the agent exits.
+const exitWait = 2 * time.Second
 
 // stream is an agent's session: its stdout to read, its stdin to write.
 type stream struct {
 	s       *ssh.Session
 	in      io.WriteCloser
 	out     io.Reader
+	stderr  stderrTail
+	exited  chan struct{} // closed once the session's Wait returned exitErr
+	exitErr error
 	once    sync.Once
 	release func()
 }
 
-func (st *stream) Read(b []byte) (int, error)  { return st.out.Read(b) }
+// Read implements io.Reader. When the agent's output ends because it
+// exited with an error (it could not start: a mode this host cannot
+// enforce, a cwd it lacks), the error says so in the agent's last words.
+func (st *stream) Read(b []byte) (int, error) {
+	n, err := st.out.Read(b)
+	if err != io.EOF {
+		return n, err
+	}
+	select {
+	case <-st.exited:
+	case <-time.After(exitWait):
+		return n, err
+	}
+	var ee *ssh.ExitError
+	if errors.As(st.exitErr, &ee) {
+		if last := st.stderr.last(); last != "" {
+			return n, fmt.Errorf("agent exited with status %d: %s", ee.ExitStatus(), last)
+		}
+	}
+	return n, err
+}
+
 func (st *stream) Write(b []byte) (int, error) { return st.in.Write(b) }
 
 // Close ends the session; sshd then closes the agent's input. (No
@@ -747,8 +795,34 @@ func (st *stream) Write(b []byte) (int, error) { return st.in.Write(b) }
 func (st *stream) Close() error {
 	st.once.Do(func() {
 		st.s.Close()
-		st.s.Wait()
+		<-st.exited
 		st.release()
 	})
 	return nil
+}
+
+// stderrTail keeps the end of an agent's standard error.
+type stderrTail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const stderrTailBytes = 2048
+
+func (t *stderrTail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - stderrTailBytes; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// last is the last non-empty line written.
+func (t *stderrTail) last() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }

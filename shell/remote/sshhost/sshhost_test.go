@@ -4,12 +4,18 @@ package sshhost_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -252,6 +258,84 @@ func TestDeployWhenMissingOrOutdated(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(s.Cache, "conch", ".upload-*"))
 	if len(left) != 0 {
 		t.Errorf("temporary uploads left: %q", left)
+	}
+}
+
+// Uploading a new build removes the older builds of the cache, but not
+// one that a process of the remote user still runs (another conch's agent
+// there), nor another file of the directory.
+func TestUploadRemovesOldBuilds(t *testing.T) {
+	s := startSSHD(t)
+	c := newClient(t)
+	c.alias(t, "h", s, 0)
+	u := sshdtest.EnsureUser(t)
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	dir := filepath.Join(s.Cache, "conch")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sleep, err := os.ReadFile("/bin/sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, running, other := filepath.Join(dir, "conch-0000000000000000"), filepath.Join(dir, "conch-1111111111111111"), filepath.Join(dir, "notes")
+	for _, f := range []string{old, running, other} {
+		if err := os.WriteFile(f, sleep, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{dir, old, running, other} {
+		if err := os.Chown(f, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another conch's agent, running from its build as the remote user.
+	marker := testutil.Marker(t)
+	agent := exec.Command(running, "60")
+	agent.Env = testutil.Env(marker)
+	agent.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		agent.Process.Kill()
+		agent.Wait()
+	}()
+
+	ex := newExec(t, sshhost.Host{Name: "h", SSH: "h"}, c.options(), s)
+	if r := run(t, ex, shell.Request{Command: "echo first"}); r.Stdout.Text != "first\n" {
+		t.Fatalf("first call: %+v", r)
+	}
+	bin, _ := os.ReadFile(c.bin)
+	sum := sha256.Sum256(bin)
+	left, _ := filepath.Glob(filepath.Join(dir, "*"))
+	var names []string
+	for _, f := range left {
+		names = append(names, filepath.Base(f))
+	}
+	if want := []string{filepath.Base(running), "conch-" + hex.EncodeToString(sum[:])[:16], "notes"}; !slices.Equal(names, want) {
+		t.Errorf("cache after the upload: %q, want %q", names, want)
+	}
+}
+
+// An agent that cannot start (here: a cwd the host lacks) makes the host
+// unreachable with the agent's own words, not a bare end of stream.
+func TestAgentStartFailureIsNamed(t *testing.T) {
+	s := startSSHD(t)
+	c := newClient(t)
+	c.alias(t, "h", s, 0)
+	o := c.options()
+	o.AgentArgs = append(o.AgentArgs, "--cwd", "/nonexistent")
+	ex := newExec(t, sshhost.Host{Name: "gpu1", SSH: "h"}, o, s)
+	spec, err := ex.Resolve(shell.Request{Command: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ex.Launch(spec)
+	var ue *remote.UnreachableError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "conch agent: --cwd /nonexistent: not a directory; the command did not run") {
+		t.Errorf("Launch: %v, want the host unreachable with the agent's error", err)
 	}
 }
 
