@@ -5,6 +5,7 @@ package tools_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -53,6 +54,7 @@ func TestConcurrentSessions(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	notices := map[string]int{}
+	var settles []time.Duration // from task_kill to the task settled, per killed task
 	record := func(r tools.Result) {
 		if len(r.Notices) == 0 {
 			return
@@ -128,15 +130,20 @@ func TestConcurrentSessions(t *testing.T) {
 					}
 					// task_kill waits at most the grace plus a second: on a
 					// loaded machine the task may still be stopping then.
+					killed := time.Now()
 					if r := call(tools.NameTaskKill, map[string]any{"task_id": id}); r.Text != "killed task "+id+" [status: killed, signal: SIGTERM]" &&
 						r.Text != "requested cancellation of task "+id+"; it is still stopping" {
 						t.Errorf("%s %s: kill = %q", sess.ID, id, r.Text)
 					}
 					last = read(id, true)
+					settle := time.Since(killed)
 					got.WriteString(last.Output)
 					if last.Status != "killed" || last.Detail != "signal: SIGTERM" {
 						t.Errorf("%s %s: after the kill %+v", sess.ID, id, last)
 					}
+					mu.Lock()
+					settles = append(settles, settle)
+					mu.Unlock()
 					g := got.String()
 					if !strings.HasPrefix(want, g) || (g != "" && !strings.HasSuffix(g, "\n")) || (kd == killedAfter && g != want) {
 						t.Errorf("%s %s: reads are not a whole-line prefix of the sequence: %d of %d bytes, ends %q",
@@ -179,4 +186,9 @@ func TestConcurrentSessions(t *testing.T) {
 		}
 	}
 	t.Logf("%d sessions x %d tasks in %v (%d notices delivered before collection)", sessions, perSession, time.Since(start), len(notices))
+	if len(settles) > 0 {
+		slices.Sort(settles)
+		pct := func(p int) time.Duration { return settles[(len(settles)-1)*p/100] }
+		t.Logf("%d kills, task_kill to settled: p50 %v, p99 %v, max %v", len(settles), pct(50), pct(99), pct(100))
+	}
 }

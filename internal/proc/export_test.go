@@ -17,3 +17,6 @@ func TrackedSessions() int {
 	defer registry.mu.Unlock()
 	return len(registry.sessions)
 }
+
+// Scans reports how many scans of /proc this process has made.
+func Scans() int64 { return scans.Load() }

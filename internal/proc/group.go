@@ -31,7 +31,9 @@ const (
 // (the leader exited, or is a zombie, while the kernel still knows the
 // group) /proc is scanned for a live member; when a scan finds none, a
 // second one confirms, because a member forked during the first scan by
-// a process that then exited is missing from it.
+// a process that then exited is missing from it. Concurrent calls share
+// their scans: each call's scan starts after the call, but one scan
+// answers every call that waits for it.
 func GroupAlive(pgid int) bool {
 	if pgid <= 0 {
 		return false
@@ -46,15 +48,13 @@ func GroupAlive(pgid int) bool {
 		if err := unix.Kill(-pgid, 0); err == unix.ESRCH {
 			return false
 		}
-		infos, err := Scan()
-		if err != nil {
+		alive := true
+		groupScans.do(func(s *snapshot) {
 			// /proc unreadable: we cannot prove the group gone.
+			alive = s.err != nil || s.groupAlive(pgid)
+		})
+		if alive {
 			return true
-		}
-		for _, p := range infos {
-			if p.Pgid == pgid && p.Alive() {
-				return true
-			}
 		}
 	}
 	return false

@@ -80,23 +80,16 @@ func reapLoop(sigc <-chan os.Signal) {
 	}
 }
 
-// reapOrphans reaps every zombie direct child that no one else waits for
-// and reports how many it reaped.
-func reapOrphans() int {
+// reapOrphans reaps every zombie direct child that no one else waits for,
+// in a round of killScans (which any kill's scan may share).
+func reapOrphans() {
 	reapScans.Add(1)
-	spawnMu.Lock()
-	defer spawnMu.Unlock()
-	infos, err := Scan()
-	if err != nil {
-		return 0
-	}
-	return reapLocked(infos, os.Getpid(), unix.Getpgrp())
+	killScans.do(nil)
 }
 
 // reapLocked reaps the zombies in infos that are reapable; spawnMu must be
 // held for writing, and infos must have been read under it.
-func reapLocked(infos []Info, self, selfPgid int) int {
-	n := 0
+func reapLocked(infos []Info, self, selfPgid int) {
 	for _, p := range infos {
 		if p.PPid != self || p.State != 'Z' || p.Pgid == selfPgid || isClaimed(p.Pid) || pinned[p.Pid] > 0 {
 			continue
@@ -105,17 +98,11 @@ func reapLocked(infos []Info, self, selfPgid int) int {
 		// zombie, and only we (holding spawnMu) reap unclaimed children.
 		var ws unix.WaitStatus
 		for {
-			wpid, err := unix.Wait4(p.Pid, &ws, unix.WNOHANG, nil)
-			if err == unix.EINTR {
-				continue
+			if _, err := unix.Wait4(p.Pid, &ws, unix.WNOHANG, nil); err != unix.EINTR {
+				break
 			}
-			if err == nil && wpid == p.Pid {
-				n++
-			}
-			break
 		}
 	}
-	return n
 }
 
 // LockSpawn must be held while a child that leaves our process group

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -165,6 +166,9 @@ func parseStat(line []byte) (Info, error) {
 	return info, nil
 }
 
+// scans counts the calls of Scan, for tests.
+var scans atomic.Int64
+
 // Scan returns every process in /proc (thread-group leaders; threads are
 // not listed). A process that vanishes between the listing and the read is
 // skipped. The result is a snapshot: a process forked after the listing is
@@ -172,6 +176,7 @@ func parseStat(line []byte) (Info, error) {
 // callers that conclude "nothing is left" from one Scan should confirm with
 // a second one.
 func Scan() ([]Info, error) {
+	scans.Add(1)
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("proc: scan: %w", err)

@@ -26,10 +26,11 @@ import (
 // long-running server does not accumulate them.
 //
 // A process that leaves its command's session (setsid) is attributed to
-// the command when a kill's scan of /proc sees it: while its parent lives,
-// by descent; once it was re-parented to this process, by its start time,
-// when it started while the commands of exactly one owner ran. Its new session is then
-// tracked for that command and owner, so its own descendants are too.
+// the command when a scan of /proc for a kill, a prune or the orphan
+// reaper sees it: while its parent lives, by descent; once it was
+// re-parented to this process, by its start time, when it started while
+// the commands of exactly one owner ran. Its new session is then tracked
+// for that command and owner, so its own descendants are too.
 // What a hostile command can still escape this way is said at Add.
 type Tracker struct {
 	_ [0]func() // not comparable, not copyable by accident
@@ -151,22 +152,19 @@ func pruneSessions() {
 	}
 	registry.mu.Unlock()
 
-	// The scan also attributes escapees: a command whose session is
-	// forgotten takes with it the window by which an escapee re-parented
-	// to us is attributed.
-	spawnMu.Lock()
-	infos, err := Scan()
-	if err == nil {
-		selfSid, _ := unix.Getsid(0)
-		attributeLocked(infos, os.Getpid(), unix.Getpgrp(), selfSid)
-	}
-	spawnMu.Unlock()
+	// The scan also attributes escapees (every round of killScans does):
+	// a command whose session is forgotten takes with it the window by
+	// which an escapee re-parented to us is attributed.
+	var err error
 	live := make(map[int]bool)
-	for _, p := range infos {
-		if p.Alive() {
-			live[p.Sid] = true
+	killScans.do(func(s *snapshot) {
+		err = s.err
+		for _, p := range s.infos {
+			if p.Alive() {
+				live[p.Sid] = true
+			}
 		}
-	}
+	})
 
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
@@ -202,6 +200,9 @@ type scope struct {
 	// members are not signalled one by one (a trap would run twice), but
 	// their descendants in other groups are.
 	skipGroup int
+	// groupGone, when not nil, is closed once skipGroup is gone; the
+	// kill's end waits for it (see KillCommand).
+	groupGone <-chan struct{}
 }
 
 func (sc scope) match(e *sessionEntry) bool {
@@ -215,14 +216,17 @@ func (sc scope) match(e *sessionEntry) bool {
 	}
 }
 
-// sessionsFor returns, for each tracked session id, whether t's kill in
-// scope sc takes it.
+// sessionsFor returns the ids of the tracked sessions that t's kill in
+// scope sc takes (true) and, for a kill of all, of every other tracked
+// session (false).
 func (t *Tracker) sessionsFor(sc scope) map[int]bool {
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
-	m := make(map[int]bool, len(registry.sessions))
+	m := make(map[int]bool)
 	for sid, e := range registry.sessions {
-		m[sid] = e.tracker == t && sc.match(e)
+		if take := e.tracker == t && sc.match(e); take || sc.all {
+			m[sid] = take
+		}
 	}
 	return m
 }
@@ -285,8 +289,15 @@ func (t *Tracker) KillOwner(owner string, grace time.Duration) {
 // its own process group (which its caller stops with Terminate, at the
 // same time): the rest of its session, the sessions of escapees
 // attributed to it, and their descendants.
-func (t *Tracker) KillCommand(sid int, grace time.Duration) {
-	t.kill(grace, scope{root: sid, skipGroup: sid})
+//
+// groupGone, when not nil, is closed by the caller once the group is
+// gone (Terminate returned): the group may make more leftovers while it
+// dies, so KillCommand then returns only when two scans in a row that
+// started after groupGone was closed found nothing, or when KillWait has
+// passed since. A kill that runs alongside Terminate so takes everything,
+// and none has to follow it (each would cost two scans more).
+func (t *Tracker) KillCommand(sid int, grace time.Duration, groupGone <-chan struct{}) {
+	t.kill(grace, scope{root: sid, skipGroup: sid, groupGone: groupGone})
 }
 
 // MayHaveLeftovers reports whether the command added as sid may have left
@@ -320,28 +331,22 @@ func (t *Tracker) MayHaveLeftovers(sid int) bool {
 		queue = append(queue, kids...)
 	}
 	// An escapee re-parented to us that nobody owns yet, or that is its.
-	self := os.Getpid()
-	kids, err := children(self)
-	if err != nil {
-		return true
-	}
-	selfPgid := unix.Getpgrp()
-	for _, k := range kids {
-		if isClaimed(k) {
-			continue
-		}
-		p, err := Stat(k)
-		if err != nil || p.Pgid == selfPgid {
-			continue
+	found := false
+	orphanScans.do(func(s *snapshot) {
+		if s.err != nil {
+			found = true
+			return
 		}
 		registry.mu.Lock()
-		e := registry.sessions[p.Sid]
-		registry.mu.Unlock()
-		if e == nil || e.tracker == t && e.root == sid {
-			return true
+		defer registry.mu.Unlock()
+		for _, p := range s.infos {
+			if e := registry.sessions[p.Sid]; e == nil || e.tracker == t && e.root == sid {
+				found = true
+				return
+			}
 		}
-	}
-	return false
+	})
+	return found
 }
 
 // children lists the children of pid, from the children file of each of
@@ -392,14 +397,28 @@ func (t *Tracker) kill(grace time.Duration, sc scope) {
 	empty := 0
 	delay := firstPoll
 	for {
+		// Only scans that start after the group is gone count for the
+		// end; the deadline then leaves them KillWait.
+		waiting := false
+		if sc.groupGone != nil {
+			select {
+			case <-sc.groupGone:
+				sc.groupGone = nil
+				if d := time.Now().Add(KillWait); d.After(giveUpAt) {
+					giveUpAt = d
+				}
+			default:
+				waiting = true
+			}
+		}
 		targets := t.collect(self, sc, held, taken)
-		if len(targets) == 0 {
+		if len(targets) == 0 && !waiting {
 			empty++
 		} else {
 			empty = 0
 		}
 		now := time.Now()
-		last := empty >= 2 || !now.Before(giveUpAt)
+		last := empty >= 2 || !waiting && !now.Before(giveUpAt)
 		kill := last || !now.Before(termUntil)
 		for pgid := range held {
 			switch {
@@ -434,53 +453,56 @@ func (t *Tracker) kill(grace time.Duration, sc scope) {
 // time, nothing that changes while it runs.
 func key(p Info) Info { return Info{Pid: p.Pid, StartTime: p.StartTime} }
 
-// collect scans /proc under the spawn lock, attributes escapees (see
-// Tracker), reaps what is reapable and returns the live processes that t's
-// kill in scope sc takes (see KillAll). Zombie children of ours among them
-// are kept unreaped, one per process group, in held (pgid → pid); the
-// sessions taken are added to taken.
+// collect waits for a scan of /proc in a round of killScans (which
+// attributes escapees, see Tracker, and reaps what is reapable) and
+// returns the live processes that t's kill in scope sc takes (see
+// KillAll). Zombie children of ours among them are kept unreaped, one per
+// process group, in held (pgid → pid); the sessions taken are added to
+// taken.
 func (t *Tracker) collect(self int, sc scope, held map[int]int, taken map[int]bool) []Info {
-	spawnMu.Lock()
-	defer spawnMu.Unlock()
-	infos, err := Scan()
-	if err != nil {
-		return nil
-	}
+	var out []Info
+	killScans.do(func(s *snapshot) {
+		if s.err == nil {
+			out = t.collectLocked(s, self, sc, held, taken)
+		}
+	})
+	return out
+}
+
+// collectLocked is collect's look at scan s; spawnMu is held.
+func (t *Tracker) collectLocked(s *snapshot, self int, sc scope, held map[int]int, taken map[int]bool) []Info {
 	selfPgid := unix.Getpgrp()
 	selfSid, _ := unix.Getsid(0)
-	attributeLocked(infos, self, selfPgid, selfSid)
+	// The kill takes our descendants in the sessions it takes and, for
+	// a kill of all, the escapees nobody owns; they and everything below
+	// them belong to it. Each kill looks only at those: a round of
+	// killScans serves hundreds of kills at once.
 	sids := t.sessionsFor(sc)
+	var queue []int
 	for sid, take := range sids {
 		if take {
 			taken[sid] = true
+			queue = append(queue, s.inSession(self, sid)...)
 		}
 	}
-	children := make(map[int][]int, len(infos)) // ppid → indices into infos
-	for i, p := range infos {
-		children[p.PPid] = append(children[p.PPid], i)
+	if sc.all {
+		for _, i := range s.children(self) {
+			p := s.infos[i]
+			if _, tracked := sids[p.Sid]; !tracked && p.Pgid != selfPgid && p.Sid != selfSid && !isClaimed(p.Pid) {
+				queue = append(queue, i)
+			}
+		}
 	}
-	// Our descendants, in BFS order: a parent always comes before its
-	// children, so one pass below can propagate membership down.
-	var desc []int
-	queue := children[self]
+	in := make(map[int]bool) // indices into s.infos that belong to the kill
+	var out []Info
 	for len(queue) > 0 {
 		i := queue[0]
 		queue = queue[1:]
-		desc = append(desc, i)
-		queue = append(queue, children[infos[i].Pid]...)
-	}
-	in := make(map[int]bool) // pids that belong to the kill
-	var out []Info
-	for _, i := range desc {
-		p := infos[i]
-		take, tracked := sids[p.Sid]
-		member := take ||
-			in[p.PPid] ||
-			(sc.all && p.PPid == self && !tracked && p.Pgid != selfPgid && p.Sid != selfSid && !isClaimed(p.Pid))
-		if !member {
+		if in[i] {
 			continue
 		}
-		in[p.Pid] = true
+		in[i] = true
+		p := s.infos[i]
 		switch {
 		case p.Pgid == sc.skipGroup:
 		case p.Alive():
@@ -491,8 +513,8 @@ func (t *Tracker) collect(self int, sc scope, held map[int]int, taken map[int]bo
 				pinned[p.Pid]++
 			}
 		}
+		queue = append(queue, s.children(p.Pid)...)
 	}
-	reapLocked(infos, self, selfPgid)
 	return out
 }
 

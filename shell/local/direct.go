@@ -5,6 +5,7 @@ package local
 import (
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -65,6 +66,9 @@ type directChild struct {
 	cmd   *exec.Cmd
 	pgid  int
 	grace time.Duration
+	// leftoversTaken: the last Terminate killed what the command left
+	// outside its group, after the group was gone.
+	leftoversTaken atomic.Bool
 }
 
 func (c *directChild) Wait() (syscall.WaitStatus, error) {
@@ -75,23 +79,29 @@ func (c *directChild) Wait() (syscall.WaitStatus, error) {
 
 // Terminate kills what the command is already known to have left outside
 // its group alongside the group, so that an escapee cannot go on during
-// the grace.
+// the grace; that kill goes on until the group is gone and nothing is
+// left, so KillLeftovers has nothing more to do.
 func (c *directChild) Terminate(grace time.Duration) (bool, error) {
-	var wg sync.WaitGroup
-	if c.d.tracker.MayHaveLeftovers(c.pgid) {
-		wg.Go(func() { c.d.tracker.KillCommand(c.pgid, c.grace) })
+	if !c.d.tracker.MayHaveLeftovers(c.pgid) {
+		return proc.Terminate(c.pgid, grace), nil
 	}
+	gone := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { c.d.tracker.KillCommand(c.pgid, c.grace, gone) })
 	escalated := proc.Terminate(c.pgid, grace)
+	close(gone)
 	wg.Wait()
+	c.leftoversTaken.Store(true)
 	return escalated, nil
 }
 
 // KillLeftovers takes what is left outside the group, the group being
-// gone or released to the caller's kill. It looks without a scan of
-// /proc first: most commands leave nothing.
+// gone or released to the caller's kill, unless the Terminate just before
+// did. It looks without a scan of /proc first: most commands leave
+// nothing.
 func (c *directChild) KillLeftovers() error {
-	if c.d.tracker.MayHaveLeftovers(c.pgid) {
-		c.d.tracker.KillCommand(c.pgid, c.grace)
+	if !c.leftoversTaken.Swap(false) && c.d.tracker.MayHaveLeftovers(c.pgid) {
+		c.d.tracker.KillCommand(c.pgid, c.grace, nil)
 	}
 	return nil
 }

@@ -98,6 +98,20 @@ func TestEscapeesOfTaskDieWithKill(t *testing.T) {
 	assertGone(t, marker)
 }
 
+// Kill takes what the command starts outside its group while its group
+// dies: an escapee made by a SIGTERM trap after the kill began, when the
+// kill of what it left before runs alongside the group's (docs/executor.md#killing).
+func TestEscapeeMadeWhileDyingDiesWithKill(t *testing.T) {
+	ex, marker := newExec(t, nil)
+	p := start(t, ex, shell.Request{Command: "setsid sleep 1000 & trap 'sleep 0.3; setsid sleep 1001 & exit' TERM; sleep 1002 & wait"})
+	waitSleeps(t, marker, "1000", "1002")
+	if !p.Kill() {
+		t.Fatal("Kill = false")
+	}
+	waitDone(t, p, 5*time.Second)
+	assertGone(t, marker)
+}
+
 // EndOwner takes what its owner's foreground commands left running,
 // escapees included, and nothing of another owner's.
 func TestEndOwnerTakesOnlyItsOwn(t *testing.T) {
