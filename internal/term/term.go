@@ -566,14 +566,6 @@ func (t *Term) Read() string {
 	return b.String()
 }
 
-// ScrolledAway is the line that starts a Read when n lines scrolled away
-// before it, unread: "[… <n> lines scrolled away]", which ends with
-// ScrolledSuffix.
-func ScrolledAway(n int64) string { return fmt.Sprintf("[… %d", n) + ScrolledSuffix }
-
-// ScrolledSuffix ends the line ScrolledAway makes.
-const ScrolledSuffix = " lines scrolled away]"
-
 // cursorLine is the cursor's line as the program left it: with the blanks
 // up to the cursor that trimming removed, so that a prompt keeps its
 // trailing space ("> "). t.mu must be held.
