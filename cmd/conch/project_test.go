@@ -111,3 +111,54 @@ rules.ask += ["Bash(git push:*)", "Bash(npm publish:*)"]  # ` + p + `:2
 		t.Errorf("conch config with a refused project file: %q exit %d; want %q", stderr, code, want)
 	}
 }
+
+// conch config and conch check show the sandbox keys a project file
+// narrows, and refuse one that would widen the configured sandbox.
+func TestProjectSandboxShown(t *testing.T) {
+	project := t.TempDir()
+	p := filepath.Join(project, ".conch", "config.toml")
+	writeFile(t, p, "[rules]\ndeny = [\"Bash(git push:*)\"]\n\n[sandbox]\nmode = \"read-only\"\nnetwork = \"off\"\ndeny_read = [\"secrets\"]\n")
+	out, stderr, code := testutil.RunConch(t, "", "config", "run", "--cwd", project)
+	want := "# project file: " + p + `
+rules.deny += ["Bash(git push:*)"]  # ` + p + `:2
+sandbox.mode = "read-only"  # ` + p + `:5
+sandbox.network = "off"  # ` + p + `:6
+sandbox.deny_read += ["secrets"]  # ` + p + `:7
+`
+	if code != 0 || !strings.HasSuffix(out, want) {
+		t.Errorf("conch config: exit %d, stderr %q\n%s\nwant it to end with:\n%s", code, stderr, out, want)
+	}
+	check := func(args ...string) (string, string, int) {
+		cmd := testutil.Conch(t, "", append([]string{"check"}, args...)...)
+		cmd.Dir = project
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			if _, ok := err.(*exec.ExitError); !ok {
+				t.Fatal(err)
+			}
+		}
+		return out.String(), errb.String(), cmd.ProcessState.ExitCode()
+	}
+	out, stderr, code = check("--", "ls")
+	want = "allow\nls\n" + `no rule matches: ls
+sandbox.mode = "read-only"  # ` + p + `:5
+sandbox.network = "off"  # ` + p + `:6
+sandbox.deny_read = ["secrets"]  # ` + p + `:7
+`
+	if code != 0 || out != want {
+		t.Errorf("conch check: exit %d, stderr %q\n%q\nwant\n%q", code, stderr, out, want)
+	}
+
+	writeFile(t, p, "[sandbox]\nmode = \"full-access\"\n")
+	const wide = ":2: sandbox.mode: full-access is wider than the session's workspace-write; a project file may only narrow the sandbox\n"
+	if _, stderr, code := testutil.RunConch(t, "", "config", "run", "--cwd", project); code != 2 || stderr != "conch config: config "+p+wide {
+		t.Errorf("conch config with a widening project: %q exit %d", stderr, code)
+	}
+	if _, stderr, code := check("--", "ls"); code != 2 || stderr != "conch check: config "+p+wide {
+		t.Errorf("conch check with a widening project: %q exit %d", stderr, code)
+	}
+	if _, stderr, code := testutil.RunConch(t, "", "config", "run", "--sandbox", "full-access", "--cwd", project); code != 0 {
+		t.Errorf("conch config under full-access: %q exit %d", stderr, code)
+	}
+}
