@@ -35,6 +35,21 @@ func TestProjectFileConfigured(t *testing.T) {
 	}
 }
 
+// checkIn runs conch check with args in dir.
+func checkIn(t *testing.T, dir string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := testutil.Conch(t, "", append([]string{"check"}, args...)...)
+	cmd.Dir = dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			t.Fatal(err)
+		}
+	}
+	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
+}
+
 // conch check decides by the project file of the current directory too,
 // and names a refused one.
 func TestCheckProjectFile(t *testing.T) {
@@ -43,18 +58,7 @@ func TestCheckProjectFile(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	check := func() (string, string, int) {
-		cmd := testutil.Conch(t, "", "check", "--", "ls && git push origin")
-		cmd.Dir = project
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			if _, ok := err.(*exec.ExitError); !ok {
-				t.Fatal(err)
-			}
-		}
-		return out.String(), errb.String(), cmd.ProcessState.ExitCode()
-	}
+	check := func() (string, string, int) { return checkIn(t, project, "--", "ls && git push origin") }
 	if err := os.WriteFile(p, []byte("[rules]\ndeny = [\"Bash(git push:*)\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -128,18 +132,7 @@ sandbox.deny_read += ["secrets"]  # ` + p + `:7
 	if code != 0 || !strings.HasSuffix(out, want) {
 		t.Errorf("conch config: exit %d, stderr %q\n%s\nwant it to end with:\n%s", code, stderr, out, want)
 	}
-	check := func(args ...string) (string, string, int) {
-		cmd := testutil.Conch(t, "", append([]string{"check"}, args...)...)
-		cmd.Dir = project
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			if _, ok := err.(*exec.ExitError); !ok {
-				t.Fatal(err)
-			}
-		}
-		return out.String(), errb.String(), cmd.ProcessState.ExitCode()
-	}
+	check := func(args ...string) (string, string, int) { return checkIn(t, project, args...) }
 	out, stderr, code = check("--", "ls")
 	want = "allow\nls\n" + `no rule matches: ls
 sandbox.mode = "read-only"  # ` + p + `:5

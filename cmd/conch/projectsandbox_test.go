@@ -13,10 +13,10 @@ import (
 	"github.com/conch-dev/conch/internal/testutil"
 )
 
-// projectListener is a TCP listener on this machine that accepts and
-// closes every connection until the test ends; it returns the command
+// tcpConnect starts a TCP listener on this machine that accepts and
+// closes every connection until the test ends, and returns the command
 // line that connects to it and says "connected".
-func projectListener(t *testing.T) string {
+func tcpConnect(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,7 +53,7 @@ func TestProjectSandboxRun(t *testing.T) {
 	}
 	p := filepath.Join(ws, ".conch", "config.toml")
 	writeFile(t, p, readOnlyProject)
-	connect := projectListener(t)
+	connect := tcpConnect(t)
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	run := func(args ...string) (string, int) {
@@ -125,7 +125,7 @@ func TestProjectSandboxSessions(t *testing.T) {
 func testProjectSandboxSessions(t *testing.T, sub string, nobody bool) {
 	s := newAttackSetup(t, nobody)
 	writeFile(t, filepath.Join(s.wsA, ".conch", "config.toml"), readOnlyProject)
-	connect := projectListener(t)
+	connect := tcpConnect(t)
 	var a, b func(command string) string
 	switch sub {
 	case "serve":
