@@ -131,13 +131,14 @@ func (m Mode) rank() int {
 	return 3
 }
 
-// Narrowed returns the plan of the Policy p was resolved from made
-// stricter by a project (docs/sandbox.md#project-files): mode, when not
-// "", no wider than p's; network off when networkOff; denyRead hidden
-// too (relative paths in p's workspace). It is an error for a mode
-// wider than p's, and for a Plan not made by Resolve. Like Resolve, it
-// reads the disk.
-func (p *Plan) Narrowed(mode Mode, networkOff bool, denyRead []string) (*Plan, error) {
+// Narrowed returns the plan of the Policy p was resolved from, with dir
+// as its workspace ("": p's), made stricter by a project
+// (docs/sandbox.md#project-files): mode, when not "", no wider than p's;
+// network off when networkOff; denyRead hidden too (relative paths in
+// the workspace). It is ForWorkspace and the narrowing in one
+// resolution. It is an error for a mode wider than p's, and for a Plan
+// not made by Resolve. Like Resolve, it reads the disk.
+func (p *Plan) Narrowed(dir string, mode Mode, networkOff bool, denyRead []string) (*Plan, error) {
 	if mode.WiderThan(p.Mode) {
 		return nil, fmt.Errorf("sandbox: a project may not widen %s to %s", p.Mode, mode)
 	}
@@ -146,6 +147,9 @@ func (p *Plan) Narrowed(mode Mode, networkOff bool, denyRead []string) (*Plan, e
 	}
 	pol := *p.policy
 	pol.Mode = p.Mode
+	if dir != "" {
+		pol.Workspace = dir
+	}
 	if mode != "" {
 		pol.Mode = mode
 	}

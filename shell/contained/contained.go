@@ -134,17 +134,17 @@ func (s *spawner) start(owner, workspace string, n *shell.SandboxNarrowing) (*ns
 	if n != nil && o.Sandbox == nil {
 		return nil, nil, fmt.Errorf("contained: the session's sandbox: %w", local.ErrNoSandbox)
 	}
-	if o.Sandbox != nil && workspace != "" {
+	switch {
+	case n != nil:
+		plan, err := o.Sandbox.Narrowed(workspace, sandbox.Mode(n.Mode), n.NetworkOff, n.DenyRead)
+		if err != nil {
+			return nil, nil, fmt.Errorf("contained: the project's sandbox: %w", err)
+		}
+		o.Sandbox = plan
+	case o.Sandbox != nil && workspace != "":
 		plan, err := o.Sandbox.ForWorkspace(workspace)
 		if err != nil {
 			return nil, nil, fmt.Errorf("contained: the session's sandbox: %w", err)
-		}
-		o.Sandbox = plan
-	}
-	if n != nil {
-		plan, err := o.Sandbox.Narrowed(sandbox.Mode(n.Mode), n.NetworkOff, n.DenyRead)
-		if err != nil {
-			return nil, nil, fmt.Errorf("contained: the project's sandbox: %w", err)
 		}
 		o.Sandbox = plan
 	}
