@@ -80,6 +80,7 @@ func (l Limits) Resolve(r Request) (Spec, error) {
 		ManagedEnv:     r.ManagedEnv,
 		Owner:          r.Owner,
 		Workspace:      ws,
+		Narrowing:      r.Narrowing,
 	}, nil
 }
 

@@ -106,6 +106,25 @@ type Request struct {
 	// owner's first command (a sandbox's writable workspace). "" means
 	// the executor's default directory. See docs/executor.md.
 	Workspace string
+	// Narrowing, set by the tool layer from the project file of the
+	// owner's workspace (never the model), makes the sandbox of the
+	// owner's commands stricter. A provider that cannot make it so
+	// refuses the command rather than run it in a wider sandbox; one that
+	// starts a boundary per owner applies the Narrowing of the owner's
+	// first command to all of them. Nil narrows nothing. See
+	// docs/executor.md.
+	Narrowing *SandboxNarrowing
+}
+
+// SandboxNarrowing is what a project file asks of its sessions' sandbox
+// (docs/configuration.md#project-files): Mode, when not "", a mode at
+// least as strict as the provider's ("read-only" or "workspace-write"),
+// NetworkOff no network, DenyRead more hidden paths (absolute, or
+// relative to the owner's workspace).
+type SandboxNarrowing struct {
+	Mode       string
+	NetworkOff bool
+	DenyRead   []string
 }
 
 // Spec is a resolved Request: Workdir and Timeout hold the effective
@@ -119,8 +138,9 @@ type Spec struct {
 	Stdin          []byte        // nil: /dev/null
 	Env            map[string]string
 	ManagedEnv     map[string]string
-	Owner          string // copied from the Request
-	Workspace      string // copied from the Request, cleaned
+	Owner          string            // copied from the Request
+	Workspace      string            // copied from the Request, cleaned
+	Narrowing      *SandboxNarrowing // copied from the Request
 }
 
 // Output is the captured tail of one stream.

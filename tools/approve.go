@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/conch-dev/conch/rules"
+	"github.com/conch-dev/conch/shell"
 )
 
 // Texts of a command the rules stop (tool errors, so "Error: " comes
@@ -139,15 +140,22 @@ func (a *approvals) forget(session string) {
 	delete(a.rules, session)
 }
 
-// permit decides a command line by Options.Rules (and the session's
-// project file, see Options.ProjectFiles) before anything is spawned,
-// asking the user through ap when the rules say ask. It returns nil when
-// the command may run, else the error result.
-func (t *Toolset) permit(ctx context.Context, sess Session, line, cwd string, ap Approver) *Result {
-	r, err := t.rulesFor(sess, line)
+// permit decides a command line to run on host by Options.Rules (and
+// the session's project file, see Options.ProjectFiles) before anything
+// is spawned, asking the user through ap when the rules say ask. It
+// returns the error result, nil when the command may run; then n is the
+// narrowing of its sandbox the project file asks for (nil: none).
+func (t *Toolset) permit(ctx context.Context, sess Session, line, cwd, host string, ap Approver) (n *shell.SandboxNarrowing, fail *Result) {
+	r, n, err := t.projectFor(sess, line, host)
 	if err != nil {
-		return failure(fmt.Sprintf(msgProjectFmt, err))
+		return nil, failure(fmt.Sprintf(msgProjectFmt, err))
 	}
+	return n, t.decide(ctx, sess, r, line, cwd, ap)
+}
+
+// decide decides line by r, asking the user through ap when r says ask;
+// nil when the command may run, else the error result.
+func (t *Toolset) decide(ctx context.Context, sess Session, r *rules.Rules, line, cwd string, ap Approver) *Result {
 	if r == nil {
 		return nil
 	}

@@ -200,9 +200,11 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 	if err != nil {
 		return errorResult(err.Error()), nil
 	}
-	if fail := t.permit(ctx, sess, b.Command, spec.Workdir, co.Approver); fail != nil {
+	n, fail := t.permit(ctx, sess, b.Command, spec.Workdir, host, co.Approver)
+	if fail != nil {
 		return *fail, nil
 	}
+	spec.Narrowing = n    // decided with the rules, from the same reading of the file
 	if ctx.Err() != nil { // cancelled while the user was answering
 		return errorResult(msgAborted), nil
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/conch-dev/conch/internal/config"
+	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/rules"
 	"github.com/conch-dev/conch/shell"
 )
@@ -18,13 +19,25 @@ import (
 // naming the file, and the line and key when there is one.
 const msgProjectFmt = "not run: bad project configuration: %v"
 
+// Sandbox is the sandbox of the default executor's commands as a project
+// file sees it (Options.Sandbox).
+type Sandbox struct {
+	// Mode is "read-only", "workspace-write" ("" too) or "full-access".
+	Mode string
+	// Network is "on" ("" too) or "off".
+	Network string
+	// Unavailable, when not "", says why the commands have no sandbox a
+	// project could narrow (containment off or unavailable): a project
+	// file's sandbox keys then fail its session's bash calls with it.
+	Unavailable string
+}
+
 // maxProjects bounds the project files remembered: sessions in ever new
 // directories must not grow the server without limit.
 const maxProjects = 256
 
-// projects caches, by directory, the rules of the directory's project
-// file merged with Options.Rules, until the file's modification time or
-// size changes.
+// projects caches, by directory, what the directory's project file
+// narrows, until the file's modification time or size changes.
 type projects struct {
 	mu    sync.Mutex
 	byDir map[string]projectVersion
@@ -33,47 +46,54 @@ type projects struct {
 type projectVersion struct {
 	mod   time.Time
 	size  int64
-	rules *rules.Rules // Options.Rules narrowed by the file
-	err   error        // the file's error, if refused
+	rules *rules.Rules            // Options.Rules narrowed by the file
+	sb    *shell.SandboxNarrowing // nil: the file narrows no sandbox
+	proj  *config.Project         // nil without a file
+	err   error                   // the file's error, if refused
 }
 
-// rulesFor returns the rules deciding line in sess: Options.Rules,
-// narrowed by the project file of the session's directory (the
-// executor's default directory when the session has none) when
-// Options.ProjectFiles is set.
-func (t *Toolset) rulesFor(sess Session, line string) (*rules.Rules, error) {
+// projectFor returns what decides and bounds a command of sess: the
+// rules (Options.Rules, narrowed by the project file of the session's
+// directory, the executor's default directory when the session has none,
+// when Options.ProjectFiles is set) and the narrowing of the command's
+// sandbox on host (nil: none). A narrowing cannot reach another host's
+// sandbox, so there it fails the call.
+func (t *Toolset) projectFor(sess Session, line, host string) (*rules.Rules, *shell.SandboxNarrowing, error) {
 	if !t.opts.ProjectFiles {
-		return t.opts.Rules, nil
+		return t.opts.Rules, nil, nil
 	}
 	dir := sess.Cwd
 	if dir == "" {
 		spec, err := t.ex.Resolve(shell.Request{Command: line})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		dir = spec.Workdir
 	}
-	return t.projects.rules(dir, t.opts.Rules)
+	v := t.projects.version(dir, t.opts.Rules, t.opts.Sandbox)
+	if v.err == nil && v.sb != nil && host != HostLocal {
+		return nil, nil, v.proj.CheckSandbox("", "", "commands on host "+host+" run outside this machine's sandbox")
+	}
+	return v.rules, v.sb, v.err
 }
 
-// rules returns user narrowed by dir's project file.
-func (p *projects) rules(dir string, user *rules.Rules) (*rules.Rules, error) {
+// version returns what dir's project file narrows of user and sb.
+func (p *projects) version(dir string, user *rules.Rules, sb Sandbox) projectVersion {
 	fi, err := os.Stat(filepath.Join(dir, config.ProjectFile))
 	if errors.Is(err, fs.ErrNotExist) {
-		return user, nil
+		return projectVersion{rules: user}
 	}
 	if err == nil {
 		p.mu.Lock()
 		v, ok := p.byDir[dir]
 		p.mu.Unlock()
 		if ok && v.mod.Equal(fi.ModTime()) && v.size == fi.Size() {
-			return v.rules, v.err
+			return v
 		}
 	}
 	// Read after the stat: a file changed in between is newer than the
 	// time it is remembered by, so the next call reads it again.
-	proj, _, lerr := config.LoadProjectRules(dir)
-	v := projectVersion{rules: config.Narrow(user, proj), err: lerr}
+	v := load(dir, user, sb)
 	if err == nil {
 		v.mod, v.size = fi.ModTime(), fi.Size()
 		p.mu.Lock()
@@ -83,5 +103,24 @@ func (p *projects) rules(dir string, user *rules.Rules) (*rules.Rules, error) {
 		p.byDir[dir] = v
 		p.mu.Unlock()
 	}
-	return v.rules, v.err
+	return v
+}
+
+// load reads dir's project file once, for its rules and its sandbox.
+func load(dir string, user *rules.Rules, sb Sandbox) projectVersion {
+	proj, err := config.LoadProjectConfig(dir)
+	if err == nil {
+		mode, network := sandbox.Mode(sb.Mode), sandbox.Network(sb.Network)
+		if mode == "" {
+			mode = sandbox.WorkspaceWrite
+		}
+		if network == "" {
+			network = sandbox.NetworkOn
+		}
+		err = proj.CheckSandbox(mode, network, sb.Unavailable)
+	}
+	if err != nil {
+		return projectVersion{err: err}
+	}
+	return projectVersion{rules: config.Narrow(user, proj.Rules), sb: proj.Sandbox, proj: proj}
 }

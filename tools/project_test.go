@@ -5,9 +5,11 @@ package tools_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/rules"
 	"github.com/conch-dev/conch/shell/local"
 	"github.com/conch-dev/conch/tools"
@@ -83,11 +85,11 @@ func TestProjectAllowRefused(t *testing.T) {
 	e := projectEnv(t, user)
 	start := time.Now().Add(-time.Hour)
 	p := writeProject(t, e.dir, "[rules]\nallow = [\"Bash(touch:*)\"]\n", start)
-	want := "not run: bad project configuration: config " + p + ":2: rules.allow: a project file may only add rules.deny and rules.ask"
+	want := "not run: bad project configuration: config " + p + ":2: rules.allow: a project file may only add rules.deny, rules.ask and sandbox.deny_read, and set a stricter sandbox.mode or sandbox.network = \"off\""
 	wantError(t, e.bash("touch x"), want)
 	wantError(t, e.bash("echo hi"), want)
 	p = writeProject(t, e.dir, "timeout_ms = 1\n", start.Add(time.Minute))
-	wantError(t, e.bash("echo hi"), "not run: bad project configuration: config "+p+":1: timeout_ms: a project file may only add rules.deny and rules.ask")
+	wantError(t, e.bash("echo hi"), "not run: bad project configuration: config "+p+":1: timeout_ms: a project file may only add rules.deny, rules.ask and sandbox.deny_read, and set a stricter sandbox.mode or sandbox.network = \"off\"")
 	writeProject(t, e.dir, "", start.Add(2*time.Minute))
 	wantOK(t, e.bash("echo hi"))
 	wantError(t, e.bash("touch x"), "denied by rule Bash(touch:*): touch x")
@@ -108,4 +110,40 @@ func TestProjectDefaultDir(t *testing.T) {
 			wantOK(t, r)
 		}
 	}
+}
+
+// A project's sandbox keys reach the executor with the command: an
+// executor without a sandbox refuses it, and nothing runs. One that no
+// sandbox could honour (Options.Sandbox.Unavailable), or that would
+// widen Options.Sandbox, fails the call like a refused file, at once
+// when a file is rewritten so. On another host it fails the call too.
+func TestProjectSandbox(t *testing.T) {
+	e := newEnv(t, envOpts{tools: tools.Options{ProjectFiles: true, Sandbox: tools.Sandbox{Mode: "workspace-write", Network: "off"}}})
+	file := filepath.Join(e.dir, "ran")
+	start := time.Now().Add(-time.Hour)
+	p := writeProject(t, e.dir, "[sandbox]\nmode = \"read-only\"\n", start)
+	r := e.bash("touch " + file)
+	if !r.IsError || !strings.Contains(r.Text, "this executor runs commands without a sandbox, so it cannot narrow one") {
+		t.Errorf("narrowed on an executor without a sandbox: %q", r.Text)
+	}
+	noFile(t, file)
+	writeProject(t, e.dir, "[sandbox]\nnetwork = \"on\"\n", start.Add(time.Minute))
+	wantError(t, e.bash("touch "+file), "not run: bad project configuration: config "+p+":2: sandbox.network: on is wider than the session's off; a project file may only narrow the sandbox")
+	noFile(t, file)
+	writeProject(t, e.dir, "[rules]\ndeny = []\n", start.Add(2*time.Minute))
+	wantOK(t, e.bash("true"))
+
+	none := newEnv(t, envOpts{tools: tools.Options{ProjectFiles: true, Sandbox: tools.Sandbox{Unavailable: "no init here"}}})
+	p = writeProject(t, none.dir, "[sandbox]\ndeny_read = [\"secrets\"]\n", start)
+	wantError(t, none.bash("touch "+file), "not run: bad project configuration: config "+p+":2: sandbox.deny_read: cannot narrow the sandbox: no init here")
+	noFile(t, file)
+
+	marker := testutil.Marker(t)
+	gpu, _ := pipeHost(t, "gpu1", marker, realDir(t))
+	t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
+	remote := newEnv(t, envOpts{tools: tools.Options{ProjectFiles: true, Hosts: []tools.Host{gpu}}})
+	p = writeProject(t, remote.dir, "[sandbox]\nnetwork = \"off\"\n", start)
+	wantError(t, remote.call(tools.NameBash, map[string]any{"command": "touch " + file, "description": "Run a test command", "host": "gpu1"}),
+		"not run: bad project configuration: config "+p+":2: sandbox.network: cannot narrow the sandbox: commands on host gpu1 run outside this machine's sandbox")
+	noFile(t, file)
 }

@@ -72,8 +72,18 @@ type Options struct {
 	// followed; a file that is refused or unreadable fails the session's
 	// bash calls with an error naming it (a broken file never silently
 	// lifts its rules) until it is fixed. It is read again when its
-	// modification time or size changes.
+	// modification time or size changes. The file may also narrow the
+	// sandbox of the session's commands on this machine (sandbox.mode,
+	// sandbox.network, sandbox.deny_read), never widen Sandbox: the
+	// narrowing reaches the executor with each command
+	// (shell.Request.Narrowing), and a key that would widen, or that no
+	// sandbox can honour, fails the session's bash calls like a refused
+	// file (docs/configuration.md#project-files).
 	ProjectFiles bool
+	// Sandbox is the sandbox the default executor's commands run in,
+	// which a project file may only narrow (ProjectFiles). The zero value
+	// is conch's default sandbox, workspace-write with the network on.
+	Sandbox Sandbox
 	// ApprovalTimeout is how long a question to the user stays open
 	// (default DefaultApprovalTimeout); the call's cancellation ends it
 	// sooner.

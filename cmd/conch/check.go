@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	cfgfile "github.com/conch-dev/conch/internal/config"
+	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/rules"
 )
 
@@ -22,7 +23,11 @@ conch check -- 'git status && git push'.
 Output (stdout): the decision (allow, ask or deny) alone on the first
 line, then each simple command found, one a line, then the deciding rule
 or reason and, after ": ", the deciding simple command. A newline inside
-a command is shown as \n.
+a command is shown as \n. Last come the sandbox keys of the project file,
+one a line with where it was written (sandbox.mode = "read-only"  #
+.conch/config.toml:3): the narrower sandbox a session there runs in. A
+project key that would widen the sandbox of the configuration file is a
+bad configuration.
 
 Exit status:
   0   allow
@@ -65,11 +70,13 @@ func checkCommand(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+	var proj *cfgfile.Project
 	r, err := cfgfile.Rules(entries)
 	if err == nil {
-		var proj *rules.Rules
-		proj, _, err = cfgfile.LoadProjectRules(".")
-		r = cfgfile.Narrow(r, proj)
+		if proj, err = cfgfile.LoadProjectConfig("."); err == nil {
+			r = cfgfile.Narrow(r, proj.Rules)
+			err = proj.CheckSandbox(fileSandbox(entries))
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "conch check: %v\n", err)
@@ -86,5 +93,26 @@ func checkCommand(args []string, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintln(stdout, d.Why())
 	}
+	for _, e := range proj.Entries {
+		if strings.HasPrefix(e.Key, "sandbox.") {
+			fmt.Fprintf(stdout, "%s = %s  # %s\n", e.Key, entryValue(e), e.Where())
+		}
+	}
 	return checkExit[d.Verdict]
+}
+
+// fileSandbox is the sandbox mode and network of a user's file's
+// entries (the defaults where it sets none), which a project file may
+// only narrow, and no cause of unavailability: check runs nothing.
+func fileSandbox(entries []cfgfile.Entry) (sandbox.Mode, sandbox.Network, string) {
+	mode, network := sandbox.WorkspaceWrite, sandbox.NetworkOn
+	for _, e := range entries {
+		switch {
+		case e.Key == "sandbox.mode" && !e.Array:
+			mode = sandbox.Mode(e.Values[0])
+		case e.Key == "sandbox.network" && !e.Array:
+			network = sandbox.Network(e.Values[0])
+		}
+	}
+	return mode, network, ""
 }

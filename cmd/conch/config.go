@@ -277,6 +277,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		Hosts:             hosts,
 		BashNotes:         enforces.bashNotes(),
 		Unsandboxed:       enforces.unsandboxed,
+		Sandbox:           enforces.project,
 	})
 	return &stack{ex: ex, unsandboxed: enforces.unsandboxed, hosts: hostExs, tasks: rt, tools: ts, home: home, provider: c.provider.v, enforces: enforces.String()}, nil
 }
@@ -322,6 +323,16 @@ type enforcement struct {
 	// unsandboxed, with a sandbox and escalation ask, is the executor of
 	// the commands a user lets out of it (tools.Options.Unsandboxed).
 	unsandboxed shell.Executor
+	// project is the sandbox a project file may narrow
+	// (tools.Options.Sandbox): the one the commands run in, or why they
+	// have none a project could narrow.
+	project tools.Sandbox
+}
+
+// noSandbox is the tools.Sandbox of commands that run without a sandbox
+// a project could narrow, for cause.
+func noSandbox(cause string) tools.Sandbox {
+	return tools.Sandbox{Unavailable: "the session's commands run without a sandbox (" + cause + ")"}
 }
 
 // bashNotes are the sentences the bash description ends with for e.

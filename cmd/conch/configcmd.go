@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/conch-dev/conch/internal/sandbox"
+
 	"flag"
 	"fmt"
 	"io"
@@ -54,7 +56,7 @@ func configCommand(args []string, stdout, stderr io.Writer) int {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
 	}
-	if err := set.printRules(stdout, dir); err != nil {
+	if err := set.printRules(stdout, dir, sandbox.Mode(c.sandboxMode.v), sandbox.Network(c.network.v)); err != nil {
 		fmt.Fprintf(stderr, "conch config: %v\n", err)
 		return exitUsage
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	cfgfile "github.com/conch-dev/conch/internal/config"
+	"github.com/conch-dev/conch/internal/sandbox"
 )
 
 // ruleKeys are the permission rule keys, in the order conch config
@@ -17,12 +18,17 @@ var ruleKeys = []struct{ key, def string }{
 }
 
 // printRules writes the permission rules of the user's file, one key a
-// line with its source like the other settings, then those the project
-// file of dir adds (`rules.deny += […]`), which a session in dir gets.
-// A project file that is refused is the error, and nothing of the
-// project is written.
-func (s *settings) printRules(w io.Writer, dir string) error {
-	_, project, err := cfgfile.LoadProjectRules(dir)
+// line with its source like the other settings, then what the project
+// file of dir adds (`rules.deny += […]`, `sandbox.deny_read += […]`) or
+// narrows (`sandbox.mode = "read-only"`), which a session in dir gets.
+// A project file that is refused, or that would widen the sandbox of
+// mode and network, is the error, and nothing of the project is
+// written.
+func (s *settings) printRules(w io.Writer, dir string, mode sandbox.Mode, network sandbox.Network) error {
+	proj, err := cfgfile.LoadProjectConfig(dir)
+	if err == nil {
+		err = proj.CheckSandbox(mode, network, "")
+	}
 	if err != nil {
 		return err
 	}
@@ -34,13 +40,17 @@ func (s *settings) printRules(w io.Writer, dir string) error {
 		}
 		fmt.Fprintf(w, "%s = %s  # %s\n", k.key, entryValue(e), e.Where())
 	}
-	if len(project) == 0 {
+	if len(proj.Entries) == 0 {
 		fmt.Fprintf(w, "# project file: none in %s\n", dir)
 		return nil
 	}
-	fmt.Fprintf(w, "# project file: %s\n", project[0].File)
-	for _, e := range project {
-		fmt.Fprintf(w, "%s += %s  # %s\n", e.Key, entryValue(e), e.Where())
+	fmt.Fprintf(w, "# project file: %s\n", proj.Entries[0].File)
+	for _, e := range proj.Entries {
+		op := "+="
+		if !e.Array { // sandbox.mode, sandbox.network: a narrower value
+			op = "="
+		}
+		fmt.Fprintf(w, "%s %s %s  # %s\n", e.Key, op, entryValue(e), e.Where())
 	}
 	return nil
 }

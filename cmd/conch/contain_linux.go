@@ -15,6 +15,7 @@ import (
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/contained"
 	"github.com/conch-dev/conch/shell/local"
+	"github.com/conch-dev/conch/tools"
 )
 
 // executor builds the executor of the stack with o, and says what it
@@ -47,7 +48,7 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 	}
 	if mode == "off" {
 		ex, err := local.New(o)
-		return ex, enforcement{containment: "none (off)", sandbox: "none (off)"}, err
+		return ex, enforcement{containment: "none (off)", sandbox: "none (off)", project: noSandbox("containment off")}, err
 	}
 	// The init is this binary (see nsinit.go); a crash of it is
 	// written where conch logs.
@@ -70,7 +71,7 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 			return nil, enforcement{}, fmt.Errorf("containment unavailable: %w", err)
 		}
 		cause := err.Error()
-		enf := enforcement{containment: "none (" + cause + ")", sandbox: "none (off)"}
+		enf := enforcement{containment: "none (" + cause + ")", sandbox: "none (off)", project: noSandbox("containment unavailable: " + cause)}
 		if log != nil {
 			log.Warn("containment unavailable: commands run without it", "cause", cause)
 		}
@@ -83,9 +84,10 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 		ex, err := local.New(o)
 		return ex, enf, err
 	}
-	enf := enforcement{containment: probe.Summary(), sandbox: "none (off)"}
+	enf := enforcement{containment: probe.Summary(), sandbox: "none (off)", project: noSandbox("the sandbox is off: full-access, network on")}
 	if restricts {
 		enf.sandbox = fmt.Sprintf("%s, network %s", initOpts.Sandbox.Mode, initOpts.Sandbox.Network)
+		enf.project = tools.Sandbox{Mode: string(initOpts.Sandbox.Mode), Network: string(initOpts.Sandbox.Network)}
 	}
 	if un := contained.Unenforced(ex); len(un) > 0 {
 		missing := strings.Join(un, ", ")
@@ -94,6 +96,8 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 			return nil, enforcement{}, fmt.Errorf("sandbox %s: this host cannot enforce %s", pol.Mode, missing)
 		}
 		enf.sandbox += " (not enforced: " + missing + ")"
+		// A project's stricter sandbox may be the part this host lacks.
+		enf.project = noSandbox("this host cannot enforce " + missing)
 		enf.degraded = slices.ContainsFunc(un, func(u string) bool { return strings.HasPrefix(u, sandbox.UnenforcedFiles) })
 		if log != nil {
 			log.Warn("sandbox partly unavailable: commands run with what the host allows", "mode", pol.Mode, "missing", missing)

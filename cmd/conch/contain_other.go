@@ -21,7 +21,7 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 	if (restricts && c.sandboxGiven()) || c.containment.v == "require" {
 		return nil, enforcement{}, errors.New("containment unavailable: it needs Linux namespaces")
 	}
-	enf := enforcement{containment: "none (off)", sandbox: "none (off)"}
+	enf := enforcement{containment: "none (off)", sandbox: "none (off)", project: noSandbox("it needs Linux namespaces")}
 	if c.containment.v == "auto" {
 		const cause = "it needs Linux namespaces"
 		if log != nil {

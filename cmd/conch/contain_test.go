@@ -10,7 +10,6 @@ import (
 
 	"fmt"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -270,21 +269,6 @@ func TestRunSandbox(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	run := func(args ...string) (string, string, int) {
@@ -332,7 +316,7 @@ func TestRunSandbox(t *testing.T) {
 		t.Errorf("structured sandbox value of touch ~/x: %+v", v.Sandbox)
 	}
 
-	connect := fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d && echo connected`, port)
+	connect := tcpConnect(t)
 	if out, errOut, _ := run("--", connect); out != "connected\n" {
 		t.Fatalf("network on: stdout %q, stderr %q; want connected", out, errOut)
 	}

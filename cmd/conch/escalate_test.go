@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -195,24 +194,10 @@ func testEscalationGoSDK(t *testing.T, nobody bool) {
 
 	// With the network off, the second run has it: a connect to a
 	// listener on this machine fails, then works after the yes.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
 	home, ws = sandboxDirs(t, nobody)
 	u = &escalationUser{t: t, home: home, ws: ws, answers: []*mcp.ElicitResult{{Action: "accept", Content: map[string]any{"decision": "Allow once"}}}}
 	cs = startSandboxed(t, marker, nobody, home, ws, u, "--network", "off")
-	connect := fmt.Sprintf("echo run >> runs; exec 3<>/dev/tcp/127.0.0.1/%d && echo connected", ln.Addr().(*net.TCPAddr).Port)
+	connect := "echo run >> runs; " + tcpConnect(t)
 	if got, want := text(t, callTool(t, cs, "bash", bash(connect))), "connected\n"+escalatedLine; got != want {
 		t.Errorf("network off, approved: %q, want %q", got, want)
 	}
@@ -240,7 +225,7 @@ func testEscalationGoSDK(t *testing.T, nobody bool) {
 	u = &escalationUser{t: t, home: home, ws: ws, answers: []*mcp.ElicitResult{nil}}
 	cs = startSandboxed(t, marker, nobody, home, ws, u)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: bash(escalationCommand)})
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: bash(escalationCommand)})
 	cancel()
 	if err == nil {
 		t.Errorf("unanswered: the call returned before the client gave up")

@@ -35,6 +35,21 @@ func TestProjectFileConfigured(t *testing.T) {
 	}
 }
 
+// checkIn runs conch check with args in dir.
+func checkIn(t *testing.T, dir string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := testutil.Conch(t, "", append([]string{"check"}, args...)...)
+	cmd.Dir = dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			t.Fatal(err)
+		}
+	}
+	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
+}
+
 // conch check decides by the project file of the current directory too,
 // and names a refused one.
 func TestCheckProjectFile(t *testing.T) {
@@ -43,18 +58,7 @@ func TestCheckProjectFile(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	check := func() (string, string, int) {
-		cmd := testutil.Conch(t, "", "check", "--", "ls && git push origin")
-		cmd.Dir = project
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			if _, ok := err.(*exec.ExitError); !ok {
-				t.Fatal(err)
-			}
-		}
-		return out.String(), errb.String(), cmd.ProcessState.ExitCode()
-	}
+	check := func() (string, string, int) { return checkIn(t, project, "--", "ls && git push origin") }
 	if err := os.WriteFile(p, []byte("[rules]\ndeny = [\"Bash(git push:*)\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +68,7 @@ func TestCheckProjectFile(t *testing.T) {
 	if err := os.WriteFile(p, []byte("[rules]\nallow = [\"Bash(git push:*)\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	want := "conch check: config " + p + ":2: rules.allow: a project file may only add rules.deny and rules.ask\n"
+	want := "conch check: config " + p + ":2: rules.allow: a project file may only add rules.deny, rules.ask and sandbox.deny_read, and set a stricter sandbox.mode or sandbox.network = \"off\"\n"
 	if out, stderr, code := check(); code != 2 || out != "" || stderr != want {
 		t.Errorf("conch check with a refused project file: %q %q exit %d; want %q", out, stderr, code, want)
 	}
@@ -107,7 +111,47 @@ rules.ask += ["Bash(git push:*)", "Bash(npm publish:*)"]  # ` + p + `:2
 		t.Fatal(err)
 	}
 	_, stderr, code = testutil.RunConch(t, "", "config", "--cwd", project)
-	if want := "conch config: config " + p + ":2: rules.unmatched: a project file may only add rules.deny and rules.ask\n"; code != 2 || stderr != want {
+	if want := "conch config: config " + p + ":2: rules.unmatched: a project file may only add rules.deny, rules.ask and sandbox.deny_read, and set a stricter sandbox.mode or sandbox.network = \"off\"\n"; code != 2 || stderr != want {
 		t.Errorf("conch config with a refused project file: %q exit %d; want %q", stderr, code, want)
+	}
+}
+
+// conch config and conch check show the sandbox keys a project file
+// narrows, and refuse one that would widen the configured sandbox.
+func TestProjectSandboxShown(t *testing.T) {
+	project := t.TempDir()
+	p := filepath.Join(project, ".conch", "config.toml")
+	writeFile(t, p, "[rules]\ndeny = [\"Bash(git push:*)\"]\n\n[sandbox]\nmode = \"read-only\"\nnetwork = \"off\"\ndeny_read = [\"secrets\"]\n")
+	out, stderr, code := testutil.RunConch(t, "", "config", "run", "--cwd", project)
+	want := "# project file: " + p + `
+rules.deny += ["Bash(git push:*)"]  # ` + p + `:2
+sandbox.mode = "read-only"  # ` + p + `:5
+sandbox.network = "off"  # ` + p + `:6
+sandbox.deny_read += ["secrets"]  # ` + p + `:7
+`
+	if code != 0 || !strings.HasSuffix(out, want) {
+		t.Errorf("conch config: exit %d, stderr %q\n%s\nwant it to end with:\n%s", code, stderr, out, want)
+	}
+	check := func(args ...string) (string, string, int) { return checkIn(t, project, args...) }
+	out, stderr, code = check("--", "ls")
+	want = "allow\nls\n" + `no rule matches: ls
+sandbox.mode = "read-only"  # ` + p + `:5
+sandbox.network = "off"  # ` + p + `:6
+sandbox.deny_read = ["secrets"]  # ` + p + `:7
+`
+	if code != 0 || out != want {
+		t.Errorf("conch check: exit %d, stderr %q\n%q\nwant\n%q", code, stderr, out, want)
+	}
+
+	writeFile(t, p, "[sandbox]\nmode = \"full-access\"\n")
+	const wide = ":2: sandbox.mode: full-access is wider than the session's workspace-write; a project file may only narrow the sandbox\n"
+	if _, stderr, code := testutil.RunConch(t, "", "config", "run", "--cwd", project); code != 2 || stderr != "conch config: config "+p+wide {
+		t.Errorf("conch config with a widening project: %q exit %d", stderr, code)
+	}
+	if _, stderr, code := check("--", "ls"); code != 2 || stderr != "conch check: config "+p+wide {
+		t.Errorf("conch check with a widening project: %q exit %d", stderr, code)
+	}
+	if _, stderr, code := testutil.RunConch(t, "", "config", "run", "--sandbox", "full-access", "--cwd", project); code != 0 {
+		t.Errorf("conch config under full-access: %q exit %d", stderr, code)
 	}
 }

@@ -58,37 +58,6 @@ func Rules(entries []Entry) (*rules.Rules, error) {
 	return r, nil
 }
 
-// ErrProjectKey is the cause of an Error for a key a project file may
-// not hold.
-var ErrProjectKey = errors.New("a project file may only add rules.deny and rules.ask")
-
-// ProjectRules builds the rules a project file adds to the user's: it
-// may hold rules.deny and rules.ask and nothing else, since a project
-// (whoever wrote the repository) may only make commands stricter. Any
-// other key, rules.allow and rules.unmatched included, is an error
-// naming the file, the line and the key. No entries: nil.
-func ProjectRules(entries []Entry) (*rules.Rules, error) {
-	for _, e := range entries {
-		if e.Key != "rules.deny" && e.Key != "rules.ask" {
-			return nil, &Error{File: e.File, Line: e.Line, Key: e.Key, Err: ErrProjectKey}
-		}
-	}
-	return Rules(entries)
-}
-
-// LoadProjectRules reads dir's project file (LoadProject) and builds its
-// rules (ProjectRules); entries are the file's, for showing where each
-// rule came from. No file: nil rules, no entries.
-func LoadProjectRules(dir string) (proj *rules.Rules, entries []Entry, err error) {
-	if entries, err = LoadProject(dir); err != nil {
-		return nil, nil, err
-	}
-	if proj, err = ProjectRules(entries); err != nil {
-		return nil, nil, err
-	}
-	return proj, entries, nil
-}
-
 // Narrow is user with the deny and ask rules of a project's proj added
 // after its own (so that, among equal rules, the user's is the one
 // named). Either may be nil; the result is a new Rules unless one is nil.

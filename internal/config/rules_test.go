@@ -43,12 +43,12 @@ func TestProjectRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := ProjectRules(entries)
+	proj, err := ParseProject(entries)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Deny) != 1 || r.Deny[0].String() != "Bash(git push:*)" || len(r.Ask) != 1 || len(r.Allow) != 0 {
-		t.Fatalf("ProjectRules = %+v", r)
+	if r := proj.Rules; len(r.Deny) != 1 || r.Deny[0].String() != "Bash(git push:*)" || len(r.Ask) != 1 || len(r.Allow) != 0 {
+		t.Fatalf("ParseProject = %+v", proj)
 	}
 }
 
@@ -56,9 +56,9 @@ func TestProjectRules(t *testing.T) {
 // the line and the key.
 func TestProjectRulesRefused(t *testing.T) {
 	for _, c := range []struct{ text, want string }{
-		{"[rules]\ndeny = [\"Bash(rm:*)\"]\nallow = [\"Bash(git push:*)\"]\n", ":3: rules.allow: a project file may only add rules.deny and rules.ask"},
-		{"[rules]\nunmatched = \"allow\"\n", ":2: rules.unmatched: a project file may only add rules.deny and rules.ask"},
-		{"timeout_ms = 5\n", ":1: timeout_ms: a project file may only add rules.deny and rules.ask"},
+		{"[rules]\ndeny = [\"Bash(rm:*)\"]\nallow = [\"Bash(git push:*)\"]\n", ":3: rules.allow: a project file may only add rules.deny, rules.ask and sandbox.deny_read, and set a stricter sandbox.mode or sandbox.network = \"off\""},
+		{"[rules]\nunmatched = \"allow\"\n", ":2: rules.unmatched: a project file may only add rules.deny, rules.ask and sandbox.deny_read, and set a stricter sandbox.mode or sandbox.network = \"off\""},
+		{"timeout_ms = 5\n", ":1: timeout_ms: a project file may only add rules.deny, rules.ask and sandbox.deny_read, and set a stricter sandbox.mode or sandbox.network = \"off\""},
 		{"[rules]\ndeny = \"Bash(rm:*)\"\n", ":2: rules.deny: takes a list of strings"},
 		{"[rules]\nask = [\"rm\"]\n", ":2: rules.ask: rule \"rm\": expected"},
 	} {
@@ -66,7 +66,7 @@ func TestProjectRulesRefused(t *testing.T) {
 		p := writeProject(t, dir, c.text)
 		entries, err := LoadProject(dir)
 		if err == nil {
-			_, err = ProjectRules(entries)
+			_, err = ParseProject(entries)
 		}
 		if err == nil || !strings.HasPrefix(err.Error(), "config "+p+c.want) {
 			t.Errorf("%q: error %v, want config %s%s…", c.text, err, p, c.want)

@@ -114,6 +114,52 @@ func (p *Plan) ForWorkspace(dir string) (*Plan, error) {
 	return pol.Resolve()
 }
 
+// WiderThan reports whether m lets commands write more than o:
+// full-access is wider than workspace-write, which is wider than
+// read-only ("" is workspace-write, an unknown mode the widest).
+func (m Mode) WiderThan(o Mode) bool { return m.rank() > o.rank() }
+
+func (m Mode) rank() int {
+	switch m {
+	case ReadOnly:
+		return 0
+	case WorkspaceWrite, "":
+		return 1
+	case FullAccess:
+		return 2
+	}
+	return 3
+}
+
+// Narrowed returns the plan of the Policy p was resolved from, with dir
+// as its workspace ("": p's), made stricter by a project
+// (docs/sandbox.md#project-files): mode, when not "", no wider than p's;
+// network off when networkOff; denyRead hidden too (relative paths in
+// the workspace). It is ForWorkspace and the narrowing in one
+// resolution. It is an error for a mode wider than p's, and for a Plan
+// not made by Resolve. Like Resolve, it reads the disk.
+func (p *Plan) Narrowed(dir string, mode Mode, networkOff bool, denyRead []string) (*Plan, error) {
+	if mode.WiderThan(p.Mode) {
+		return nil, fmt.Errorf("sandbox: a project may not widen %s to %s", p.Mode, mode)
+	}
+	if p.policy == nil {
+		return nil, errors.New("sandbox: the plan was not resolved from a policy")
+	}
+	pol := *p.policy
+	pol.Mode = p.Mode
+	if dir != "" {
+		pol.Workspace = dir
+	}
+	if mode != "" {
+		pol.Mode = mode
+	}
+	if networkOff {
+		pol.Network = NetworkOff
+	}
+	pol.DenyRead = append(slices.Clip(pol.DenyRead), denyRead...)
+	return pol.Resolve()
+}
+
 // Bounds of the search for repositories under a writable root: deep
 // trees (node_modules, vendored checkouts) must not make a session's
 // start slow.

@@ -167,3 +167,54 @@ func TestForWorkspaceFullAccess(t *testing.T) {
 		t.Error("a read-only plan not made by Resolve moved to another workspace")
 	}
 }
+
+// Narrowed makes a plan stricter, never wider: a project's mode, network
+// off and hidden paths (relative ones in the workspace).
+func TestNarrowed(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []Mode{FullAccess, WorkspaceWrite} {
+		p, err := Policy{Mode: m, Workspace: ws, TempDirs: []string{tmp}, DenyRead: []string{"/etc/shadow"}}.Resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := p.Narrowed("", ReadOnly, true, []string{"secrets"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Mode != ReadOnly || n.Network != NetworkOff || !slices.Equal(n.Writable, []string{tmp}) ||
+			!slices.Equal(n.DenyRead, []string{"/etc/shadow", filepath.Join(ws, "secrets")}) {
+			t.Errorf("%s narrowed: %+v", m, n)
+		}
+		if same, err := p.Narrowed("", "", false, nil); err != nil || same.Mode != m || same.Network != NetworkOn {
+			t.Errorf("%s narrowed by nothing: %+v, %v", m, same, err)
+		}
+	}
+	ww, err := Policy{Workspace: ws}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ww.Narrowed(other, "", true, nil); err != nil || n.Network != NetworkOff || !slices.Contains(n.Writable, other) || slices.Contains(n.Writable, ws) {
+		t.Errorf("narrowed for another workspace: %+v, %v; want %s writable, not %s", n, err, other, ws)
+	}
+	ro, err := Policy{Mode: ReadOnly, Workspace: ws}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ro.Narrowed("", WorkspaceWrite, false, nil); err == nil || err.Error() != "sandbox: a project may not widen read-only to workspace-write" {
+		t.Errorf("widening: %v", err)
+	}
+	if _, err := (&Plan{Mode: WorkspaceWrite}).Narrowed("", ReadOnly, false, nil); err == nil {
+		t.Error("a plan not made by Resolve narrowed")
+	}
+}

@@ -25,7 +25,10 @@ import (
 // everything the owner's commands left, or with Close. Each owner's init
 // shows its commands the owner's own spill directory and none of the
 // others', and enforces initOpts.Sandbox for the owner's workspace
-// (Request.Workspace; the plan as given for "").
+// (Request.Workspace; the plan as given for ""), narrowed by the
+// Request.Narrowing of the owner's first command. A command with a
+// Narrowing is refused (local.ErrNoSandbox) when initOpts has no
+// sandbox to narrow.
 //
 // New starts and ends one init first, to learn what this host enforces
 // (see Unenforced): when the host allows no user or PID namespaces the
@@ -111,7 +114,7 @@ func (s *spawner) session(c local.Command) (*session, error) {
 	ss = &session{ready: make(chan struct{})}
 	s.sessions[c.Owner] = ss
 	s.mu.Unlock()
-	ss.in, ss.plan, ss.err = s.start(c.Owner, c.Workspace)
+	ss.in, ss.plan, ss.err = s.start(c.Owner, c.Workspace, c.Narrowing)
 	if ss.err != nil {
 		s.mu.Lock()
 		if s.sessions[c.Owner] == ss {
@@ -123,11 +126,22 @@ func (s *spawner) session(c local.Command) (*session, error) {
 	return ss, ss.err
 }
 
-// start starts owner's init: the sandbox resolved for workspace, the
-// owner's spill directory the only one its commands see.
-func (s *spawner) start(owner, workspace string) (*nsinit.Init, *sandbox.Plan, error) {
+// start starts owner's init: the sandbox resolved for workspace and
+// narrowed by n, the owner's spill directory the only one its commands
+// see.
+func (s *spawner) start(owner, workspace string, n *shell.SandboxNarrowing) (*nsinit.Init, *sandbox.Plan, error) {
 	o := s.init
-	if o.Sandbox != nil && workspace != "" {
+	if n != nil && o.Sandbox == nil {
+		return nil, nil, fmt.Errorf("contained: the session's sandbox: %w", local.ErrNoSandbox)
+	}
+	switch {
+	case n != nil:
+		plan, err := o.Sandbox.Narrowed(workspace, sandbox.Mode(n.Mode), n.NetworkOff, n.DenyRead)
+		if err != nil {
+			return nil, nil, fmt.Errorf("contained: the project's sandbox: %w", err)
+		}
+		o.Sandbox = plan
+	case o.Sandbox != nil && workspace != "":
 		plan, err := o.Sandbox.ForWorkspace(workspace)
 		if err != nil {
 			return nil, nil, fmt.Errorf("contained: the session's sandbox: %w", err)

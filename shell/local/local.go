@@ -278,6 +278,7 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 		Dir:       s.Workdir,
 		Owner:     s.Owner,
 		Workspace: s.Workspace,
+		Narrowing: s.Narrowing,
 		Grace:     e.opts.Grace,
 	}
 

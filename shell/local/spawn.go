@@ -1,12 +1,19 @@
 package local
 
 import (
+	"errors"
 	"os"
 	"syscall"
 	"time"
 
 	"github.com/conch-dev/conch/shell"
 )
+
+// ErrNoSandbox is the spawn error of a command whose Request narrows a
+// sandbox (shell.Request.Narrowing) on a Spawner that has none to
+// narrow: the command is refused rather than run without the sandbox its
+// project asked for.
+var ErrNoSandbox = errors.New("this executor runs commands without a sandbox, so it cannot narrow one")
 
 // Spawner starts the shell of each command. It is the local provider's
 // spawn hook: a provider that runs commands elsewhere than as direct
@@ -71,6 +78,10 @@ type Command struct {
 	// Workspace is the command's Request.Workspace: its owner's working
 	// directory ("" for the executor's Cwd).
 	Workspace string
+	// Narrowing is the command's Request.Narrowing: a Spawner that
+	// cannot make the command's sandbox that strict refuses it (the
+	// default one, which has no sandbox, refuses any).
+	Narrowing *shell.SandboxNarrowing
 	// Grace is the executor's delay between SIGTERM and SIGKILL, for
 	// the kills of what the command leaves running.
 	Grace time.Duration

@@ -50,6 +50,7 @@ func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
 			Terminal:  true,
 			Owner:     s.Owner,
 			Workspace: s.Workspace,
+			Narrowing: s.Narrowing,
 			Grace:     e.opts.Grace,
 		})
 	}

@@ -174,7 +174,16 @@ func (e *Executor) Start(s shell.Spec) (shell.Process, error) {
 	return e.start(context.Background(), s, true)
 }
 
+// ErrNarrowing is the error of a command whose Request narrows the
+// sandbox (shell.Request.Narrowing): a project file narrows this
+// machine's sandbox, and a host's commands run in its agent's, so the
+// command is refused rather than run wider than the project asked.
+var ErrNarrowing = errors.New("a project's sandbox cannot reach a remote host")
+
 func (e *Executor) start(ctx context.Context, s shell.Spec, background bool) (*process, error) {
+	if s.Narrowing != nil {
+		return nil, ErrNarrowing
+	}
 	a := &agent.StartArgs{Background: background, Command: s.Command, Workdir: s.Workdir,
 		Timeout: s.Timeout, StdoutMaxBytes: s.StdoutMaxBytes, HasStdin: s.Stdin != nil, Stdin: s.Stdin,
 		Env: s.Env, ManagedEnv: s.ManagedEnv, Owner: s.Owner}
@@ -701,6 +710,9 @@ func (p *process) Written() (stdout, stderr int64) {
 // terminals (it does not know the operation), is refused with
 // `tty is not available on host <name>` (docs/terminal.md).
 func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
+	if s.Narrowing != nil {
+		return nil, ErrNarrowing
+	}
 	p, err := e.open(context.Background(), agent.OpTermStart, &agent.StartArgs{Command: s.Command, Workdir: s.Workdir,
 		Env: s.Env, ManagedEnv: s.ManagedEnv, Owner: s.Owner}, 0)
 	if errors.Is(err, errors.ErrUnsupported) || err != nil && strings.Contains(err.Error(), `unknown operation "`+agent.OpTermStart+`"`) {
