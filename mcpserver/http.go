@@ -135,7 +135,7 @@ func (s *Server) watchHTTP(next http.Handler) http.Handler {
 			return
 		}
 		if req != nil {
-			x.httpCalls.saw(req)
+			x.httpCalls.saw(req, r.Context().Done())
 			if req.IsCall() {
 				defer x.httpCalls.done(req.ID)
 				w = &quietWriter{ResponseWriter: w, id: req.ID, calls: &x.httpCalls}

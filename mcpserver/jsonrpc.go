@@ -50,20 +50,46 @@ const methodCancelled = "notifications/cancelled"
 // safe for concurrent use.
 type inflight struct {
 	mu    sync.Mutex
-	calls map[jsonrpc.ID]bool // id → cancelled
+	calls map[jsonrpc.ID]*call
+}
+
+// call is one call in flight.
+type call struct {
+	cancelled bool
+	ended     chan struct{} // closed by done
 }
 
 // saw records a message from the client: a call starts being followed; a
 // cancellation marks the call it names, if that call is in flight.
-func (f *inflight) saw(req *jsonrpc.Request) {
+//
+// A call that reuses the id of a cancelled call whose response has not
+// gone out yet (the process group is gone well before, on a loaded
+// machine) waits for that response, or until stop is closed: the
+// cancelled call ends soon, and the SDK would drop a call whose id is in
+// use, without a word, or take it meanwhile and its response for the
+// cancelled one's. A call that reuses the id of a call still running
+// leaves that call's entry alone (the SDK drops it).
+func (f *inflight) saw(req *jsonrpc.Request, stop <-chan struct{}) {
 	if req.IsCall() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if f.calls == nil {
-			f.calls = make(map[jsonrpc.ID]bool)
+		for {
+			f.mu.Lock()
+			c := f.calls[req.ID]
+			if c == nil {
+				if f.calls == nil {
+					f.calls = make(map[jsonrpc.ID]*call)
+				}
+				f.calls[req.ID] = &call{ended: make(chan struct{})}
+			}
+			f.mu.Unlock()
+			if c == nil || !c.cancelled {
+				return
+			}
+			select {
+			case <-c.ended:
+			case <-stop:
+				return
+			}
 		}
-		f.calls[req.ID] = false
-		return
 	}
 	if req.Method != methodCancelled {
 		return
@@ -80,8 +106,8 @@ func (f *inflight) saw(req *jsonrpc.Request) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.calls[id]; ok {
-		f.calls[id] = true
+	if c := f.calls[id]; c != nil {
+		c.cancelled = true
 	}
 }
 
@@ -89,7 +115,8 @@ func (f *inflight) saw(req *jsonrpc.Request) {
 func (f *inflight) cancelled(id jsonrpc.ID) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.calls[id]
+	c := f.calls[id]
+	return c != nil && c.cancelled
 }
 
 // done stops following call id (its response is going out, or can no
@@ -98,7 +125,11 @@ func (f *inflight) cancelled(id jsonrpc.ID) bool {
 func (f *inflight) done(id jsonrpc.ID) (cancelled bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	cancelled = f.calls[id]
+	c := f.calls[id]
+	if c == nil {
+		return false
+	}
 	delete(f.calls, id)
-	return cancelled
+	close(c.ended)
+	return c.cancelled
 }

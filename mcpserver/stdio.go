@@ -225,20 +225,27 @@ func (t quietCancel) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &quietConn{Connection: c}, nil
+	return &quietConn{Connection: c, closed: make(chan struct{})}, nil
 }
 
 type quietConn struct {
 	mcp.Connection
-	calls inflight
+	calls     inflight
+	closed    chan struct{} // ends a Read's wait in calls.saw
+	closeOnce sync.Once
 }
 
 func (c *quietConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	m, err := c.Connection.Read(ctx)
 	if req, ok := m.(*jsonrpc.Request); ok {
-		c.calls.saw(req)
+		c.calls.saw(req, c.closed)
 	}
 	return m, err
+}
+
+func (c *quietConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return c.Connection.Close()
 }
 
 func (c *quietConn) Write(ctx context.Context, m jsonrpc.Message) error {
