@@ -377,7 +377,13 @@ func endingCommand(t *testing.T, e *env) (command string, waitEnded func()) {
 func TestBudgetWithNotices(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{tools: tools.Options{MaxResultBytes: 2000}})
-	id := e.background(e.sess, "echo done")
+	// The task ends only once its start call is back: a task that ended
+	// before (the caller descheduled on a loaded machine) has its notice
+	// ride on that call's own result.
+	id := e.background(e.sess, "until [ -e gate ]; do sleep 0.01; done; echo done")
+	if err := os.WriteFile(filepath.Join(e.dir, "gate"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	e.settle(e.sess, id)
 	r := e.bash("seq 1 3000")
 	if len(r.Notices) != 1 || !strings.HasPrefix(r.Notices[0].Text, "background task "+id) {
