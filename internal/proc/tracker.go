@@ -140,10 +140,10 @@ func ticksNow() uint64 {
 	return uint64(ts.Sec)*100 + uint64(ts.Nsec)/1e7
 }
 
-// pruneSessions forgets sessions that have no live member in two prunes in
-// a row (one Scan can miss a member forked during it), after attributing
-// the escapees the scan sees. A session cannot gain members once it has
-// none, so forgetting it loses nothing.
+// pruneSessions forgets sessions that have no live member, nor a zombie
+// child of ours, in two prunes in a row (one Scan can miss a member forked
+// during it), after attributing the escapees the scan sees. A session
+// cannot gain members once it has none, so forgetting it loses nothing.
 func pruneSessions() {
 	registry.mu.Lock()
 	seen := make(map[int]uint64, len(registry.sessions))
@@ -155,12 +155,17 @@ func pruneSessions() {
 	// The scan also attributes escapees (every round of killScans does):
 	// a command whose session is forgotten takes with it the window by
 	// which an escapee re-parented to us is attributed.
+	// A zombie child of ours counts as a member, as for the attribution:
+	// it is all a scan sees of a process that forks in a loop, and a
+	// session forgotten under such a loop would leave it to any
+	// tracker's KillAll as an escapee nobody owns, and to no KillOwner.
 	var err error
 	live := make(map[int]bool)
+	self := os.Getpid()
 	killScans.do(func(s *snapshot) {
 		err = s.err
 		for _, p := range s.infos {
-			if p.Alive() {
+			if p.Alive() || p.State == 'Z' && p.PPid == self {
 				live[p.Sid] = true
 			}
 		}

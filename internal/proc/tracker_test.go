@@ -183,6 +183,36 @@ func TestTrackerKillAllForkLoop(t *testing.T) {
 	}
 }
 
+// A fork loop that a command left running is never seen alive by a scan,
+// but the zombies it leaves are: the prunes keep its session, so another
+// tracker's KillAll does not take it for an escapee nobody owns, and its
+// owner's KillOwner does.
+func TestTrackerPruneKeepsForkLoop(t *testing.T) {
+	marker := clean(t)
+	loop, beat := testutil.ForkLoop(t)
+	cmd := startSession(t, marker, loop+" &")
+	tr := proc.NewTracker()
+	tr.Add(cmd.Process.Pid, "a")
+	if err := proc.WaitCmd(cmd); err != nil {
+		t.Fatal(err)
+	}
+	tr.Exited(cmd.Process.Pid)
+	testutil.WaitBeating(t, beat)
+	other := proc.NewTracker()
+	for i := range 1000 { // dead sessions: two prunes run
+		other.Add(1<<22+1+i, "c")
+	}
+	other.KillAll(100 * time.Millisecond)
+	if !testutil.Beating(t, beat) {
+		t.Error("another tracker's KillAll took the fork loop: a prune forgot its session")
+	}
+	tr.KillOwner("a", 100*time.Millisecond)
+	if testutil.Beating(t, beat) {
+		t.Error("the fork loop survived KillOwner(a)")
+	}
+	tr.KillAll(100 * time.Millisecond)
+}
+
 // An escapee re-parented to us is attributed by its command's window;
 // when the command's empty session is pruned, the escapee keeps its
 // owner, and KillOwner takes it, and only it.
