@@ -161,13 +161,16 @@ func testTerminalKillTakesAll(t *testing.T, su *suite) {
 	r := startTerminal(t, ex, interactiveShell)
 	r.until("$ ")
 	r.input("sleep 300 & setsid sleep 301 & echo started", "Enter")
-	deadline := time.Now().Add(10 * time.Second)
-	for len(testutil.Processes(marker)) < 3 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := len(testutil.Processes(marker)); n < 3 {
-		t.Fatalf("%d processes running, want the shell and two sleeps", n)
-	}
+	// The command is typed and run while we look: wait for the sleeps
+	// themselves, not for a count of processes (a child of the shell that
+	// has not yet run setsid or exec carries the marker too).
+	testutil.WaitFor(t, 10*time.Second, "the two sleeps", func() bool {
+		seen := map[string]bool{}
+		for _, p := range testutil.Processes(marker) {
+			seen[testutil.Cmdline(p.Pid)] = true
+		}
+		return seen["sleep 300"] && seen["sleep 301"]
+	})
 	r.tm.Kill()
 	r.end()
 	if code, sig := r.tm.Exit(); code != nil || sig == "" {
