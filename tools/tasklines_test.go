@@ -226,3 +226,29 @@ func FuzzOneLineLabel(f *testing.F) {
 		}
 	})
 }
+
+// TestTaskListAgreesWithNotices: a task_list result never shows a task
+// running while a notice riding on the same result says it finished. A
+// task that ends while the list is drawn must not be listed as running
+// and announced as finished at once; the race is hit by listing right
+// after starting tasks that end at once, many times.
+func TestTaskListAgreesWithNotices(t *testing.T) {
+	// Tasks that end at once may still run when the next starts.
+	e := newEnv(t, envOpts{tasks: &tasks.Options{MaxPerSession: 200}})
+	for i := range 150 {
+		r := e.call(tools.NameBash, map[string]any{"command": "true", "description": "End at once", "run_in_background": true})
+		if r.IsError {
+			t.Fatalf("start %d: %s", i, r.Text)
+		}
+		for range 3 {
+			r = e.call(tools.NameTaskList, map[string]any{})
+			for _, n := range r.Notices {
+				for line := range strings.Lines(r.Text) {
+					if strings.HasPrefix(line, n.TaskID+" [bash] running") {
+						t.Fatalf("task_list says %q and its notice says %q", strings.TrimSpace(line), n.Text)
+					}
+				}
+			}
+		}
+	}
+}

@@ -364,6 +364,13 @@ func (t *Toolset) Call(ctx context.Context, sess Session, name string, args json
 	}
 	var r Result
 	var render func(budget int) Result
+	// A list is drawn after the notices are taken, so that it never shows
+	// running a task whose notice rides on the same result.
+	var notices []Notice
+	drained := name == NameTaskList
+	if drained {
+		notices = t.Notices(sess.ID)
+	}
 	switch name {
 	case NameBash:
 		r, render = t.bash(ctx, sess, args, co)
@@ -380,7 +387,9 @@ func (t *Toolset) Call(ctx context.Context, sess Session, name string, args json
 	}
 	// The notices are drained before a bash result is rendered, so that
 	// they and the text share the budget.
-	notices := t.Notices(sess.ID)
+	if !drained {
+		notices = t.Notices(sess.ID)
+	}
 	if render != nil {
 		r = render(t.textBudget(notices))
 	}

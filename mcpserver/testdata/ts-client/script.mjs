@@ -213,17 +213,6 @@ async function scenarios(client, seen, tag) {
   r = await call(client, 'bash', bash('echo still here'));
   out.cancel.after = texts(r);
 
-  // 100 MB of mixed stdout and stderr: the result fits the budget, and the
-  // structured value carries no second, larger copy.
-  r = await call(client, 'bash', bash(
-    "for i in $(seq 1 5); do head -c 10000000 /dev/zero | tr '\\0' o; head -c 10000000 /dev/zero | tr '\\0' e >&2; done"));
-  out.large = {
-    textChars: texts(r).join('').length,
-    blocks: r.content.length,
-    structuredChars: r.structuredContent.stdout.text.length + r.structuredContent.stderr.text.length,
-    cutLines: (texts(r)[0].match(/\[… \d+ bytes \(\d+ lines\) omitted; full output: /g) || []).length,
-  };
-
   // task_kill.
   r = await call(client, 'bash', bash('sleep 1033', { run_in_background: true }));
   const killed = r.structuredContent.taskId;
@@ -255,6 +244,19 @@ async function scenarios(client, seen, tag) {
   r = await call(client, 'task_output', { task_id: r.structuredContent.taskId, wait: true });
   out.denied.task = texts(r);
   out.denied.taskSandbox = r.structuredContent.sandbox;
+
+  // 100 MB of mixed stdout and stderr: the result fits the budget, and the
+  // structured value carries no second, larger copy. Last: on a loaded
+  // machine it may pass the yield window, and the task it then becomes
+  // must not change the ids the scenarios above expect.
+  r = await call(client, 'bash', bash(
+    "for i in $(seq 1 5); do head -c 10000000 /dev/zero | tr '\\0' o; head -c 10000000 /dev/zero | tr '\\0' e >&2; done"));
+  out.large = {
+    textChars: texts(r).join('').length,
+    blocks: r.content.length,
+    structuredChars: r.structuredContent.stdout.text.length + r.structuredContent.stderr.text.length,
+    cutLines: (texts(r)[0].match(/\[… \d+ bytes \(\d+ lines\) omitted; full output: /g) || []).length,
+  };
   return out;
 }
 
