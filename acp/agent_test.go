@@ -988,7 +988,10 @@ func TestPlantedSessionFiles(t *testing.T) {
 }
 
 // answers reads messages until each request of ids is answered, and
-// returns the answers by id and the updates in the order they came.
+// returns the answers by id and the updates in the order they came, the
+// live output of each terminal card folded into its final update (see
+// foldLive): a command's output may or may not make a live update before
+// the command ends, as the machine's load has it.
 func (c *client) answers(ids ...string) (map[string]message, []map[string]any) {
 	c.t.Helper()
 	got := map[string]message{}
@@ -1004,7 +1007,7 @@ func (c *client) answers(ids ...string) (map[string]message, []map[string]any) {
 		}
 		got[string(m.ID)] = m
 	}
-	return got, us
+	return got, foldLive(us)
 }
 
 // TestQueuedPrompts: prompts sent while one runs wait for it, in the
