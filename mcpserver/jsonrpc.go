@@ -63,12 +63,14 @@ type call struct {
 // cancellation marks the call it names, if that call is in flight.
 //
 // A call that reuses the id of a cancelled call whose response has not
-// gone out yet (the process group is gone well before, on a loaded
-// machine) waits for that response, or until stop is closed: the
-// cancelled call ends soon, and the SDK would drop a call whose id is in
-// use, without a word, or take it meanwhile and its response for the
-// cancelled one's. A call that reuses the id of a call still running
-// leaves that call's entry alone (the SDK drops it).
+// gone out yet (its process group may be gone long before, on a loaded
+// machine) waits until that response is dropped, or until stop is
+// closed. The cancelled call ends soon; were the new call passed on
+// before, the SDK would drop it without a word (its id is in use) or,
+// taking it once the id is free, see the cancelled call's response taken
+// for the new call's and sent. A call that reuses the id of a call still
+// running leaves that call's entry alone (the SDK drops it). See
+// docs/transports.md#cancellation.
 func (f *inflight) saw(req *jsonrpc.Request, stop <-chan struct{}) {
 	if req.IsCall() {
 		for {
