@@ -13,7 +13,7 @@ import (
 // ForkLoop returns a bash command that ignores SIGTERM and forks and exits
 // in a loop (perl), so that at any moment one short-lived process is
 // alive and a /proc scan (a directory listing, then one read per entry)
-// sees none; and the file it touches every 64 generations, which is how a
+// sees none; and the file it touches every 8 generations, which is how a
 // test sees it run (Beating). It ends on its own after 6 s: a test that
 // fails must not leave a fork loop eating the machine's pids.
 func ForkLoop(t testing.TB) (cmd, beat string) {
@@ -23,14 +23,15 @@ func ForkLoop(t testing.TB) (cmd, beat string) {
 		t.Fatal(err)
 	}
 	cmd = `perl -e 'use Time::HiRes qw(time); $SIG{TERM}="IGNORE"; my $end = time + 6; my $i = 0;
-while (time < $end) { exit 0 if fork; utime(undef, undef, "` + beat + `") if ++$i % 64 == 0 }'`
+while (time < $end) { exit 0 if fork; utime(undef, undef, "` + beat + `") if ++$i % 8 == 0 }'`
 	return cmd, beat
 }
 
 // Beating reports whether the loop of ForkLoop touches beat within a
 // second. It returns as soon as it sees a touch; a loop starved of CPU on
-// a loaded machine (64 generations take it a few ms of CPU time) still
-// beats within that second, so a false answer means the loop is gone.
+// a loaded machine still beats within that second (8 generations took up
+// to 60 ms at a load of 10 on 2 cores, where 64 took up to 410 ms), so a
+// false answer means the loop is gone.
 func Beating(t testing.TB, beat string) bool {
 	t.Helper()
 	before, err := os.Stat(beat)
