@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,8 +41,10 @@ type cgroups struct {
 	dirs map[string]bool // command cgroups not removed yet
 }
 
-// newCgroups makes the session's cgroup under parent.
+// newCgroups makes the session's cgroup under parent, after removing
+// those a dead conch left there (sweepCgroups).
 func newCgroups(parent string) (*cgroups, error) {
+	sweepCgroups(parent)
 	var b [4]byte
 	if _, err := unix.Getrandom(b[:], 0); err != nil {
 		return nil, fmt.Errorf("nsinit: cgroup: %w", err)
@@ -136,5 +139,39 @@ func (g *cgroups) close() error {
 			return fmt.Errorf("nsinit: cgroup: remove %s: %w", g.session, err)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// sweepCgroups removes the empty session cgroups under parent whose
+// server is dead: a server that was SIGKILLed could not remove its own
+// (the kernel killed what ran in them, but leaves the directories). A
+// session cgroup is named conch-<server pid>-<random>; one whose server
+// pid is alive (this one, another conch, or a process that reused the
+// pid) is left alone, and so is one that still holds a process (rmdir
+// refuses it).
+func sweepCgroups(parent string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), "conch-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 || unix.Kill(pid, 0) != unix.ESRCH {
+			continue
+		}
+		dir := filepath.Join(parent, e.Name())
+		if cmds, err := os.ReadDir(dir); err == nil {
+			for _, c := range cmds {
+				if c.IsDir() && strings.HasPrefix(c.Name(), "cmd-") {
+					unix.Rmdir(filepath.Join(dir, c.Name()))
+				}
+			}
+		}
+		unix.Rmdir(dir)
 	}
 }

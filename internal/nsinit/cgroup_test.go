@@ -3,12 +3,16 @@
 package nsinit_test
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/conch-dev/conch/internal/nsinit"
 	"github.com/conch-dev/conch/internal/testutil"
@@ -121,4 +125,40 @@ func TestCgroupClose(t *testing.T) {
 		t.Errorf("Wait after Close: %v, want ErrClosed", err)
 	}
 	stdout.text(t)
+}
+
+// TestCgroupSweep: an init's start removes the session cgroups a dead
+// server left (a SIGKILLed conch cannot remove its own), command cgroups
+// included, and leaves those of a live server.
+func TestCgroupSweep(t *testing.T) {
+	cg := nsinit.Probe().Cgroup
+	if !cg.Writable {
+		t.Skipf("cgroup v2 is not writable here (%+v)", cg)
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Kill(gone.Process.Pid, 0); err != unix.ESRCH {
+		t.Skipf("pid %d was reused at once", gone.Process.Pid)
+	}
+	dead := filepath.Join(cg.Dir, fmt.Sprintf("conch-%d-5ca1ab1e", gone.Process.Pid))
+	live := filepath.Join(cg.Dir, fmt.Sprintf("conch-%d-5ca1ab1e", os.Getpid()))
+	for _, d := range []string{dead, filepath.Join(dead, "cmd-1"), live} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, d := range []string{filepath.Join(dead, "cmd-1"), dead, live} {
+			unix.Rmdir(d)
+		}
+	})
+	cgroupInit(t)
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Errorf("the dead server's cgroup %s: %v, want it removed", dead, err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("the live server's cgroup %s: %v, want it kept", live, err)
+	}
 }
