@@ -3,7 +3,9 @@
 package proc
 
 import (
+	"cmp"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -520,6 +522,13 @@ func (t *Tracker) collectLocked(s *snapshot, self int, sc scope, held map[int]in
 		}
 		queue = append(queue, s.children(p.Pid)...)
 	}
+	// Parents are signalled before their children (the sessions above
+	// are walked in map order): a shell in `wait` whose child died first
+	// would exit 0 before its own signal came, as if it had ended well.
+	// A parent starts no later than its child; pids break the tie.
+	slices.SortFunc(out, func(a, b Info) int {
+		return cmp.Or(cmp.Compare(a.StartTime, b.StartTime), cmp.Compare(a.Pid, b.Pid))
+	})
 	return out
 }
 
