@@ -237,6 +237,9 @@ func (p Policy) Resolve() (*Plan, error) {
 		pl.Writable = absAll(append(append(slices.Clone(searched), p.TempDirs...), p.CacheDir))
 	}
 	protected := absAll(p.Protected)
+	// What commands could write before any git directory is added: a
+	// .git entry there may have been planted by an earlier command.
+	plantable := slices.Clone(pl.Writable)
 	var gitDirs []string
 	for _, root := range searched {
 		repos := findRepos(root)
@@ -254,7 +257,7 @@ func (p Policy) Resolve() (*Plan, error) {
 			if fi, err := os.Lstat(filepath.Join(dir, ".git")); err == nil && fi.Mode().IsRegular() {
 				protected = append(protected, filepath.Join(dir, ".git"))
 			}
-			for _, gd := range gitDirsOf(dir) {
+			for _, gd := range gitDirsOf(dir, plantable) {
 				gitDirs = append(gitDirs, gd)
 				// Submodules keep their git directories, hooks and
 				// config included, in the superproject's.
@@ -370,14 +373,27 @@ func enclosingRepo(dir string) string {
 // .git directory; or for a linked worktree (a .git file saying
 // "gitdir: <path>"), that path and the common git directory it names in
 // its commondir file.
-func gitDirsOf(dir string) []string {
+func gitDirsOf(dir string, plantable []string) []string {
 	dotgit := filepath.Join(dir, ".git")
-	fi, err := os.Stat(dotgit)
+	// A .git entry where commands can write may have been planted
+	// (`ln -s ~ sub/.git`, or a .git file saying `gitdir: /home/me`): the
+	// git directory it names is made writable only where commands could
+	// write already, or where the repository's own files, which no
+	// command could have written, say it is this checkout's.
+	planted := within(dotgit, plantable)
+	fi, err := os.Lstat(dotgit)
 	if err != nil {
 		return nil
 	}
-	if fi.IsDir() {
+	switch {
+	case fi.IsDir():
 		return []string{resolved(dotgit)}
+	case fi.Mode()&os.ModeSymlink != 0:
+		gd := resolved(dotgit)
+		if st, err := os.Stat(gd); err != nil || !st.IsDir() || planted && !within(gd, plantable) {
+			return nil
+		}
+		return []string{gd}
 	}
 	b, err := os.ReadFile(dotgit)
 	if err != nil {
@@ -388,11 +404,28 @@ func gitDirsOf(dir string) []string {
 		return nil
 	}
 	gd := relTo(dir, strings.TrimSpace(target))
+	if planted && !within(gd, plantable) && !linksBack(gd, dotgit) {
+		return nil
+	}
 	dirs := []string{gd}
 	if c, err := os.ReadFile(filepath.Join(gd, "commondir")); err == nil {
-		dirs = append(dirs, relTo(gd, strings.TrimSpace(string(c))))
+		common := relTo(gd, strings.TrimSpace(string(c)))
+		// A commondir file where commands can write may name any
+		// directory; a worktree's git directory lies in its common
+		// directory's worktrees/.
+		if !within(gd, plantable) || within(common, plantable) || within(gd, []string{filepath.Join(common, "worktrees")}) {
+			dirs = append(dirs, common)
+		}
 	}
 	return dirs
+}
+
+// linksBack reports whether git directory gd is that of the linked
+// worktree whose .git file is dotgit: git records the worktree's .git
+// file in the git directory's gitdir file.
+func linksBack(gd, dotgit string) bool {
+	b, err := os.ReadFile(filepath.Join(gd, "gitdir"))
+	return err == nil && resolved(strings.TrimSpace(string(b))) == resolved(dotgit)
 }
 
 func relTo(base, path string) string {

@@ -218,3 +218,49 @@ func TestNarrowed(t *testing.T) {
 		t.Error("a plan not made by Resolve narrowed")
 	}
 }
+
+// TestResolveRefusesPlantedGitDirs: a .git entry a command could have
+// planted in the workspace does not make a directory outside it
+// writable: not a symlink to it, not a .git file naming it (even one that
+// holds HEAD), not a commondir naming it; a real linked worktree's git
+// directory outside the workspace still is (TestResolveFindsRepositories).
+func TestResolveRefusesPlantedGitDirs(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, home, other := filepath.Join(base, "ws"), filepath.Join(base, "home"), filepath.Join(base, "other")
+	for _, d := range []string{filepath.Join(ws, "viafile"), filepath.Join(ws, "viacommon", "gd"), home, other} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(other, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(home, filepath.Join(ws, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "viafile", ".git"), []byte("gitdir: "+other+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gd := filepath.Join(ws, "viacommon", "gd")
+	if err := os.WriteFile(filepath.Join(ws, "viacommon", ".git"), []byte("gitdir: gd\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(gd, "commondir"), []byte(home+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pl, err := Policy{Workspace: ws, TempDirs: []string{filepath.Join(base, "tmp")}}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{home, other} {
+		if within(d, pl.Writable) || slices.Contains(pl.Pinned, d) {
+			t.Errorf("%s made writable (%q) or pinned (%q) by a planted .git", d, pl.Writable, pl.Pinned)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(home, "hooks")); err == nil {
+		t.Error("Resolve created hooks in the planted git directory")
+	}
+}
