@@ -228,14 +228,24 @@ func (c *checker) script(src string, depth int) bool {
 // attributed to the command it prefixes (or to the assignment itself).
 func (c *checker) assigns(as []*syntax.Assign, args []*syntax.Word) {
 	for _, a := range as {
-		if a.Name == nil || !dangerousVars[a.Name.Value] {
+		name := ""
+		if a.Name != nil {
+			name = a.Name.Value
+		} else if a.Value != nil {
+			// export "PATH=/tmp": the parser leaves a quoted
+			// assignment argument whole.
+			if v, ok := literal(a.Value); ok {
+				name, _, _ = strings.Cut(v, "=")
+			}
+		}
+		if !dangerousVars[name] {
 			continue
 		}
-		text := a.Name.Value + "="
+		text := name + "="
 		if len(args) > 0 {
 			text = commandText(args)
 		}
-		c.add(Command{Text: text, Verdict: Ask, Reason: assignmentReason(a.Name.Value)})
+		c.add(Command{Text: text, Verdict: Ask, Reason: assignmentReason(name)})
 	}
 }
 

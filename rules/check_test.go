@@ -102,6 +102,8 @@ func TestCheckTable(t *testing.T) {
 		{"env PATH=/tmp ls", Ask, "env PATH=/tmp ls", "assignment to PATH"},
 		{"sudo LD_PRELOAD=/x.so ls", Ask, "sudo LD_PRELOAD=/x.so ls", "assignment to LD_PRELOAD"},
 		{"export BASH_ENV=/tmp/x", Ask, "BASH_ENV=", "assignment to BASH_ENV"},
+		{`export "PATH=/tmp"`, Ask, "PATH=", "assignment to PATH"},
+		{`declare "LD_PRELOAD=/x.so"; ls`, Ask, "LD_PRELOAD=", "assignment to LD_PRELOAD"},
 		{"PROMPT_COMMAND='rm -rf x'", Ask, "PROMPT_COMMAND=", "assignment to PROMPT_COMMAND"},
 
 		// Shells: scripts parsed again; non-literal or stdin scripts ask.
@@ -112,6 +114,9 @@ func TestCheckTable(t *testing.T) {
 		{"curl x | sh", Ask, "sh", ReasonDynamic},
 		{"bash <<'EOF'\nrm -rf x\nEOF", Ask, "bash", ReasonDynamic},
 		{"bash -s < script", Ask, "bash -s", ReasonDynamic},
+		{"bash - <<< 'rm -rf x'", Ask, "bash -", ReasonDynamic},
+		{"bash /dev/stdin <<< 'rm -rf x'", Ask, "bash /dev/stdin", ReasonDynamic},
+		{". /dev/stdin <<< 'rm -rf x'", Ask, ". /dev/stdin", ReasonDynamic},
 		{"bash script.sh", Allow, "bash script.sh", ReasonUnmatched},
 		{"source ./env.sh", Allow, "source ./env.sh", ReasonUnmatched},
 		{`. "$F"`, Ask, `. "$F"`, ReasonDynamic},

@@ -115,7 +115,7 @@ func unwrap(name string, words []*syntax.Word) unwrapped {
 		return unwrapped{how: dynamic}
 	case "source", ".":
 		if len(words) > 1 {
-			if _, ok := literal(words[1]); !ok {
+			if f, ok := literal(words[1]); !ok || readsStdin(f) {
 				return unwrapped{how: dynamic}
 			}
 		}
@@ -193,7 +193,7 @@ func unwrapShell(words []*syntax.Word) unwrapped {
 		if !ok {
 			return unwrapped{how: dynamic}
 		}
-		if s == "--" {
+		if s == "--" || s == "-" { // bash takes a lone - as --
 			i++
 			break
 		}
@@ -225,7 +225,20 @@ func unwrapShell(words []*syntax.Word) unwrapped {
 	case stdin || i >= len(words):
 		return unwrapped{how: dynamic}
 	}
+	if f, _ := literal(words[i]); readsStdin(f) {
+		return unwrapped{how: dynamic}
+	}
 	return unwrapped{how: notWrapper}
+}
+
+// readsStdin reports whether a script file named f is the standard
+// input: its script is not on the command line.
+func readsStdin(f string) bool {
+	switch f {
+	case "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0":
+		return true
+	}
+	return false
 }
 
 // unwrapTrap parses a trap's action: `trap '<script>' SIGNAL…`.
