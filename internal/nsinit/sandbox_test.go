@@ -309,6 +309,30 @@ func TestSandboxUnixSockets(t *testing.T) {
 	}
 }
 
+// TestSandboxIOUring: io_uring, which opens and connects sockets without
+// socket(2) where seccomp would see them, cannot be set up in the
+// sandbox; it can without one.
+func TestSandboxIOUring(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 to call io_uring_setup")
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/io_uring_disabled"); err == nil && strings.TrimSpace(string(b)) != "0" {
+		t.Skip("io_uring is disabled on this host")
+	}
+	marker := clean(t)
+	h := newSandboxHost(t, marker)
+	script := `python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); r = l.syscall(425, 8, ctypes.create_string_buffer(120)); print("fd" if r >= 0 else "errno %d" % ctypes.get_errno())'`
+	bare, _ := startSandboxed(t, nil)
+	if _, stdout, _ := h.runIn(t, bare, script); stdout != "fd\n" {
+		t.Fatalf("without a sandbox io_uring_setup gave %q, want an fd", stdout)
+	}
+	p := h.policy(sandbox.NetworkOn)
+	in, _ := startSandboxed(t, &p)
+	if _, stdout, _ := h.runIn(t, in, script); stdout != "errno 13\n" {
+		t.Errorf("in the sandbox io_uring_setup gave %q, want errno 13 (EACCES)", stdout)
+	}
+}
+
 // TestSandboxNetworkOff: with the network off, TCP, UDP and DNS fail;
 // with it on, the same commands reach the test's listeners.
 func TestSandboxNetworkOff(t *testing.T) {

@@ -145,6 +145,10 @@ func Restrict(plan *Plan) (unenforced []string, err error) {
 			DefaultAction: seccomp.ActionAllow,
 			Syscalls: []seccomp.SyscallGroup{{
 				Action: seccomp.ActionErrno | seccomp.Action(unix.EACCES),
+				// io_uring opens and connects sockets without
+				// socket(2) (IORING_OP_SOCKET, IORING_OP_CONNECT),
+				// where this filter cannot see them.
+				Names: []string{"io_uring_setup"},
 				NamesWithCondtions: []seccomp.NameWithConditions{{
 					Name:       "socket",
 					Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_UNIX}},
@@ -162,22 +166,23 @@ func Restrict(plan *Plan) (unenforced []string, err error) {
 }
 
 // compatABI is the 32-bit system call ABI a 64-bit kernel also serves,
-// with the numbers of socket and socketcall there (socketcall -1: none).
+// with the numbers of socket, socketcall (-1: none) and io_uring_setup
+// there.
 type compatABI struct {
-	arch               uint32
-	socket, socketcall uint32
+	arch                        uint32
+	socket, socketcall, ioUring uint32
 }
 
 var compatABIs = map[string]compatABI{
-	"amd64": {arch: unix.AUDIT_ARCH_I386, socket: 359, socketcall: 102},
-	"arm64": {arch: unix.AUDIT_ARCH_ARM, socket: 281, socketcall: ^uint32(0)},
+	"amd64": {arch: unix.AUDIT_ARCH_I386, socket: 359, socketcall: 102, ioUring: 425},
+	"arm64": {arch: unix.AUDIT_ARCH_ARM, socket: 281, socketcall: ^uint32(0), ioUring: 425},
 }
 
 // loadCompatFilter closes the door go-seccomp-bpf leaves open: its
 // filter lets every system call of another architecture through, so a
 // 32-bit program (i386 on amd64) could open a unix socket. This filter,
-// on the calling thread, denies in the compat ABI socket(AF_UNIX, …) and
-// socketcall (whose arguments are behind a pointer the filter cannot
+// on the calling thread, denies in the compat ABI socket(AF_UNIX, …),
+// io_uring_setup and socketcall (whose arguments are behind a pointer the filter cannot
 // read: a 32-bit program using it has no sockets in the sandbox). No
 // filter is needed where the kernel has no compat ABI.
 func loadCompatFilter() error {
@@ -197,9 +202,10 @@ func loadCompatFilter() error {
 	)
 	prog := []unix.SockFilter{
 		{Code: ld, K: arch},
-		{Code: jeq, K: abi.arch, Jt: 0, Jf: 5}, // another ABI: allow
+		{Code: jeq, K: abi.arch, Jt: 0, Jf: 6}, // another ABI: allow
 		{Code: ld, K: nr},
-		{Code: jeq, K: abi.socketcall, Jt: 4, Jf: 0}, // deny
+		{Code: jeq, K: abi.socketcall, Jt: 5, Jf: 0}, // deny
+		{Code: jeq, K: abi.ioUring, Jt: 4, Jf: 0},    // deny
 		{Code: jeq, K: abi.socket, Jt: 0, Jf: 2},     // else allow
 		{Code: ld, K: arg0},
 		{Code: jeq, K: unix.AF_UNIX, Jt: 1, Jf: 0}, // deny, else allow
