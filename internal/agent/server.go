@@ -127,6 +127,7 @@ func (s *server) handle(req Request) {
 	case OpRelease:
 		s.mu.Lock()
 		delete(s.procs, req.Proc)
+		delete(s.read, req.Proc)
 		s.mu.Unlock()
 	default:
 		resp.Err = &Error{Kind: ErrKindOther, Msg: fmt.Sprintf("unknown operation %q", req.Op)}

@@ -424,6 +424,9 @@ func (s *Stream) Next() (text string, skipped shell.Omission) {
 func (s *Stream) Since(off int64) (text string, next, skipped int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.released { // its bytes are gone; a follower past them gets none
+		return "", s.total, max(0, s.total-max(off, 0))
+	}
 	from := min(max(off, 0), s.total)
 	if lo := s.total - s.retainedLocked(); from < lo {
 		from = lo + s.cutLeadLocked(lo)

@@ -553,6 +553,11 @@ func TestReleaseAfterReadToEnd(t *testing.T) {
 	if text, skipped := s.Next(); text != "" || skipped != (shell.Omission{}) {
 		t.Errorf("Next after release = %q, %+v", text, skipped)
 	}
+	// A follower behind the end gets nothing (the bytes are gone), not a
+	// panic on the empty ring.
+	if text, next, skipped := s.Since(0); text != "" || next != int64(len(data)) || skipped != int64(len(data)) {
+		t.Errorf("Since(0) after release = %q, %d, %d", text, next, skipped)
+	}
 	out := s.Output()
 	if out.Text != "" || out.Head != "" || !out.Truncated || out.Size != int64(len(data)) || out.Lines != 8192 || out.SpillPath == "" || out.SpillErr != nil {
 		t.Errorf("Output after release = %+v", out)
