@@ -4,6 +4,8 @@ package local_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -109,6 +111,22 @@ func TestEscapeeMadeWhileDyingDiesWithKill(t *testing.T) {
 		t.Fatal("Kill = false")
 	}
 	waitDone(t, p, 5*time.Second)
+	assertGone(t, marker)
+}
+
+// EndOwner signals a running command once, as Kill does: a SIGTERM trap
+// runs once, not once for the command's stop and again for the owner's
+// sweep of its sessions.
+func TestEndOwnerSignalsOnce(t *testing.T) {
+	ex, marker := newExec(t, nil)
+	f := filepath.Join(t.TempDir(), "traps")
+	p := start(t, ex, shell.Request{Owner: "a", Command: "trap 'echo T >> " + f + "' TERM; sleep 1000 & wait; sleep 1001 & wait"})
+	waitSleeps(t, marker, "1000")
+	ex.EndOwner("a")
+	waitDone(t, p, 5*time.Second)
+	if b, _ := os.ReadFile(f); string(b) != "T\n" {
+		t.Errorf("the trap ran %q, want once", b)
+	}
 	assertGone(t, marker)
 }
 

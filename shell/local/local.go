@@ -182,11 +182,14 @@ func (e *Executor) EndOwner(owner string) {
 	for _, c := range cmds {
 		wg.Go(func() { c.stop(causeKill, false) })
 	}
-	e.tracker.KillOwner(owner, e.opts.Grace)
-	// The Spawner's end comes after the stops, as Spawner.EndOwner says:
-	// a contained one ends the owner's whole boundary, and the commands
-	// stopped first report their kill, not the boundary's end.
 	wg.Wait()
+	// The owner's sweep comes after the stops, which take each running
+	// command's group and leftovers: run alongside them it would signal
+	// the same groups again (a TERM trap would run twice). The Spawner's
+	// end comes last, as Spawner.EndOwner says: a contained one ends the
+	// owner's whole boundary, and the commands stopped first report
+	// their kill, not the boundary's end.
+	e.tracker.KillOwner(owner, e.opts.Grace)
 	e.spawner.EndOwner(owner)
 }
 
