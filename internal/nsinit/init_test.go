@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/conch-dev/conch/internal/nsinit"
 	"github.com/conch-dev/conch/internal/testutil"
 )
 
@@ -214,4 +215,20 @@ func TestSignalGroup(t *testing.T) {
 	testutil.WaitFor(t, 5*time.Second, "the group to go", func() bool { return len(testutil.Processes(marker)) == 0 })
 	stdout.text(t)
 	ch.Release()
+}
+
+// TestStartGivesUpOnASilentInit: an init that never answers (here a
+// program that is not one) is killed after the start timeout, and Start
+// returns an error instead of waiting for ever.
+func TestStartGivesUpOnASilentInit(t *testing.T) {
+	defer nsinit.SetStartTimeout(500 * time.Millisecond)()
+	start := time.Now()
+	in, err := nsinit.Start(&nsinit.Options{Path: "/bin/sleep", Args: []string{"600"}})
+	if err == nil {
+		in.Close()
+		t.Fatal("Start of a silent init succeeded")
+	}
+	if took := time.Since(start); took > 5*time.Second || !strings.Contains(err.Error(), "no answer within 500ms") {
+		t.Errorf("Start = %v after %v; want the timeout's error within about 500ms", err, took)
+	}
 }

@@ -191,10 +191,17 @@ func start(o Options, v1 []*cgroups) (*Init, error) {
 	for _, g := range v1 {
 		homes = append(homes, g.home)
 	}
+	// An init that never says it is ready (a mount stuck on a dead
+	// network file system, say) is killed: the session's first command
+	// and its end wait on this start.
+	stuck := time.AfterFunc(startTimeout, func() { cmd.Process.Kill() })
 	err = c.send(&message{Op: opPolicy, Plan: o.Sandbox, Dir: o.SpillDir}, homes...)
 	var m *message
 	if err == nil {
 		m, _, err = c.recv()
+	}
+	if !stuck.Stop() && err != nil {
+		err = fmt.Errorf("no answer within %v: %w", startTimeout, err)
 	}
 	if err == nil {
 		switch m.Op {
@@ -208,12 +215,16 @@ func start(o Options, v1 []*cgroups) (*Init, error) {
 	}
 	if err != nil {
 		c.close()
+		cmd.Process.Kill() // an init that failed exits by itself; one that answered wrong may not
 		<-i.exited
 		return nil, unavailable(fmt.Errorf("nsinit: start: %w", err))
 	}
 	go i.read()
 	return i, nil
 }
+
+// startTimeout bounds the wait for a new init's first answer.
+var startTimeout = 10 * time.Second
 
 // dumpableMu serialises the starts that make this process dumpable for a
 // moment.

@@ -1,0 +1,13 @@
+//go:build linux
+
+package nsinit
+
+import "time"
+
+// SetStartTimeout sets the wait for a new init's first answer, for a
+// test, and returns what restores it.
+func SetStartTimeout(d time.Duration) func() {
+	old := startTimeout
+	startTimeout = d
+	return func() { startTimeout = old }
+}
