@@ -302,7 +302,7 @@ func TestFloodMemoryBounded(t *testing.T) {
 // this process's file descriptors is this test's alone: a terminal that
 // ran to its end and one that was killed leave none open.
 func TestNoDescriptorLeft(t *testing.T) {
-	fds := testutil.CountFDs(t)
+	fds := testutil.FDs(t)
 	tm := helper(t, "repl")
 	input(t, tm, "quit", "Enter")
 	ended(t, tm)
@@ -312,9 +312,7 @@ func TestNoDescriptorLeft(t *testing.T) {
 	if code, sig := killed.Exit(); code != nil || sig != "SIGTERM" {
 		t.Errorf("killed REPL: exit code %v, signal %q", code, sig)
 	}
-	if n := testutil.CountFDs(t); n > fds {
-		t.Errorf("%d file descriptors open after Close, %d before Start", n, fds)
-	}
+	testutil.AssertNoNewFDs(t, fds)
 }
 
 // BenchmarkInputRoundTrip types a line into an echoing REPL and waits for

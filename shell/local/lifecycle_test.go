@@ -412,7 +412,7 @@ func TestRefusedSpawnsLeakNoFD(t *testing.T) {
 	closed.Close()
 	spec, _ := bad.Resolve(shell.Request{Command: "true", Stdin: []byte("x")})
 	missing, _ := ex.Resolve(shell.Request{Command: "true", Workdir: filepath.Join(t.TempDir(), "missing"), Stdin: []byte("x")})
-	fds := testutil.CountFDs(t)
+	fds := testutil.FDs(t)
 	for range 50 {
 		if _, err := bad.Start(spec); err == nil {
 			t.Fatal("Start with no bash succeeded")
@@ -424,7 +424,5 @@ func TestRefusedSpawnsLeakNoFD(t *testing.T) {
 			t.Fatal("Run in a missing workdir succeeded")
 		}
 	}
-	if got := testutil.CountFDs(t); got != fds {
-		t.Errorf("fds: %d before, %d after", fds, got)
-	}
+	testutil.AssertNoNewFDs(t, fds)
 }
