@@ -236,7 +236,7 @@ func TestPython(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed")
 	}
-	tm := start(t, []string{"python3", "-q", "-i"}, "PYTHON_BASIC_REPL=1", "PYTHONSTARTUP=")
+	tm := start(t, []string{testutil.Python3(t), "-q", "-i"}, "PYTHON_BASIC_REPL=1", "PYTHONSTARTUP=")
 	waitScreen(t, tm, ">>>")
 	if got := tm.Read(); got != ">>> " {
 		t.Errorf("prompt %q", got)
