@@ -261,14 +261,17 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 // TestFloodMemoryBounded: 10 MB through the terminal: every byte reaches
 // Raw, the heap stays small, and a read shows a bounded view.
 func TestFloodMemoryBounded(t *testing.T) {
-	const size = 10 << 20
+	// The emulator under -race takes 10 MiB at 25 to 120 KiB/s on a
+	// loaded 2-core machine (83 to 415 s): the default floods 2 MiB, a
+	// soak (testutil.SoakEnv) 10 MiB, against the same bound.
+	size := int64(testutil.SoakSize(1<<20, 2<<20, 10<<20))
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	var raw countingWriter
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	tm, err := term.Start(spawn([]string{os.Args[0]}, append(testutil.Env(marker), "TERMTEST_HELPER=flood", "TERMTEST_FLOOD_BYTES="+strconv.Itoa(size))),
+	tm, err := term.Start(spawn([]string{os.Args[0]}, append(testutil.Env(marker), "TERMTEST_HELPER=flood", "TERMTEST_FLOOD_BYTES="+strconv.FormatInt(size, 10))),
 		&term.Options{Raw: &raw})
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +298,7 @@ func TestFloodMemoryBounded(t *testing.T) {
 	if !strings.HasPrefix(got, "[… ") || !strings.HasSuffix(got, "xxx\nEND\n") || len(got) > 2100*100 {
 		t.Errorf("read of %d bytes: %q … %q", len(got), got[:min(len(got), 80)], got[max(0, len(got)-80):])
 	}
-	t.Logf("10 MiB: heap peak %d MiB above the start, read %d bytes", (int64(peak)-int64(before.HeapInuse))>>20, len(got))
+	t.Logf("%d MiB: heap peak %d MiB above the start, read %d bytes", size>>20, (int64(peak)-int64(before.HeapInuse))>>20, len(got))
 }
 
 // TestNoDescriptorLeft runs alone (not in parallel), so that the count of
