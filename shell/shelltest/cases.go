@@ -640,10 +640,7 @@ func testWorkdirWithoutPermission(t *testing.T, su *suite) {
 // With a 1 ms grace the drain after the shell's exit is cut almost every
 // time on a starved machine; no byte written before the exit may be lost.
 func testNoByteLostWhenTheDrainIsCut(t *testing.T, su *suite) {
-	runs, parallel := 200, 16
-	if testing.Short() {
-		runs = 64
-	}
+	runs, parallel := testutil.SoakSize(64, 100, 3000), 16
 	if n, err := strconv.Atoi(os.Getenv("CONCHTEST_SOAK_RUNS")); err == nil && n > 0 {
 		runs = n // a longer soak, e.g. 5000
 	}
