@@ -224,9 +224,21 @@ func testEscalationGoSDK(t *testing.T, nobody bool) {
 	home, ws = sandboxDirs(t, nobody)
 	u = &escalationUser{t: t, home: home, ws: ws, answers: []*mcp.ElicitResult{nil}}
 	cs = startSandboxed(t, marker, nobody, home, ws, u)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	// It gives up once it was asked: a give-up after a fixed second came
+	// before the sandboxed run on a loaded machine (ran 0 times, asked 0
+	// times, at load 25).
+	ctx, cancel := context.WithCancel(t.Context())
+	gaveUp := make(chan struct{})
+	go func() {
+		defer close(gaveUp)
+		defer cancel()
+		for len(u.questions()) == 0 && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
 	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: bash(escalationCommand)})
 	cancel()
+	<-gaveUp
 	if err == nil {
 		t.Errorf("unanswered: the call returned before the client gave up")
 	}

@@ -121,7 +121,9 @@ func startHTTPServeAs(t *testing.T, marker, addr string, nobody bool, env ...str
 			s.cmd.Process.Kill()
 		}
 	})
-	testutil.WaitFor(t, 5*time.Second, "the listening address in the logs", func() bool {
+	// The bound only turns a server that never listens into a failure:
+	// the binary took over 5 s to start at a load of 25.
+	testutil.WaitFor(t, 30*time.Second, "the listening address in the logs", func() bool {
 		_, rest, ok := strings.Cut(logs.String(), "url=")
 		if ok {
 			s.url, _, ok = strings.Cut(rest, " ")

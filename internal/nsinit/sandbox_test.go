@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -456,74 +455,6 @@ func TestSandboxUnenforced(t *testing.T) {
 	want := []string{"unix sockets by path (seccomp cannot see a path; all unix sockets allowed)"}
 	if got := in.Unenforced(); !slices.Equal(got, want) {
 		t.Errorf("Unenforced = %q, want %q", got, want)
-	}
-}
-
-// TestSandboxUnixSocketsCompat: a 32-bit program (i386 system calls,
-// socketcall) cannot open a unix socket either. Root only: the filter
-// does not depend on the user, and the build is slow with a cold cache.
-func TestSandboxUnixSocketsCompat(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		t.Skip("the compat check builds an i386 program: amd64 only")
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build the i386 program")
-	}
-	marker := clean(t)
-	h := newSandboxHost(t, marker)
-	src := filepath.Join(h.home, "dial")
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(src, "go.mod"), []byte("module dial\n\ngo 1.21\n"), 0o644)
-	os.WriteFile(filepath.Join(src, "main.go"), []byte(`package main
-
-import (
-	"fmt"
-	"net"
-	"os"
-)
-
-func main() {
-	c, err := net.Dial("unix", os.Args[1])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	c.Close()
-}
-`), 0o644)
-	build := exec.Command(goBin, "build", "-o", "dial386", ".")
-	build.Dir = src
-	build.Env = append(os.Environ(), "GOARCH=386", "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the i386 program: %v\n%s", err, out)
-	}
-	sock := filepath.Join(h.home, "sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	script := filepath.Join(src, "dial386") + " " + sock
-	bare, _ := startSandboxed(t, nil)
-	if code, _, stderr := h.runIn(t, bare, script); code != 0 {
-		t.Fatalf("without a sandbox the i386 connect failed: %s", stderr)
-	}
-	p := h.policy(sandbox.NetworkOn)
-	in, _ := startSandboxed(t, &p)
-	if code, _, stderr := h.runIn(t, in, script); code == 0 {
-		t.Errorf("in the sandbox an i386 program connected to a unix socket (%q)", stderr)
 	}
 }
 

@@ -46,7 +46,7 @@ var cases = []testCase{
 	{name: "TerminalIsControlling", run: testTerminalIsControlling},
 	{name: "TerminalInterrupt", run: testTerminalInterrupt},
 	{name: "TerminalPrompts", run: testTerminalPrompts},
-	{name: "TerminalKillTakesAll", run: testTerminalKillTakesAll},
+	{name: "TerminalKillTakesAll", run: testTerminalKillTakesAll, serial: true},
 	{name: "GarbageNeverBreaksCapture", run: testGarbageNeverBreaksCapture, serial: true},
 	{name: "NoByteLostWhenTheDrainIsCut", run: testNoByteLostWhenTheDrainIsCut, serial: true},
 }
