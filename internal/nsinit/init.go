@@ -59,7 +59,7 @@ func Main() int {
 		c.send(&message{Op: opFail, Err: fmt.Sprintf("init: first message %q, want %q", m.Op, opPolicy)})
 		return 1
 	}
-	unenforced, err := s.setUp(m.Plan, m.Dir)
+	unenforced, err := s.setUp(m)
 	if err != nil {
 		c.send(&message{Op: opFail, Err: err.Error()})
 		return 1
@@ -116,12 +116,14 @@ type command struct {
 }
 
 // setUp makes the mounts private to the namespace, mounts its own /proc,
-// hides the spill directories of other sessions (spill: the session's
-// own; "": none), enforces the sandbox plan (nil: none) on the init
+// gives the session what it must not share with the host (its own spill
+// directory alone, devpts, /dev/shm, session keyring, read-only cgroups:
+// see isolate.go), enforces the sandbox plan of m (nil: none) on the init
 // itself, so that every command it forks inherits it, prepares the
-// spawner thread and starts listening for signals. It returns what of
-// the plan the host could not enforce.
-func (s *initState) setUp(plan *sandbox.Plan, spill string) (unenforced []string, err error) {
+// spawner thread and starts listening for signals. It returns what of the
+// plan the host could not enforce.
+func (s *initState) setUp(m *message) (unenforced []string, err error) {
+	plan := m.Plan
 	if os.Getpid() != 1 {
 		return nil, fmt.Errorf("init: pid %d, not 1: not in a new PID namespace", os.Getpid())
 	}
@@ -132,10 +134,17 @@ func (s *initState) setUp(plan *sandbox.Plan, spill string) (unenforced []string
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return nil, fmt.Errorf("init: mount /proc: %w", err)
 	}
-	if spill != "" {
-		if err := showOnly(spill); err != nil {
-			return nil, err
+	if m.Dir != "" {
+		root := m.SpillRoot
+		if root == "" {
+			root = filepath.Dir(m.Dir)
 		}
+		if err := sandbox.HideExcept(root, m.Dir); err != nil {
+			return nil, fmt.Errorf("init: hide the other spill directories: %w", err)
+		}
+	}
+	if err := isolate(m.ShmBytes); err != nil {
+		return nil, err
 	}
 	sandboxed := plan != nil && plan.Mode != sandbox.FullAccess
 	if sandboxed {
@@ -148,6 +157,12 @@ func (s *initState) setUp(plan *sandbox.Plan, spill string) (unenforced []string
 	// init's memory and use its socket to the server.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("init: make non-dumpable: %w", err)
+	}
+	// In every mode, full-access included: no setuid or setgid file.
+	// Loaded first, so that the sandbox's own filter has the last word
+	// where both answer (io_uring_setup: EACCES in the sandbox).
+	if err := sandbox.RestrictSetuid(); err != nil {
+		return nil, fmt.Errorf("init: %w", err)
 	}
 	if sandboxed {
 		// Landlock binds the whole init (it holds nothing a command may
@@ -176,46 +191,19 @@ func (s *initState) setUp(plan *sandbox.Plan, spill string) (unenforced []string
 	return unenforced, nil
 }
 
-// showOnly covers dir's parent with an empty tmpfs and binds dir back in
-// it: the commands see dir, read and write it as before, and none of its
-// siblings. The tmpfs is then made read-only, so nothing can be put
-// beside dir (it is the init's: a command has no capability to remount
-// it).
-func showOnly(dir string) error {
-	parent := filepath.Dir(dir)
-	// Held before the tmpfs covers it: the bind's source.
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("init: open the spill directory: %w", err)
-	}
-	defer unix.Close(fd)
-	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
-	if err := unix.Mount("tmpfs", parent, "tmpfs", flags, "size=4k,mode=0700"); err != nil {
-		return fmt.Errorf("init: hide the other spill directories: %w", err)
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return fmt.Errorf("init: hide the other spill directories: %w", err)
-	}
-	if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), dir, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("init: show the spill directory: %w", err)
-	}
-	if err := unix.Mount("", parent, "", unix.MS_REMOUNT|unix.MS_RDONLY|flags, ""); err != nil {
-		return fmt.Errorf("init: hide the other spill directories: %w", err)
-	}
-	return nil
-}
-
 // dropCapabilities drops, on this thread only (capabilities belong to a
 // thread), what commands forked from it must not inherit: the ambient
 // capabilities a non-root init was started with (so a non-root command
 // has none) and, from the bounding set, CAP_SYS_ADMIN (a command running
-// as root could unmount the namespace's /proc and see the host's) and
-// CAP_SYS_PTRACE (it could reach into the init). Under a sandbox, every
+// as root could unmount the namespace's /proc and see the host's, or
+// mount a writable cgroup file system), CAP_SYS_PTRACE (it could reach
+// into the init) and CAP_SETFCAP (a root server's command could give a
+// file capabilities that hold on the host, the setuid bit's twin). Under a sandbox, every
 // capability leaves the bounding set: a command run as root inside has
 // none after its exec (so no CAP_DAC_OVERRIDE past a read-only mount's
 // owner checks, no CAP_NET_RAW).
 func dropCapabilities(all bool) error {
-	drop := []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SYS_PTRACE}
+	drop := []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SYS_PTRACE, unix.CAP_SETFCAP}
 	if all {
 		drop = drop[:0]
 		for cp := uintptr(0); cp <= unix.CAP_LAST_CAP; cp++ {

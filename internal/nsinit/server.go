@@ -22,7 +22,11 @@ import (
 type Options struct {
 	// Path is the executable to run; it must call Main when started with
 	// Args and Env (conch: its own binary, with the hidden subcommand
-	// HelperArg). Empty means os.Executable().
+	// HelperArg). Empty means the very file this process runs
+	// (/proc/self/exe, resolved by the kernel in the forked child), never
+	// a path: a command that renames another program over the binary's
+	// path, or in a writable root, cannot make the next init run it
+	// (docs/containment.md#the-init).
 	Path string
 	// Args are the arguments after the program name.
 	Args []string
@@ -56,6 +60,11 @@ type Options struct {
 	// init covers that parent with an empty read-only tmpfs and binds
 	// SpillDir alone back in its place (docs/containment.md#spill-files).
 	SpillDir string
+	// SpillRoot, when set, is the directory under which every spill
+	// directory of the user lives, those of other servers too
+	// (capture.UserRoot): the init covers it, not just SpillDir's parent,
+	// and binds SpillDir alone back. Empty means SpillDir's parent.
+	SpillRoot string
 }
 
 // HelperArg is the hidden subcommand on which conch's binary runs Main.
@@ -113,11 +122,7 @@ func Start(opts *Options) (*Init, error) {
 		o = *opts
 	}
 	if o.Path == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("nsinit: start: %w", err)
-		}
-		o.Path = exe
+		o.Path = selfExe
 	}
 	var cg *cgroups
 	if o.Cgroup != "" {
@@ -195,7 +200,7 @@ func start(o Options, v1 []*cgroups) (*Init, error) {
 	// network file system, say) is killed: the session's first command
 	// and its end wait on this start.
 	stuck := time.AfterFunc(startTimeout, func() { cmd.Process.Kill() })
-	err = c.send(&message{Op: opPolicy, Plan: o.Sandbox, Dir: o.SpillDir}, homes...)
+	err = c.send(o.policy(), homes...)
 	var m *message
 	if err == nil {
 		m, _, err = c.recv()
@@ -222,6 +227,13 @@ func start(o Options, v1 []*cgroups) (*Init, error) {
 	go i.read()
 	return i, nil
 }
+
+// selfExe names the file this process runs. It is resolved by the kernel
+// in the child between fork and exec (the child's /proc/self is a copy of
+// this process, whose executable the kernel holds): a rename over the
+// binary's path changes nothing it names, and the running file cannot be
+// written in place (ETXTBSY) while this process runs it.
+const selfExe = "/proc/self/exe"
 
 // startTimeout bounds the wait for a new init's first answer.
 var startTimeout = 10 * time.Second
@@ -584,4 +596,19 @@ func (c *Child) Release() {
 	c.i.c.send(&message{Op: opRelease, Pid: c.Pid}) // no reply; a dead init needs none
 	c.settle(0, ErrClosed)
 	c.removeCgroups() // unless something it left runs on
+}
+
+// MaxShmBytes bounds a session's private /dev/shm: a command cannot keep
+// more of the machine's memory there than this, or than the session's
+// memory limit when that is lower (docs/containment.md#what-a-command-sees-and-holds).
+const MaxShmBytes = 64 << 20
+
+// policy is the init's first message: what it mounts and enforces before
+// it serves.
+func (o *Options) policy() *message {
+	shm := int64(MaxShmBytes)
+	if o.MaxMemory > 0 {
+		shm = min(shm, o.MaxMemory)
+	}
+	return &message{Op: opPolicy, Plan: o.Sandbox, Dir: o.SpillDir, SpillRoot: o.SpillRoot, ShmBytes: shm}
 }

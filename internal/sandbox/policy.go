@@ -61,10 +61,18 @@ type Policy struct {
 	// UnixSockets are the unix socket paths commands may connect to; any
 	// other unix socket connection is denied (not in FullAccess).
 	UnixSockets []string
-	// Protected paths stay read-only even inside a writable root: conch's
-	// configuration files and state directory, other sessions' spill
-	// files. Resolve adds the git ones it finds.
+	// Protected paths stay read-only even inside a writable root. Resolve
+	// adds the git ones it finds, and each writable root's .conch
+	// directory (a project file a command could otherwise rewrite to
+	// drop its narrowing).
 	Protected []string
+	// Hidden paths are conch's own: its configuration, state and runtime
+	// directories (the HTTP token, ACP session files, the cache layer).
+	// Like DenyRead they are covered, a directory by an empty read-only
+	// tmpfs, a file by /dev/null, but they are not the user's choice and
+	// attribution does not name them; a writable root inside one (a temp
+	// dir in the state directory, say) is shown through the cover.
+	Hidden []string
 }
 
 // Plan is a Policy resolved into absolute, cleaned paths, with the git
@@ -86,6 +94,9 @@ type Plan struct {
 	Pinned      []string `json:"pinned,omitempty"`
 	DenyRead    []string `json:"denyRead,omitempty"`
 	UnixSockets []string `json:"unixSockets,omitempty"`
+	// Hidden are conch's own directories and files, covered like
+	// DenyRead, with the writable roots inside them shown through.
+	Hidden []string `json:"hidden,omitempty"`
 
 	// policy is the Policy Resolve made the Plan from (nil for a Plan
 	// made otherwise, one read from JSON in the init say), for
@@ -237,6 +248,10 @@ func (p Policy) Resolve() (*Plan, error) {
 		pl.Writable = absAll(append(append(slices.Clone(searched), p.TempDirs...), p.CacheDir))
 	}
 	protected := absAll(p.Protected)
+	for _, root := range searched {
+		// A project's file: rewritten, it would drop its narrowing.
+		protected = append(protected, filepath.Join(root, ".conch"))
+	}
 	// What commands could write before any git directory is added: a
 	// .git entry there may have been planted by an earlier command.
 	plantable := slices.Clone(pl.Writable)
@@ -290,6 +305,13 @@ func (p Policy) Resolve() (*Plan, error) {
 	for _, path := range protected {
 		if _, err := os.Lstat(path); err == nil && within(path, pl.Writable) && !slices.Contains(pl.Protected, path) {
 			pl.Protected = append(pl.Protected, path)
+		}
+	}
+	for _, path := range absAll(p.Hidden) {
+		// One that is itself a writable root (a temp dir) stays: there is
+		// nothing left to hide around it.
+		if _, err := os.Lstat(path); err == nil && !slices.Contains(pl.Writable, path) && !slices.Contains(pl.Hidden, path) {
+			pl.Hidden = append(pl.Hidden, path)
 		}
 	}
 	return pl, nil

@@ -264,3 +264,27 @@ func TestResolveRefusesPlantedGitDirs(t *testing.T) {
 		t.Error("Resolve created hooks in the planted git directory")
 	}
 }
+
+// TestResolveConchDirs: a writable root's .conch directory (a project's
+// file) is protected; conch's own directories are hidden, except one
+// that is itself a writable root, and with the writable roots inside
+// them kept for Mount.
+func TestResolveConchDirs(t *testing.T) {
+	base := t.TempDir()
+	ws, state, tmp, conf := filepath.Join(base, "ws"), filepath.Join(base, "state"), filepath.Join(base, "state", "tmp"), filepath.Join(base, "conf")
+	for _, d := range []string{filepath.Join(ws, ".conch"), tmp, conf} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pl, err := Policy{Workspace: ws, TempDirs: []string{tmp}, Hidden: []string{state, conf, tmp, filepath.Join(base, "missing")}}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pl.Protected, filepath.Join(ws, ".conch")) {
+		t.Errorf("protected %q lacks the workspace's .conch", pl.Protected)
+	}
+	if want := []string{state, conf}; !slices.Equal(pl.Hidden, want) {
+		t.Errorf("hidden %q, want %q", pl.Hidden, want)
+	}
+}

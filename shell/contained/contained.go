@@ -152,7 +152,7 @@ func (s *spawner) start(owner, workspace string, n *shell.SandboxNarrowing) (*ns
 	if err != nil {
 		return nil, nil, fmt.Errorf("contained: the session's spill directory: %w", err)
 	}
-	o.SpillDir = dir
+	o.SpillDir, o.SpillRoot = dir, s.ex.SpillRoot()
 	in, err := nsinit.Start(&o)
 	if err != nil {
 		return nil, nil, fmt.Errorf("contained: start the session's init: %w", err)
