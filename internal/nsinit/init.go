@@ -59,12 +59,12 @@ func Main() int {
 		c.send(&message{Op: opFail, Err: fmt.Sprintf("init: first message %q, want %q", m.Op, opPolicy)})
 		return 1
 	}
-	unenforced, err := s.setUp(m)
+	unenforced, cacheLayer, err := s.setUp(m)
 	if err != nil {
 		c.send(&message{Op: opFail, Err: err.Error()})
 		return 1
 	}
-	if err := c.send(&message{Op: opReady, Unenforced: unenforced}); err != nil {
+	if err := c.send(&message{Op: opReady, Unenforced: unenforced, CacheLayer: cacheLayer}); err != nil {
 		return 1
 	}
 	s.serve()
@@ -122,17 +122,17 @@ type command struct {
 // itself, so that every command it forks inherits it, prepares the
 // spawner thread and starts listening for signals. It returns what of the
 // plan the host could not enforce.
-func (s *initState) setUp(m *message) (unenforced []string, err error) {
+func (s *initState) setUp(m *message) (unenforced []string, cacheLayer string, err error) {
 	plan := m.Plan
 	if os.Getpid() != 1 {
-		return nil, fmt.Errorf("init: pid %d, not 1: not in a new PID namespace", os.Getpid())
+		return nil, "", fmt.Errorf("init: pid %d, not 1: not in a new PID namespace", os.Getpid())
 	}
 	// Nothing mounted here may propagate back to the host.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return nil, fmt.Errorf("init: make / private: %w", err)
+		return nil, "", fmt.Errorf("init: make / private: %w", err)
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return nil, fmt.Errorf("init: mount /proc: %w", err)
+		return nil, "", fmt.Errorf("init: mount /proc: %w", err)
 	}
 	if m.Dir != "" {
 		root := m.SpillRoot
@@ -140,39 +140,45 @@ func (s *initState) setUp(m *message) (unenforced []string, err error) {
 			root = filepath.Dir(m.Dir)
 		}
 		if err := sandbox.HideExcept(root, m.Dir); err != nil {
-			return nil, fmt.Errorf("init: hide the other spill directories: %w", err)
+			return nil, "", fmt.Errorf("init: hide the other spill directories: %w", err)
 		}
 	}
 	if err := isolate(m.ShmBytes); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	sandboxed := plan != nil && plan.Mode != sandbox.FullAccess
+	if sandboxed && len(plan.Caches) > 0 {
+		// Before Mount, which hides the layer's directory.
+		if cacheLayer, err = sandbox.MountCaches(plan, m.CacheSession); err != nil {
+			return nil, "", fmt.Errorf("init: %w", err)
+		}
+	}
 	if sandboxed {
 		// Mounts first: Landlock forbids mounting.
 		if err := sandbox.Mount(plan); err != nil {
-			return nil, fmt.Errorf("init: %w", err)
+			return nil, "", fmt.Errorf("init: %w", err)
 		}
 	}
 	// Commands run as the same user: without this they could read the
 	// init's memory and use its socket to the server.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return nil, fmt.Errorf("init: make non-dumpable: %w", err)
+		return nil, "", fmt.Errorf("init: make non-dumpable: %w", err)
 	}
 	// In every mode, full-access included: no setuid or setgid file.
 	// Loaded first, so that the sandbox's own filter has the last word
 	// where both answer (io_uring_setup: EACCES in the sandbox).
 	if err := sandbox.RestrictSetuid(); err != nil {
-		return nil, fmt.Errorf("init: %w", err)
+		return nil, "", fmt.Errorf("init: %w", err)
 	}
 	if sandboxed {
 		// Landlock binds the whole init (it holds nothing a command may
 		// not), the unix-socket filter this thread, which forks.
 		if unenforced, err = sandbox.Restrict(plan); err != nil {
-			return nil, fmt.Errorf("init: %w", err)
+			return nil, "", fmt.Errorf("init: %w", err)
 		}
 	}
 	if err := dropCapabilities(sandboxed); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	// Every signal is caught and dropped: as pid 1 the init must not die
 	// of a `kill -TERM 1` from a command. Caught, not ignored: an ignored
@@ -188,7 +194,7 @@ func (s *initState) setUp(m *message) (unenforced []string, err error) {
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, unix.SIGCHLD)
 	go s.reaper(chld)
-	return unenforced, nil
+	return unenforced, cacheLayer, nil
 }
 
 // dropCapabilities drops, on this thread only (capabilities belong to a

@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 		os.Exit(degradedHelper())
 	case "nolandlock":
 		os.Exit(noLandlockHelper())
+	case "nooverlay":
+		proc.BecomeSubreaper()
+		os.Exit(noOverlayHelper(m))
 	}
 	if err := proc.BecomeSubreaper(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -37,7 +37,7 @@ git init -q --bare $r && git push -q $r HEAD:refs/heads/main 2>&1 && echo pushed
 	} {
 		if code, _, stderr := h.runIn(t, in, attack); code == 0 {
 			t.Errorf("%s: went through", attack)
-		} else if !strings.Contains(stderr, "cross-device") && !strings.Contains(stderr, "busy") && !strings.Contains(stderr, "denied") && !strings.Contains(stderr, "Read-only") {
+		} else if !strings.Contains(stderr, "cross-device") && !strings.Contains(stderr, "busy") && !strings.Contains(stderr, "denied") && !strings.Contains(stderr, "Read-only") && !strings.Contains(stderr, "not permitted") {
 			t.Errorf("%s: %q", attack, stderr)
 		}
 	}

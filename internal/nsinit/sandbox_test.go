@@ -29,6 +29,7 @@ import (
 // whole fixture writable.
 type sandboxHost struct {
 	home, ws, conf, secret string
+	state                  string // conch's state directory (the cache layer's)
 	env                    []string
 }
 
@@ -44,8 +45,9 @@ func newSandboxHost(t *testing.T, marker string) *sandboxHost {
 		ws:     filepath.Join(base, "home", "ws"),
 		conf:   filepath.Join(base, "home", ".config", "conch"),
 		secret: filepath.Join(base, "home", "secret"),
+		state:  filepath.Join(base, "home", ".local", "state", "conch"),
 	}
-	for _, d := range []string{h.ws, h.conf, h.secret, filepath.Join(h.home, ".cache")} {
+	for _, d := range []string{h.ws, h.conf, h.secret, h.state, filepath.Join(h.home, ".cache")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -76,12 +78,14 @@ func newSandboxHost(t *testing.T, marker string) *sandboxHost {
 
 func (h *sandboxHost) policy(network sandbox.Network) sandbox.Policy {
 	return sandbox.Policy{
-		Network:   network,
-		Workspace: h.ws,
-		TempDirs:  []string{"/tmp"},
-		CacheDir:  filepath.Join(h.home, ".cache"),
-		DenyRead:  []string{h.secret},
-		Protected: []string{h.conf},
+		Network:    network,
+		Workspace:  h.ws,
+		TempDirs:   []string{"/tmp"},
+		Caches:     []string{filepath.Join(h.home, ".cache")},
+		CacheLayer: filepath.Join(h.state, "cache-layer"),
+		Hidden:     []string{h.state},
+		DenyRead:   []string{h.secret},
+		Protected:  []string{h.conf},
 	}
 }
 
@@ -541,7 +545,7 @@ func main() {
 }
 
 // TestSandboxGoBuild: `go build` works in the workspace with the user's
-// build cache writable. Root only: it uses this user's warm cache (a cold
+// build cache under the cache layer. Root only: it uses this user's warm cache (a cold
 // one would rebuild the standard library, for minutes on a loaded
 // machine).
 func TestSandboxGoBuild(t *testing.T) {
@@ -560,7 +564,7 @@ func TestSandboxGoBuild(t *testing.T) {
 	marker := clean(t)
 	h := newSandboxHost(t, marker)
 	p := h.policy(sandbox.NetworkOn)
-	p.CacheDir = cache
+	p.Caches = []string{cache}
 	in, _ := startSandboxed(t, &p)
 	h.env = append(h.env, "GOCACHE="+strings.TrimSpace(string(out)), "GOFLAGS=-buildvcs=false", "GOTOOLCHAIN=local")
 	script := `printf 'module hello\n\ngo 1.21\n' > go.mod && printf 'package main\n\nfunc main() { println("built") }\n' > main.go && go build -o hello . && ./hello`

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/conch-dev/conch/internal/cachelayer"
 	"github.com/conch-dev/conch/internal/proc"
 	"github.com/conch-dev/conch/internal/sandbox"
 )
@@ -100,7 +101,17 @@ type Init struct {
 	v1 []*cgroups // the cgroup v1 hierarchies of the limits not in cg
 
 	unenforced []string // what the host could not enforce of Options.Sandbox
+
+	cache      *cachelayer.Session // nil without Sandbox.Caches
+	cacheLayer string              // how the init mounted them
 }
+
+// CacheLayer says how the init gave its commands the cache layer of
+// Options.Sandbox (docs/sandbox.md#the-cache-layer): "overlay"
+// (copy-on-write over the user's caches), "copy (overlayfs: <why>)"
+// (conch's copy alone, where overlayfs cannot be mounted), or "" (no
+// cache layer).
+func (i *Init) CacheLayer() string { return i.cacheLayer }
 
 // Unenforced lists what of Options.Sandbox this host could not enforce,
 // each with its cause ("unix sockets (seccomp unavailable)"), for the
@@ -132,9 +143,13 @@ func Start(opts *Options) (*Init, error) {
 		}
 	}
 	v1, err := newLimits(o, cg)
+	var cache *cachelayer.Session
+	if err == nil && o.Sandbox != nil && len(o.Sandbox.Caches) > 0 {
+		cache, err = cachelayer.Begin(o.Sandbox.CacheLayer)
+	}
 	var i *Init
 	if err == nil {
-		i, err = start(o, v1)
+		i, err = start(o, v1, cache)
 	}
 	if err != nil {
 		for _, g := range append(v1, cg) {
@@ -142,15 +157,18 @@ func Start(opts *Options) (*Init, error) {
 				g.close()
 			}
 		}
+		if cache != nil {
+			cache.Close()
+		}
 		return nil, err
 	}
-	i.cg, i.v1 = cg, v1
+	i.cg, i.v1, i.cache = cg, v1, cache
 	return i, nil
 }
 
 // start starts the init; v1 are the cgroup v1 hierarchies of the limits,
 // whose session tasks files it is given.
-func start(o Options, v1 []*cgroups) (*Init, error) {
+func start(o Options, v1 []*cgroups, cache *cachelayer.Session) (*Init, error) {
 	ours, theirs, err := socketPair()
 	if err != nil {
 		return nil, err
@@ -200,7 +218,11 @@ func start(o Options, v1 []*cgroups) (*Init, error) {
 	// network file system, say) is killed: the session's first command
 	// and its end wait on this start.
 	stuck := time.AfterFunc(startTimeout, func() { cmd.Process.Kill() })
-	err = c.send(o.policy(), homes...)
+	pol := o.policy()
+	if cache != nil {
+		pol.CacheSession = cache.Dir
+	}
+	err = c.send(pol, homes...)
 	var m *message
 	if err == nil {
 		m, _, err = c.recv()
@@ -211,7 +233,7 @@ func start(o Options, v1 []*cgroups) (*Init, error) {
 	if err == nil {
 		switch m.Op {
 		case opReady:
-			i.unenforced = m.Unenforced
+			i.unenforced, i.cacheLayer = m.Unenforced, m.CacheLayer
 		case opFail:
 			err = errors.New(m.Err)
 		default:
@@ -268,9 +290,9 @@ func startDumpable(cmd *exec.Cmd) error {
 // to themselves so that `id -u` and file owners read the same inside.
 // Root maps every id to itself; another user can map only its own, and
 // must give up setgroups. A non-root init needs CAP_SYS_ADMIN (to mount
-// /proc) and CAP_SETPCAP (to shrink the commands' bounding set) after
-// exec, which only ambient capabilities carry; the init clears them
-// before it runs a command.
+// /proc), CAP_SETPCAP (to shrink the commands' bounding set) and
+// CAP_DAC_OVERRIDE (for overlayfs) after exec, which only ambient
+// capabilities carry; the init clears them before it runs a command.
 func namespaceAttr() *syscall.SysProcAttr {
 	uid, gid := os.Getuid(), os.Getgid()
 	a := &syscall.SysProcAttr{
@@ -286,7 +308,10 @@ func namespaceAttr() *syscall.SysProcAttr {
 	}
 	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
 	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP}
+	// CAP_DAC_OVERRIDE: overlayfs works in its work directory, which it
+	// makes mode 0, with the credentials of whoever mounted it (the
+	// cache layer: docs/sandbox.md#the-cache-layer).
+	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE}
 	return a
 }
 
@@ -487,6 +512,11 @@ func (i *Init) Close() error {
 			if g != nil {
 				errs = append(errs, g.close())
 			}
+		}
+		// The init's mounts went with its namespace: what the session
+		// wrote to its cache layer joins the layer all sessions share.
+		if i.cache != nil {
+			errs = append(errs, i.cache.Close())
 		}
 		i.closeErr = errors.Join(errs...)
 	})

@@ -44,6 +44,8 @@ var unprivTests = []string{
 	"TestNoSetuidFiles",
 	"TestSandboxRefer",
 	"TestSandboxWheelBuild",
+	"TestCacheLayer",
+	"TestCacheLayerFallback",
 }
 
 // TestUnprivileged runs unprivTests as uid 65534 (with a copy of this test

@@ -52,9 +52,16 @@ type Policy struct {
 	// TempDirs are writable in ReadOnly and WorkspaceWrite: the temp dir
 	// conch gives commands, /tmp, $TMPDIR.
 	TempDirs []string
-	// CacheDir is the user's cache dir ($XDG_CACHE_HOME or ~/.cache),
-	// writable in WorkspaceWrite.
-	CacheDir string
+	// Caches are the user's cache directories (cachelayer.Dirs, made by
+	// cachelayer.Ensure). In WorkspaceWrite, with CacheLayer set, each
+	// is covered by conch's copy-on-write cache layer and so writable to
+	// commands, without a write ever reaching the user's own directory;
+	// without CacheLayer they stay read-only, like the rest of the home.
+	Caches []string
+	// CacheLayer is the directory of conch's cache layer (conch's state
+	// directory's cache-layer: cachelayer's Begin). List it, or a
+	// directory above it, in Hidden.
+	CacheLayer string
 	// DenyRead paths are hidden: shown as empty, neither readable nor
 	// writable.
 	DenyRead []string
@@ -97,6 +104,11 @@ type Plan struct {
 	// Hidden are conch's own directories and files, covered like
 	// DenyRead, with the writable roots inside them shown through.
 	Hidden []string `json:"hidden,omitempty"`
+	// Caches are the user's cache directories covered by the cache
+	// layer at CacheLayer (they are in Writable too): see
+	// Policy.Caches.
+	Caches     []string `json:"caches,omitempty"`
+	CacheLayer string   `json:"cacheLayer,omitempty"`
 
 	// policy is the Policy Resolve made the Plan from (nil for a Plan
 	// made otherwise, one read from JSON in the init say), for
@@ -245,7 +257,12 @@ func (p Policy) Resolve() (*Plan, error) {
 			return nil, fmt.Errorf("sandbox: workspace-write mode needs a workspace")
 		}
 		searched = absAll(append([]string{p.Workspace}, p.WritableRoots...))
-		pl.Writable = absAll(append(append(slices.Clone(searched), p.TempDirs...), p.CacheDir))
+		pl.Writable = absAll(append(slices.Clone(searched), p.TempDirs...))
+		if p.CacheLayer != "" {
+			pl.CacheLayer = abs(p.CacheLayer)
+			pl.Caches = cacheDirs(absAll(p.Caches), pl.Writable, pl.CacheLayer)
+			pl.Writable = append(pl.Writable, pl.Caches...)
+		}
 	}
 	protected := absAll(p.Protected)
 	for _, root := range searched {
@@ -315,6 +332,31 @@ func (p Policy) Resolve() (*Plan, error) {
 		}
 	}
 	return pl, nil
+}
+
+// cacheDirs are the caches the layer covers: existing directories, not
+// below another one (its layer covers it), and holding neither a
+// writable root (whose writes must reach the disk) nor the layer itself.
+func cacheDirs(caches, writable []string, layer string) []string {
+	var out []string
+	for _, c := range caches {
+		if fi, err := os.Stat(c); err != nil || !fi.IsDir() {
+			continue
+		}
+		holds := func(paths ...string) bool {
+			for _, p := range paths {
+				if within(p, []string{c}) {
+					return true
+				}
+			}
+			return false
+		}
+		nested := slices.ContainsFunc(caches, func(o string) bool { return o != c && within(c, []string{o}) })
+		if !nested && !holds(writable...) && !holds(layer) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // findRepos returns the directories under root (root included) that hold

@@ -84,7 +84,7 @@ func TestResolveFindsRepositories(t *testing.T) {
 }
 
 func TestResolveModes(t *testing.T) {
-	ro, err := Policy{Mode: ReadOnly, Workspace: "/w", TempDirs: []string{"/tmp"}, CacheDir: "/c"}.Resolve()
+	ro, err := Policy{Mode: ReadOnly, Workspace: "/w", TempDirs: []string{"/tmp"}, Caches: []string{"/c"}, CacheLayer: "/l"}.Resolve()
 	if err != nil {
 		t.Fatal(err)
 	}
