@@ -322,6 +322,9 @@ const localEnforces = "process groups, child subreaper, environment scrub, non-d
 // "none (off)").
 type enforcement struct {
 	containment, sandbox string
+	// cacheLayer is conch doctor's cache layer line
+	// (docs/sandbox.md#the-cache-layer).
+	cacheLayer string
 	// degraded: the default sandbox runs without its file sandbox, which
 	// this host cannot enforce; the bash description says so
 	// (sandbox.DegradedNote, docs/sandbox.md).

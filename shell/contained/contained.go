@@ -49,7 +49,7 @@ func New(opts *local.Options, initOpts *nsinit.Options) (*local.Executor, error)
 	if err != nil {
 		return nil, err
 	}
-	sp.unenforced = probe.Unenforced()
+	sp.unenforced, sp.cacheLayer = probe.Unenforced(), probe.CacheLayer()
 	if err := probe.Close(); err != nil {
 		return nil, fmt.Errorf("contained: end the first init: %w", err)
 	}
@@ -67,6 +67,7 @@ type spawner struct {
 	init       nsinit.Options  // every init's; Sandbox for the default workspace
 	ex         *local.Executor // for the owners' spill directories
 	unenforced []string
+	cacheLayer string
 
 	mu       sync.Mutex
 	sessions map[string]*session // by owner
@@ -258,4 +259,14 @@ func Unenforced(ex *local.Executor) []string {
 		return s.unenforced
 	}
 	return nil
+}
+
+// CacheLayer says how the inits of ex give their commands the cache layer
+// of the sandbox given to New (nsinit.Init.CacheLayer of New's first
+// init): "overlay", "copy (overlayfs: <why>)", or "" (none).
+func CacheLayer(ex *local.Executor) string {
+	if s, ok := ex.Options().Spawner.(*spawner); ok {
+		return s.cacheLayer
+	}
+	return ""
 }
