@@ -86,7 +86,10 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 	}
 	enf := enforcement{containment: probe.Summary(), sandbox: "none (off)", project: noSandbox("the sandbox is off: full-access, network on")}
 	enf.cacheLayer = "none (" + noCacheLayer(initOpts.Sandbox) + ")"
-	if how := contained.CacheLayer(ex); how != "" {
+	switch how := contained.CacheLayer(ex); {
+	case strings.HasPrefix(how, "none ("):
+		enf.cacheLayer = how
+	case how != "":
 		enf.cacheLayer = how + " in " + initOpts.Sandbox.CacheLayer
 	}
 	if restricts {

@@ -220,6 +220,12 @@ func (d *Dir) dirLocked(sub string) (string, error) {
 		}
 		// MkdirTemp creates the directory 0700 with a random name.
 		p, err := os.MkdirTemp(parent, "conch-spill-*")
+		if errors.Is(err, fs.ErrNotExist) && d.shared && parent == d.parent {
+			// Another server removed the root, empty, as it closed.
+			if ensureUserRoot(parent) == nil {
+				p, err = os.MkdirTemp(parent, "conch-spill-*")
+			}
+		}
 		if err != nil {
 			return "", fmt.Errorf("spill: create directory in %s: %w", parent, err)
 		}
@@ -270,6 +276,9 @@ func (d *Dir) Close() error {
 	}
 	if err := os.RemoveAll(d.path); err != nil {
 		return fmt.Errorf("spill: remove %s: %w", d.path, err)
+	}
+	if d.shared {
+		os.Remove(d.parent) // the user's spill root, if no other server uses it
 	}
 	return nil
 }

@@ -38,6 +38,8 @@ func Main() int {
 	// the socket with blocking calls, so that a request wakes this very
 	// thread, which forks at once.
 	runtime.LockOSThread()
+	// Started as /proc/self/exe, it would be called "exe" in ps.
+	setName(filepath.Base(os.Args[0]))
 	// The init holds little: a few records per command. A low GC target
 	// keeps its resident memory near the runtime's floor.
 	debug.SetGCPercent(20)
@@ -339,6 +341,17 @@ func (s *initState) answer(m *message) {
 	switch {
 	case m.Op == opRelease:
 		return // no reply
+	case m.Op == opPTY:
+		master, slave, err := openPTY()
+		if err != nil {
+			reply.Err = err.Error()
+			s.c.send(reply)
+			return
+		}
+		s.c.send(reply, master, slave)
+		master.Close()
+		slave.Close()
+		return
 	case m.Op == opLeftovers:
 		if c != nil {
 			if err := s.killLeftovers(c); err != nil {

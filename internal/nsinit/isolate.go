@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -164,4 +165,34 @@ func remountReadOnly(path string) error {
 		}
 	}
 	return unix.Mount("", path, "", flags, "")
+}
+
+// openPTY opens a new terminal of the session's devpts instance: the
+// init's /dev/ptmx is the instance's (privatePTYs).
+func openPTY() (master, slave *os.File, err error) {
+	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open /dev/ptmx: %w", err)
+	}
+	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
+		unix.Close(m)
+		return nil, nil, fmt.Errorf("unlock the terminal: %w", err)
+	}
+	// TIOCGPTPEER opens the slave through the master, by no path.
+	s, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(m), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)
+	if errno != 0 {
+		unix.Close(m)
+		return nil, nil, fmt.Errorf("open the terminal's slave: %w", errno)
+	}
+	return os.NewFile(uintptr(m), "/dev/ptmx"), os.NewFile(uintptr(s), "/dev/pts"), nil
+}
+
+// setName sets the process's name (its comm, what ps shows), at most 15
+// bytes of name.
+func setName(name string) {
+	if len(name) > 15 {
+		name = name[:15]
+	}
+	b := append([]byte(name), 0)
+	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&b[0])), 0, 0, 0)
 }

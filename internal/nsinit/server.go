@@ -66,6 +66,8 @@ type Options struct {
 	// (capture.UserRoot): the init covers it, not just SpillDir's parent,
 	// and binds SpillDir alone back. Empty means SpillDir's parent.
 	SpillRoot string
+
+	name string // argv[0] of the init, when not Path
 }
 
 // HelperArg is the hidden subcommand on which conch's binary runs Main.
@@ -109,8 +111,9 @@ type Init struct {
 // CacheLayer says how the init gave its commands the cache layer of
 // Options.Sandbox (docs/sandbox.md#the-cache-layer): "overlay"
 // (copy-on-write over the user's caches), "copy (overlayfs: <why>)"
-// (conch's copy alone, where overlayfs cannot be mounted), or "" (no
-// cache layer).
+// (conch's copy alone, where overlayfs cannot be mounted), "none
+// (<why>)" (the layer could not be made: the caches stay read-only), or
+// "" (no cache layer).
 func (i *Init) CacheLayer() string { return i.cacheLayer }
 
 // Unenforced lists what of Options.Sandbox this host could not enforce,
@@ -134,6 +137,11 @@ func Start(opts *Options) (*Init, error) {
 	}
 	if o.Path == "" {
 		o.Path = selfExe
+		// The name it goes by (argv[0], and the init sets its comm
+		// from it): the binary's, not "exe".
+		if exe, err := os.Executable(); err == nil {
+			o.name = exe
+		}
 	}
 	var cg *cgroups
 	if o.Cgroup != "" {
@@ -143,9 +151,18 @@ func Start(opts *Options) (*Init, error) {
 		}
 	}
 	v1, err := newLimits(o, cg)
-	var cache *cachelayer.Session
+	var (
+		cache   *cachelayer.Session
+		noCache string
+	)
 	if err == nil && o.Sandbox != nil && len(o.Sandbox.Caches) > 0 {
-		cache, err = cachelayer.Begin(o.Sandbox.CacheLayer)
+		// Without its layer the session's commands may not write the
+		// user's caches: they stay read-only, and the rest holds.
+		var cerr error
+		if cache, cerr = cachelayer.Begin(o.Sandbox.CacheLayer); cerr != nil {
+			o.Sandbox = o.Sandbox.WithoutCaches()
+			noCache = "none (" + cerr.Error() + ")"
+		}
 	}
 	var i *Init
 	if err == nil {
@@ -163,6 +180,9 @@ func Start(opts *Options) (*Init, error) {
 		return nil, err
 	}
 	i.cg, i.v1, i.cache = cg, v1, cache
+	if noCache != "" {
+		i.cacheLayer = noCache
+	}
 	return i, nil
 }
 
@@ -174,6 +194,9 @@ func start(o Options, v1 []*cgroups, cache *cachelayer.Session) (*Init, error) {
 		return nil, err
 	}
 	cmd := exec.Command(o.Path, o.Args...)
+	if o.name != "" {
+		cmd.Args[0] = o.name
+	}
 	cmd.Env = o.Env
 	if cmd.Env == nil {
 		cmd.Env = []string{}
@@ -326,7 +349,11 @@ func (i *Init) read() {
 		if err != nil {
 			break
 		}
-		closeFDs(fds) // the init sends none
+		if m.Op == opPTY && m.Err == "" {
+			m.fds = fds // the caller's
+		} else {
+			closeFDs(fds)
+		}
 		if m.Op == opExit {
 			i.mu.Lock()
 			ch := i.children[m.Pid]
@@ -347,6 +374,8 @@ func (i *Init) read() {
 		i.mu.Unlock()
 		if w != nil {
 			w <- m
+		} else {
+			closeFDs(m.fds)
 		}
 	}
 	i.mu.Lock()
@@ -397,6 +426,25 @@ func (i *Init) call(m *message, files ...*os.File) (*message, error) {
 		return r, errors.New(r.Err)
 	}
 	return r, nil
+}
+
+// OpenPTY opens a new pseudo-terminal in the session's own devpts
+// instance and returns its master and slave sides: a terminal a command
+// of the session can name (`tty` prints /dev/pts/N of the session) and
+// that no other session, nor the host, can open.
+func (i *Init) OpenPTY() (master, slave *os.File, err error) {
+	r, err := i.call(&message{Op: opPTY})
+	if err != nil {
+		if r != nil {
+			closeFDs(r.fds)
+		}
+		return nil, nil, fmt.Errorf("nsinit: open a terminal: %w", err)
+	}
+	if len(r.fds) != 2 {
+		closeFDs(r.fds)
+		return nil, nil, fmt.Errorf("nsinit: open a terminal: %d descriptors, want 2", len(r.fds))
+	}
+	return os.NewFile(uintptr(r.fds[0]), "/dev/ptmx"), os.NewFile(uintptr(r.fds[1]), "/dev/pts"), nil
 }
 
 // Command is what Spawn runs.

@@ -46,6 +46,7 @@ const (
 	opLeftovers = "leftovers" // Pid: kill everything the command started
 	opRelease   = "release"   // Pid: the server is done with the command
 	opExit      = "exit"      // init → server event: Pid, Status (raw wait status)
+	opPTY       = "pty"       // → two descriptors: a new terminal's master and slave, in the session's devpts
 )
 
 // message is every request, reply and event; each uses the fields its
@@ -82,6 +83,9 @@ type message struct {
 	ShmBytes     int64  `json:"shmBytes,omitempty"`
 	CacheSession string `json:"cacheSession,omitempty"`
 	CacheLayer   string `json:"cacheLayer,omitempty"`
+
+	// fds are the descriptors a reply carried (opPTY's), for its caller.
+	fds []int
 }
 
 // conn is one end of the socket pair. send may be called concurrently;

@@ -37,8 +37,14 @@ func MountCaches(plan *Plan, session string) (how string, err error) {
 	var why error
 	for _, c := range plan.Caches {
 		shared := cachelayer.Shared(plan.CacheLayer, c)
-		if err := os.MkdirAll(shared, 0o700); err != nil {
-			return "", fmt.Errorf("sandbox: cache layer for %s: %w", c, err)
+		if mkErr := os.MkdirAll(shared, 0o700); mkErr != nil {
+			// No layer for it: the user's directory stays read-only
+			// (Landlock counts it writable, the mount does not).
+			if err := bindReadOnly(c, c); err != nil {
+				return "", fmt.Errorf("sandbox: cache layer for %s: %w", c, err)
+			}
+			how = fmt.Sprintf("none (%v)", mkErr)
+			continue
 		}
 		if why == nil {
 			why = overlay(c, shared, session)

@@ -334,6 +334,15 @@ func (p Policy) Resolve() (*Plan, error) {
 	return pl, nil
 }
 
+// WithoutCaches is p with no cache layer: its caches read-only again,
+// for a session whose layer could not be made.
+func (p *Plan) WithoutCaches() *Plan {
+	q := *p
+	q.Writable = slices.DeleteFunc(slices.Clone(p.Writable), func(w string) bool { return slices.Contains(p.Caches, w) })
+	q.Caches, q.CacheLayer = nil, ""
+	return &q
+}
+
 // cacheDirs are the caches the layer covers: existing directories, not
 // below another one (its layer covers it), and holding neither a
 // writable root (whose writes must reach the disk) nor the layer itself.

@@ -10,6 +10,7 @@ package contained
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/conch-dev/conch/internal/nsinit"
@@ -83,9 +84,21 @@ type session struct {
 }
 
 var (
-	_ local.Spawner   = (*spawner)(nil)
-	_ local.Annotator = (*spawner)(nil)
+	_ local.Spawner        = (*spawner)(nil)
+	_ local.Annotator      = (*spawner)(nil)
+	_ local.TerminalOpener = (*spawner)(nil)
 )
+
+// OpenTerminal implements local.TerminalOpener: the terminal is opened
+// by c's owner's init (started first if the owner has none), in the
+// session's own devpts instance.
+func (s *spawner) OpenTerminal(c local.Command) (master, tty *os.File, err error) {
+	ss, err := s.session(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ss.in.OpenPTY()
+}
 
 // Spawn implements local.Spawner: the command runs in its owner's init,
 // started first if the owner has none.
