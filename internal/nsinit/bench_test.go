@@ -5,8 +5,8 @@ package nsinit_test
 import (
 	"bufio"
 	"os"
-	"path/filepath"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
