@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conch-dev/conch/internal/cachelayer"
 	cfgfile "github.com/conch-dev/conch/internal/config"
 	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/rules"
@@ -221,6 +222,11 @@ func (c *config) addExecutorFlags(fs *flag.FlagSet) {
 // stateDir is conch's state directory (tools.StateDir).
 func stateDir() string { return tools.StateDir() }
 
+// cacheLayerDir is where conch's cache layer lives: in its state
+// directory, which commands cannot see, and from which the user's own
+// tools never run anything (docs/sandbox.md#the-cache-layer).
+func cacheLayerDir() string { return filepath.Join(stateDir(), "cache-layer") }
+
 // stack is what a subcommand runs: the executor, the task runtime and the
 // tools over them. close releases them in order.
 type stack struct {
@@ -316,6 +322,9 @@ const localEnforces = "process groups, child subreaper, environment scrub, non-d
 // "none (off)").
 type enforcement struct {
 	containment, sandbox string
+	// cacheLayer is conch doctor's cache layer line
+	// (docs/sandbox.md#the-cache-layer).
+	cacheLayer string
 	// degraded: the default sandbox runs without its file sandbox, which
 	// this host cannot enforce; the bash description says so
 	// (sandbox.DegradedNote, docs/sandbox.md).
@@ -376,10 +385,17 @@ func (c *config) sandboxPolicy() (p sandbox.Policy, restricts bool, err error) {
 		DenyRead:      c.denyRead.vals,
 		UnixSockets:   c.unixSockets.vals,
 		TempDirs:      []string{os.TempDir(), "/tmp"},
-		Protected:     []string{cfgFile, filepath.Dir(cfgfile.DefaultPath()), stateDir()},
+		// conch's own files, the HTTP token and the cache layer among
+		// them: out of the commands' sight (CONTRACT 16.1).
+		Hidden: []string{cfgFile, filepath.Dir(cfgfile.DefaultPath()), stateDir(), filepath.Dir(tokenPath())},
 	}
-	if cache, err := os.UserCacheDir(); err == nil {
-		p.CacheDir = cache
+	if p.Mode == sandbox.WorkspaceWrite || p.Mode == "" {
+		// The caches: read from the user's, written to conch's layer
+		// (docs/sandbox.md#the-cache-layer); a missing one is made first,
+		// where its tool is installed, so that the layer has a mount
+		// point.
+		p.Caches = cachelayer.Ensure(cachelayer.Dirs(os.Getenv), nil)
+		p.CacheLayer = cacheLayerDir()
 	}
 	return p, p.Mode != sandbox.FullAccess || p.Network != sandbox.NetworkOn, nil
 }

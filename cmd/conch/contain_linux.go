@@ -85,6 +85,13 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 		return ex, enf, err
 	}
 	enf := enforcement{containment: probe.Summary(), sandbox: "none (off)", project: noSandbox("the sandbox is off: full-access, network on")}
+	enf.cacheLayer = "none (" + noCacheLayer(initOpts.Sandbox) + ")"
+	switch how := contained.CacheLayer(ex); {
+	case strings.HasPrefix(how, "none ("):
+		enf.cacheLayer = how
+	case how != "":
+		enf.cacheLayer = how + " in " + initOpts.Sandbox.CacheLayer
+	}
 	if restricts {
 		enf.sandbox = fmt.Sprintf("%s, network %s", initOpts.Sandbox.Mode, initOpts.Sandbox.Network)
 		enf.project = tools.Sandbox{Mode: string(initOpts.Sandbox.Mode), Network: string(initOpts.Sandbox.Network)}
@@ -204,4 +211,15 @@ func (l *lazyExecutor) Close() error {
 		return nil
 	}
 	return ex.Close()
+}
+
+// noCacheLayer says why commands under plan have no cache layer.
+func noCacheLayer(plan *sandbox.Plan) string {
+	switch {
+	case plan == nil || plan.Mode == sandbox.FullAccess:
+		return "full-access: commands write the user's caches"
+	case plan.Mode == sandbox.ReadOnly:
+		return "read-only: the user's caches are read-only"
+	}
+	return "no cache directory"
 }

@@ -27,6 +27,7 @@ var doctorLine = map[string]*regexp.Regexp{
 	"seccomp":         regexp.MustCompile(`^(yes|no)$`),
 	"containment":     regexp.MustCompile(`^(none \(off; this host would allow: (pid-namespace(, cgroup)?|none \(.+\))\)|pid-namespace(, cgroup)?|none \(.+\))$`),
 	"sandbox":         regexp.MustCompile(`^(none \(.+\)|(read-only|workspace-write|full-access), network (on|off)( \(not enforced: .+\))?)$`),
+	"cache layer":     regexp.MustCompile(`^((overlay|copy \(overlayfs: .+\)) in /\S+|none \(.+\))$`),
 	"mcp client":      regexp.MustCompile(`^(none configured for conch|(Claude Code|Codex|Cursor|Claude Desktop|Zed) \(/.+\))$`),
 }
 

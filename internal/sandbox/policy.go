@@ -52,19 +52,34 @@ type Policy struct {
 	// TempDirs are writable in ReadOnly and WorkspaceWrite: the temp dir
 	// conch gives commands, /tmp, $TMPDIR.
 	TempDirs []string
-	// CacheDir is the user's cache dir ($XDG_CACHE_HOME or ~/.cache),
-	// writable in WorkspaceWrite.
-	CacheDir string
+	// Caches are the user's cache directories (cachelayer.Dirs, made by
+	// cachelayer.Ensure). In WorkspaceWrite, with CacheLayer set, each
+	// is covered by conch's copy-on-write cache layer and so writable to
+	// commands, without a write ever reaching the user's own directory;
+	// without CacheLayer they stay read-only, like the rest of the home.
+	Caches []string
+	// CacheLayer is the directory of conch's cache layer (conch's state
+	// directory's cache-layer: cachelayer's Begin). List it, or a
+	// directory above it, in Hidden.
+	CacheLayer string
 	// DenyRead paths are hidden: shown as empty, neither readable nor
 	// writable.
 	DenyRead []string
 	// UnixSockets are the unix socket paths commands may connect to; any
 	// other unix socket connection is denied (not in FullAccess).
 	UnixSockets []string
-	// Protected paths stay read-only even inside a writable root: conch's
-	// configuration files and state directory, other sessions' spill
-	// files. Resolve adds the git ones it finds.
+	// Protected paths stay read-only even inside a writable root. Resolve
+	// adds the git ones it finds, and each writable root's .conch
+	// directory (a project file a command could otherwise rewrite to
+	// drop its narrowing).
 	Protected []string
+	// Hidden paths are conch's own: its configuration, state and runtime
+	// directories (the HTTP token, ACP session files, the cache layer).
+	// Like DenyRead they are covered, a directory by an empty read-only
+	// tmpfs, a file by /dev/null, but they are not the user's choice and
+	// attribution does not name them; a writable root inside one (a temp
+	// dir in the state directory, say) is shown through the cover.
+	Hidden []string
 }
 
 // Plan is a Policy resolved into absolute, cleaned paths, with the git
@@ -86,6 +101,14 @@ type Plan struct {
 	Pinned      []string `json:"pinned,omitempty"`
 	DenyRead    []string `json:"denyRead,omitempty"`
 	UnixSockets []string `json:"unixSockets,omitempty"`
+	// Hidden are conch's own directories and files, covered like
+	// DenyRead, with the writable roots inside them shown through.
+	Hidden []string `json:"hidden,omitempty"`
+	// Caches are the user's cache directories covered by the cache
+	// layer at CacheLayer (they are in Writable too): see
+	// Policy.Caches.
+	Caches     []string `json:"caches,omitempty"`
+	CacheLayer string   `json:"cacheLayer,omitempty"`
 
 	// policy is the Policy Resolve made the Plan from (nil for a Plan
 	// made otherwise, one read from JSON in the init say), for
@@ -234,9 +257,18 @@ func (p Policy) Resolve() (*Plan, error) {
 			return nil, fmt.Errorf("sandbox: workspace-write mode needs a workspace")
 		}
 		searched = absAll(append([]string{p.Workspace}, p.WritableRoots...))
-		pl.Writable = absAll(append(append(slices.Clone(searched), p.TempDirs...), p.CacheDir))
+		pl.Writable = absAll(append(slices.Clone(searched), p.TempDirs...))
+		if p.CacheLayer != "" {
+			pl.CacheLayer = abs(p.CacheLayer)
+			pl.Caches = cacheDirs(absAll(p.Caches), pl.Writable, pl.CacheLayer)
+			pl.Writable = append(pl.Writable, pl.Caches...)
+		}
 	}
 	protected := absAll(p.Protected)
+	for _, root := range searched {
+		// A project's file: rewritten, it would drop its narrowing.
+		protected = append(protected, filepath.Join(root, ".conch"))
+	}
 	// What commands could write before any git directory is added: a
 	// .git entry there may have been planted by an earlier command.
 	plantable := slices.Clone(pl.Writable)
@@ -292,7 +324,48 @@ func (p Policy) Resolve() (*Plan, error) {
 			pl.Protected = append(pl.Protected, path)
 		}
 	}
+	for _, path := range absAll(p.Hidden) {
+		// One that is itself a writable root (a temp dir) stays: there is
+		// nothing left to hide around it.
+		if _, err := os.Lstat(path); err == nil && !slices.Contains(pl.Writable, path) && !slices.Contains(pl.Hidden, path) {
+			pl.Hidden = append(pl.Hidden, path)
+		}
+	}
 	return pl, nil
+}
+
+// WithoutCaches is p with no cache layer: its caches read-only again,
+// for a session whose layer could not be made.
+func (p *Plan) WithoutCaches() *Plan {
+	q := *p
+	q.Writable = slices.DeleteFunc(slices.Clone(p.Writable), func(w string) bool { return slices.Contains(p.Caches, w) })
+	q.Caches, q.CacheLayer = nil, ""
+	return &q
+}
+
+// cacheDirs are the caches the layer covers: existing directories, not
+// below another one (its layer covers it), and holding neither a
+// writable root (whose writes must reach the disk) nor the layer itself.
+func cacheDirs(caches, writable []string, layer string) []string {
+	var out []string
+	for _, c := range caches {
+		if fi, err := os.Stat(c); err != nil || !fi.IsDir() {
+			continue
+		}
+		holds := func(paths ...string) bool {
+			for _, p := range paths {
+				if within(p, []string{c}) {
+					return true
+				}
+			}
+			return false
+		}
+		nested := slices.ContainsFunc(caches, func(o string) bool { return o != c && within(c, []string{o}) })
+		if !nested && !holds(writable...) && !holds(layer) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // findRepos returns the directories under root (root included) that hold

@@ -10,6 +10,7 @@ package contained
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/conch-dev/conch/internal/nsinit"
@@ -49,7 +50,7 @@ func New(opts *local.Options, initOpts *nsinit.Options) (*local.Executor, error)
 	if err != nil {
 		return nil, err
 	}
-	sp.unenforced = probe.Unenforced()
+	sp.unenforced, sp.cacheLayer = probe.Unenforced(), probe.CacheLayer()
 	if err := probe.Close(); err != nil {
 		return nil, fmt.Errorf("contained: end the first init: %w", err)
 	}
@@ -67,6 +68,7 @@ type spawner struct {
 	init       nsinit.Options  // every init's; Sandbox for the default workspace
 	ex         *local.Executor // for the owners' spill directories
 	unenforced []string
+	cacheLayer string
 
 	mu       sync.Mutex
 	sessions map[string]*session // by owner
@@ -82,9 +84,21 @@ type session struct {
 }
 
 var (
-	_ local.Spawner   = (*spawner)(nil)
-	_ local.Annotator = (*spawner)(nil)
+	_ local.Spawner        = (*spawner)(nil)
+	_ local.Annotator      = (*spawner)(nil)
+	_ local.TerminalOpener = (*spawner)(nil)
 )
+
+// OpenTerminal implements local.TerminalOpener: the terminal is opened
+// by c's owner's init (started first if the owner has none), in the
+// session's own devpts instance.
+func (s *spawner) OpenTerminal(c local.Command) (master, tty *os.File, err error) {
+	ss, err := s.session(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ss.in.OpenPTY()
+}
 
 // Spawn implements local.Spawner: the command runs in its owner's init,
 // started first if the owner has none.
@@ -152,7 +166,7 @@ func (s *spawner) start(owner, workspace string, n *shell.SandboxNarrowing) (*ns
 	if err != nil {
 		return nil, nil, fmt.Errorf("contained: the session's spill directory: %w", err)
 	}
-	o.SpillDir = dir
+	o.SpillDir, o.SpillRoot = dir, s.ex.SpillRoot()
 	in, err := nsinit.Start(&o)
 	if err != nil {
 		return nil, nil, fmt.Errorf("contained: start the session's init: %w", err)
@@ -258,4 +272,14 @@ func Unenforced(ex *local.Executor) []string {
 		return s.unenforced
 	}
 	return nil
+}
+
+// CacheLayer says how the inits of ex give their commands the cache layer
+// of the sandbox given to New (nsinit.Init.CacheLayer of New's first
+// init): "overlay", "copy (overlayfs: <why>)", or "" (none).
+func CacheLayer(ex *local.Executor) string {
+	if s, ok := ex.Options().Spawner.(*spawner); ok {
+		return s.cacheLayer
+	}
+	return ""
 }

@@ -202,6 +202,13 @@ func (e *Executor) SpillDir(owner string) (string, error) {
 	return e.spill.For(owner).Ensure()
 }
 
+// SpillRoot is the directory under which the owners' spill directories
+// (SpillDir) lie and nothing of another owner's or another server's is
+// to be shown: the user's spill root, shared by every conch server of the
+// user, when Options.SpillParent is empty; else the executor's own spill
+// directory. It is "" before the first SpillDir or spill.
+func (e *Executor) SpillRoot() string { return e.spill.Root() }
+
 // Kill causes; the first one recorded wins.
 const (
 	causeNone int32 = iota

@@ -57,6 +57,15 @@ type Annotator interface {
 	Annotate(c Command, r *shell.Result)
 }
 
+// TerminalOpener is implemented by a Spawner that opens the
+// pseudo-terminals of its commands itself (the contained provider: in
+// the session's own devpts instance, so that the program can name its
+// terminal and no other session can open it). StartTerminal then asks it
+// for the terminal of c, instead of opening one in this process.
+type TerminalOpener interface {
+	OpenTerminal(c Command) (master, tty *os.File, err error)
+}
+
 // Command is one shell for a Spawner to start.
 type Command struct {
 	// Path is the executable; Args its arguments, Args[0] included.
