@@ -45,7 +45,12 @@
 // it, up to MaxOutput bytes a stream) and Written its sizes. They let the
 // client keep what a command printed before a lost connection cut it.
 //
-// "end-owner", StartArgs.Owner, "output", "term-start", "input" and "raw" came
+// "leftovers" answers how many processes a settled process left running
+// (Count; shell.Leftovers), "kill-leftovers" kills them and answers once
+// they are gone.
+//
+// "end-owner", StartArgs.Owner, "output", "term-start", "input", "raw",
+// "leftovers" and "kill-leftovers" came
 // after version 1 was first released, as additions that keep it version 1
 // (a client ignores a notification it does not know, an agent answers an
 // operation it does not know with an Error of kind "other"): an agent without them
@@ -91,8 +96,10 @@ const (
 	OpTermStart = "term-start" // start a terminal (shell.Terminals)
 	OpInput     = "input"      // type into a terminal
 	OpRaw       = "raw"        // a terminal's raw stream so far
-	OpDone      = "done"       // notification: a process settled
-	OpOutput    = "output"     // notification: a foreground process's output so far
+	OpLeftovers = "leftovers"  // how many processes a settled process left running
+	OpKillLeft  = "kill-leftovers"
+	OpDone      = "done"   // notification: a process settled
+	OpOutput    = "output" // notification: a foreground process's output so far
 )
 
 // OutputInterval is how often, at most, the agent sends a foreground
@@ -145,7 +152,8 @@ type Response struct {
 	Killed  bool     `json:"killed,omitempty"`
 	Written [2]int64 `json:"written,omitzero"`
 	Done    *Done    `json:"done,omitempty"`
-	Raw     *Output  `json:"raw,omitempty"` // raw
+	Raw     *Output  `json:"raw,omitempty"`   // raw
+	Count   int      `json:"count,omitempty"` // leftovers
 }
 
 // Hello is what the agent tells about itself.

@@ -246,7 +246,10 @@ type command struct {
 	sandbox  *shell.SandboxReport // the Annotator's
 }
 
-var _ shell.Process = (*command)(nil)
+var (
+	_ shell.Process   = (*command)(nil)
+	_ shell.Leftovers = (*command)(nil)
+)
 
 // spawn checks the workdir (it exists, is a directory, and we may enter
 // it) and starts bash in a new session and group.
@@ -282,6 +285,7 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 		Owner:     s.Owner,
 		Workspace: s.Workspace,
 		Narrowing: s.Narrowing,
+		Grants:    s.Grants,
 		Grace:     e.opts.Grace,
 	}
 
@@ -564,6 +568,29 @@ func (c *command) stop(cause int32, async bool) bool {
 		kill()
 	}
 	return true
+}
+
+// Leftovers implements shell.Leftovers with the Spawner's Child, which
+// knows what the command started (a LeftoverCounter).
+func (c *command) Leftovers() (int, error) {
+	if !c.settled() {
+		return 0, nil
+	}
+	lc, ok := c.child.(LeftoverCounter)
+	if !ok {
+		return 0, errors.ErrUnsupported
+	}
+	return lc.Leftovers()
+}
+
+// KillLeftovers implements shell.Leftovers: the Child's KillLeftovers,
+// which takes everything still charged to the command once it was
+// released.
+func (c *command) KillLeftovers() error {
+	if !c.settled() {
+		return nil
+	}
+	return c.child.KillLeftovers()
 }
 
 func (c *command) causeOf() int32 {

@@ -51,6 +51,7 @@ func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
 			Owner:     s.Owner,
 			Workspace: s.Workspace,
 			Narrowing: s.Narrowing,
+			Grants:    s.Grants,
 			Grace:     e.opts.Grace,
 		})
 	}

@@ -43,6 +43,8 @@ var cases = []testCase{
 	{name: "KilledStaysKilledAfterTrappedExitZero", run: testKilledStaysKilledAfterTrappedExitZero},
 	{name: "SelfSignalInBackgroundIsKilled", run: testSelfSignalInBackgroundIsKilled},
 	{name: "CloseKillsAndRefuses", run: testCloseKillsAndRefuses},
+	{name: "Leftovers", run: testLeftovers},
+	{name: "LeftoverForkLoop", run: testLeftoverForkLoop},
 	{name: "TerminalIsControlling", run: testTerminalIsControlling},
 	{name: "TerminalInterrupt", run: testTerminalInterrupt},
 	{name: "TerminalPrompts", run: testTerminalPrompts},
