@@ -20,7 +20,10 @@ type processHandle struct {
 	endShown atomic.Bool
 }
 
-var _ tasks.Handle = (*processHandle)(nil)
+var (
+	_ tasks.Handle    = (*processHandle)(nil)
+	_ tasks.Leftovers = (*processHandle)(nil)
+)
 
 // newProcessHandle makes p a task the runtime can own; each read's text
 // is held to budget bytes (see renderRead), its end markers aside.
@@ -75,6 +78,28 @@ func (h *processHandle) Peek(maxBytes int) string {
 func (h *processHandle) Written() int64 {
 	o, e := h.p.Written()
 	return o + e
+}
+
+// Leftovers counts what the command left running, when its provider can
+// tell (shell.Leftovers); 0 when it cannot.
+func (h *processHandle) Leftovers() int {
+	lo, ok := h.p.(shell.Leftovers)
+	if !ok {
+		return 0
+	}
+	n, err := lo.Leftovers()
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// KillLeftovers kills what the command left running.
+func (h *processHandle) KillLeftovers() error {
+	if lo, ok := h.p.(shell.Leftovers); ok {
+		return lo.KillLeftovers()
+	}
+	return nil
 }
 
 // Cancel kills the process group (SIGTERM, SIGKILL after the grace).

@@ -137,7 +137,7 @@ var (
 
 	// taskStateProperties are TaskState's fields in an output schema.
 	taskStateProperties = `"status":{"type":"string"},"detail":{"type":"string"},"exitCode":{"type":"integer"},"signal":{"type":"string"},` +
-		`"timedOut":{"type":"boolean"},"timeoutMs":{"type":"integer"},"elapsedMs":{"type":"integer"}`
+		`"timedOut":{"type":"boolean"},"timeoutMs":{"type":"integer"},"elapsedMs":{"type":"integer"},"leftRunning":{"type":"integer"}`
 
 	taskOutputOutputSchema = json.RawMessage(`{"type":"object","properties":{` +
 		`"taskId":{"type":"string"},` + taskStateProperties + `,"output":{"type":"string"},"sandbox":` + sandboxSchema +
@@ -159,7 +159,7 @@ var (
 	taskKillParams         = schemaParams(taskKillInputSchema)
 
 	taskKillOutputSchema = json.RawMessage(`{"type":"object","properties":{` +
-		`"taskId":{"type":"string"},` + taskStateProperties + `,"alreadyFinished":{"type":"boolean"}` +
+		`"taskId":{"type":"string"},` + taskStateProperties + `,"alreadyFinished":{"type":"boolean"},"killedLeftovers":{"type":"integer"}` +
 		`},"required":["taskId","status","elapsedMs","alreadyFinished"]}`)
 )
 
