@@ -70,11 +70,11 @@ type TaskState struct {
 func taskState(info tasks.Info) TaskState {
 	o := info.Outcome
 	s := TaskState{
-		Status:    string(info.Status),
-		Detail:    o.Details(),
-		ExitCode:  o.ExitCode,
-		Signal:    o.Signal,
-		TimedOut:  o.TimedOut,
+		Status:      string(info.Status),
+		Detail:      o.Details(),
+		ExitCode:    o.ExitCode,
+		Signal:      o.Signal,
+		TimedOut:    o.TimedOut,
 		ElapsedMs:   info.Elapsed.Milliseconds(),
 		LeftRunning: info.Leftovers,
 	}
