@@ -70,14 +70,14 @@ type TaskState struct {
 func taskState(info tasks.Info) TaskState {
 	o := info.Outcome
 	s := TaskState{
-		Status:      string(info.Status),
-		Detail:      o.Details(),
-		ExitCode:    o.ExitCode,
-		Signal:      o.Signal,
-		TimedOut:    o.TimedOut,
-		ElapsedMs:   info.Elapsed.Milliseconds(),
-		LeftRunning: info.Leftovers,
+		Status:    string(info.Status),
+		Detail:    o.Details(),
+		ExitCode:  o.ExitCode,
+		Signal:    o.Signal,
+		TimedOut:  o.TimedOut,
+		ElapsedMs: info.Elapsed.Milliseconds(),
 	}
+	s.LeftRunning = info.Leftovers
 	if o.TimedOut {
 		s.TimeoutMs = o.Timeout.Milliseconds()
 	}
