@@ -158,3 +158,24 @@ func readShown(r shell.ReadResult, budget int, markers ...string) shownStreams {
 		readStream(r.Stderr, r.StderrSkipped, HostPath(r.Host, r.StderrSpill), r.StderrSpillErr),
 		budget, markers...)
 }
+
+// outsideHandle is the task of a command that runs outside the sandbox:
+// it settles once the command ended and what it left running was killed
+// (docs/sandbox.md#escalation).
+type outsideHandle struct {
+	*processHandle
+	done chan struct{}
+}
+
+func newOutsideHandle(h *processHandle) *outsideHandle {
+	o := &outsideHandle{processHandle: h, done: make(chan struct{})}
+	go func() {
+		<-h.p.Done()
+		killLeftovers(h.p)
+		close(o.done)
+	}()
+	return o
+}
+
+// Done is closed once the command ended and its leftovers are gone.
+func (h *outsideHandle) Done() <-chan struct{} { return h.done }

@@ -107,6 +107,10 @@ type Options struct {
 	// adds "Commands run without a file sandbox on this host." where the
 	// host cannot enforce the default sandbox, docs/sandbox.md).
 	BashNotes []string
+	// Scrubbed names the variables the executor removes from commands'
+	// environment (local.Executor.Scrubbed): the bash description lists
+	// them, names only, and says how the user passes one through.
+	Scrubbed []string
 }
 
 // Host is a remote host of Options.Hosts: its name, as the model sees it,
@@ -139,6 +143,7 @@ type Toolset struct {
 	opts     Options
 	limits   bashLimits
 	approved approvals
+	grants   grants
 	projects projects
 	hosts    map[string]shell.Executor
 }
@@ -180,7 +185,13 @@ func New(ex shell.Executor, opts *Options) *Toolset {
 		t.opts.MaxResultBytes = DefaultMaxResultBytes
 	}
 	t.opts.MaxResultBytes = max(t.opts.MaxResultBytes, MinResultBytes)
-	t.limits = bashLimits{Budget: t.opts.MaxResultBytes, Background: t.background(), TTY: t.terminals() != nil, Notes: t.opts.BashNotes}
+	t.limits = bashLimits{Budget: t.opts.MaxResultBytes, Background: t.background(), TTY: t.terminals() != nil, Notes: t.opts.BashNotes,
+		Scrubbed: t.opts.Scrubbed}
+	if t.opts.Sandbox.Enforced {
+		sb := t.opts.Sandbox
+		t.limits.Sandbox = &sb
+	}
+	t.limits.Escalation, _ = t.outsideParams()
 	if t.yields() {
 		t.limits.Yield = t.opts.YieldAfter
 	}
@@ -304,6 +315,9 @@ func (t *Toolset) Tools() []Tool {
 	}
 	if t.terminals() != nil {
 		bash.InputSchema = withParam(bash.InputSchema, paramTTY, ttyProperty)
+	}
+	if offered, _ := t.outsideParams(); offered {
+		bash.InputSchema = withParam(withParam(bash.InputSchema, paramOutside, outsideProperty), paramJustification, justificationProperty)
 	}
 	if t.hosts != nil {
 		bash.InputSchema = withHostParam(bash.InputSchema, t.hostNames())
@@ -434,6 +448,7 @@ func (t *Toolset) textBudget(notices []Notice) int {
 // left running is killed. It returns once all of it is gone.
 func (t *Toolset) EndSession(id string) {
 	t.approved.forget(id)
+	t.grants.forget(id)
 	if t.opts.Tasks != nil {
 		t.opts.Tasks.Dispose(id)
 	}

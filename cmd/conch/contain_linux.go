@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -87,7 +88,8 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 	enf := enforcement{containment: probe.Summary(), sandbox: "none (off)", project: noSandbox("the sandbox is off: full-access, network on")}
 	if restricts {
 		enf.sandbox = fmt.Sprintf("%s, network %s", initOpts.Sandbox.Mode, initOpts.Sandbox.Network)
-		enf.project = tools.Sandbox{Mode: string(initOpts.Sandbox.Mode), Network: string(initOpts.Sandbox.Network)}
+		enf.project = tools.Sandbox{Mode: string(initOpts.Sandbox.Mode), Network: string(initOpts.Sandbox.Network),
+			Enforced: true, Writable: describedWritable(pol)}
 	}
 	if un := contained.Unenforced(ex); len(un) > 0 {
 		missing := strings.Join(un, ", ")
@@ -107,6 +109,23 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 		enf.unsandboxed = c.unsandboxed(o, initOpts)
 	}
 	return ex, enf, nil
+}
+
+// describedWritable are the directories the bash description names as
+// writable besides the session's workspace: the temp dirs, and under
+// workspace-write the cache dir and the configured writable roots.
+func describedWritable(pol sandbox.Policy) []string {
+	dirs := slices.Clone(pol.TempDirs)
+	if pol.Mode != sandbox.ReadOnly {
+		dirs = append(append(dirs, pol.CacheDir), pol.WritableRoots...)
+	}
+	var out []string
+	for _, d := range dirs {
+		if d = filepath.Clean(d); d != "." && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // unsandboxed is the executor of the commands a user lets out of the
