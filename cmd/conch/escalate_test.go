@@ -329,8 +329,10 @@ func testEscalationGoSDK(t *testing.T, nobody bool) {
 // the official TypeScript MCP client (escalate.mjs in tsClientDir): a
 // write to the home, which the sandbox denies, is run again outside it
 // after the elicitation handler accepts, and not after it declines or
-// cancels, nor for a client without elicitation. Like TestTSClient it
-// needs node and npm; CONCH_SKIP_TS_CLIENT=1 skips it.
+// cancels, each answer told to the model, nor for a client without
+// elicitation; a command that asks to run outside the sandbox runs once,
+// after the yes. Like TestTSClient it needs node and npm;
+// CONCH_SKIP_TS_CLIENT=1 skips it.
 func TestTSClientEscalation(t *testing.T) {
 	skipTSClient(t)
 	t.Parallel()
@@ -370,33 +372,47 @@ func TestTSClientEscalation(t *testing.T) {
 			"[sandbox: write to " + file(name) + " denied under workspace-write mode; writable: " + ws + ", "
 	}
 	command := func(name string) string { return "echo run >> runs-" + name + "; echo x > ~/outside-" + name }
+	lines := map[string]string{"declined": "\n" + declinedLine, "cancelled": "\n" + unansweredLine, "nocap": ""}
 	for _, c := range append(out.Elicit.Calls, out.Nocap.Calls...) {
-		if c.Name == "accepted" {
-			if c.Text != "(no output)\n"+escalatedLine || c.IsError || !c.Wrote || c.Runs != 2 {
+		switch c.Name {
+		case "accepted":
+			if c.Text != "(no output)\n"+ranAgainLine || c.IsError || !c.Wrote || c.Runs != 2 {
 				t.Errorf("accepted: %+v; want the second run's result and its line, the file written, two runs", c)
 			}
 			continue
+		case "outside":
+			if c.Text != "(no output)\n"+escalatedLine || c.IsError || !c.Wrote || c.Runs != 1 {
+				t.Errorf("outside: %+v; want its result and its line, the file written, one run", c)
+			}
+			continue
 		}
-		if !strings.HasPrefix(c.Text, sandboxed(c.Name)) || !strings.HasSuffix(c.Text, "]\n[exit code: 1]") || c.IsError || c.Wrote || c.Runs != 1 {
-			t.Errorf("%s: %+v; want the sandboxed result, no file, one run", c.Name, c)
+		if !strings.HasPrefix(c.Text, sandboxed(c.Name)) || !strings.HasSuffix(c.Text, "]\n[exit code: 1]"+lines[c.Name]) || c.IsError || c.Wrote || c.Runs != 1 {
+			t.Errorf("%s: %+v; want the sandboxed result%s, no file, one run", c.Name, c, lines[c.Name])
 		}
 	}
-	if len(out.Elicit.Calls) != 3 || len(out.Nocap.Calls) != 1 {
+	if len(out.Elicit.Calls) != 4 || len(out.Nocap.Calls) != 1 {
 		t.Errorf("calls: %+v, %+v", out.Elicit.Calls, out.Nocap.Calls)
 	}
-	if len(out.Elicit.Asked) != 3 || len(out.Nocap.Asked) != 0 {
+	if len(out.Elicit.Asked) != 4 || len(out.Nocap.Asked) != 0 {
 		t.Fatalf("questions: %+v (want one per call), %+v (want none)", out.Elicit.Asked, out.Nocap.Asked)
 	}
 	for i, name := range []string{"accepted", "declined", "cancelled"} {
 		q := out.Elicit.Asked[i]
 		want := question{
-			Message: "Run this command again outside the sandbox?\n\nCommand: " + command(name) + "\nDirectory: " + ws +
-				"\nReason: the sandbox denied a write to " + file(name),
+			Message: "Run this command again outside the sandbox?\n\nReason: the sandbox denied a write to " + file(name) +
+				"\nDirectory: " + ws + "\nCommand: " + command(name) + rerunNote,
 			Choices:        []string{"Allow once", "Deny"},
 			RunsWhileAsked: 1,
 		}
 		if d := cmp.Diff(want, q); d != "" {
 			t.Errorf("question %d (-want +got):\n%s", i, d)
 		}
+	}
+	want := question{
+		Message: "Run this command outside the sandbox?\n\nReason: write a file in the home directory\nDirectory: " + ws + "\nCommand: " + command("outside"),
+		Choices: []string{"Allow once", "Deny"},
+	}
+	if d := cmp.Diff(want, out.Elicit.Asked[3]); d != "" {
+		t.Errorf("the outside_sandbox question (-want +got):\n%s", d)
 	}
 }
