@@ -16,16 +16,22 @@ import (
 	"github.com/conch-dev/conch/internal/testutil"
 )
 
-// escalatedLine is the line an escalated result ends with (docs/sandbox.md).
-const escalatedLine = "[ran outside the sandbox with the user's approval]"
+// The lines a result ends with after the question about it
+// (docs/sandbox.md#escalation).
+const (
+	ranAgainLine   = "[ran again outside the sandbox with the user's approval]"
+	declinedLine   = "[the user declined to run it outside the sandbox]"
+	unansweredLine = "[the question was not answered]"
+)
 
 // TestEscalation: under conch acp --sandbox workspace-write, a command
 // whose write to the home the sandbox denied is run again outside it
 // only when the editor's user answers allow_once to
 // session/request_permission (which offers allow_once and reject_once
-// alone); after reject_once or a cancelled outcome the sandboxed result
-// stands. A terminal card shows both runs, and the pill the second one's
-// exit.
+// alone: the home is never offered for the session); after reject_once
+// or a cancelled outcome the sandboxed result stands, with a line that
+// says which. A terminal card shows both runs, and the pill the second
+// one's exit.
 func TestEscalation(t *testing.T) {
 	t.Parallel()
 	marker := testutil.Marker(t)
@@ -79,8 +85,8 @@ func TestEscalation(t *testing.T) {
 		if runs(name) != 1 || wrote(name) {
 			t.Errorf("%s: while the user is asked: %d runs, file written %v; want one run, no file", name, runs(name), wrote(name))
 		}
-		wantText := "Run this command again outside the sandbox?\n\nCommand: " + command + "\nDirectory: " + work +
-			"\nReason: the sandbox denied a write to " + file(name)
+		wantText := "Run this command again outside the sandbox?\n\nReason: the sandbox denied a write to " + file(name) +
+			"\nDirectory: " + work + "\nCommand: " + command + "\n\nThe command runs again in full; what it did the first time stays done."
 		if got := req.params.ToolCall.Content[0].Content.Text; req.params.ToolCall.ToolCallID == "" || got != wantText {
 			t.Errorf("%s: request %q for %q; want %q", name, got, req.params.ToolCall.ToolCallID, wantText)
 		}
@@ -105,7 +111,7 @@ func TestEscalation(t *testing.T) {
 			}
 			// The card: the first run with its exit, then the second's
 			// output (none) and the line; the pill is the second run's.
-			if !strings.HasPrefix(card.data, denied) || !strings.HasSuffix(card.data, "]\n[exit code: 1]\n"+escalatedLine) || exit != float64(0) {
+			if !strings.HasPrefix(card.data, denied) || !strings.HasSuffix(card.data, "]\n[exit code: 1]\n"+ranAgainLine) || exit != float64(0) {
 				t.Errorf("allowed: card %q, exit %v", card.data, exit)
 			}
 			continue
@@ -113,8 +119,9 @@ func TestEscalation(t *testing.T) {
 		if runs(name) != 1 || wrote(name) {
 			t.Errorf("%s: %d runs, file written %v; want one run, no file", name, runs(name), wrote(name))
 		}
-		if !strings.HasPrefix(card.data, denied) || strings.Contains(card.data, escalatedLine) || exit != float64(1) {
-			t.Errorf("%s: card %q, exit %v; want the sandboxed result", name, card.data, exit)
+		line := map[string]string{"rejected": declinedLine, "cancelled": unansweredLine}[name]
+		if !strings.HasPrefix(card.data, denied) || !strings.HasSuffix(card.data, "]\n"+line) || exit != float64(1) {
+			t.Errorf("%s: card %q, exit %v; want the sandboxed result, then %q", name, card.data, exit, line)
 		}
 	}
 	p.eof(marker)

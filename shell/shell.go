@@ -182,6 +182,13 @@ type Output struct {
 	// *SpillCapError when the stream outgrew the spill cap, another error
 	// when the file could not be written. nil otherwise.
 	SpillErr error
+	// Binary reports that the stream is mostly not text: more than a
+	// tenth of its first 8 KiB (of all of it, when shorter) are NUL or
+	// control bytes other than tab, newline, carriage return and escape.
+	// A binary stream has its spill file (SpillPath,
+	// or SpillErr saying why not) even when it is not Truncated, so that
+	// a reader can name the file instead of showing the bytes.
+	Binary bool
 }
 
 // HeadBytes is the most a provider keeps of a stream's start (Output.Head).
@@ -332,6 +339,10 @@ type ReadResult struct {
 	// StdoutSpillErr and StderrSpillErr say why a lossy read names no
 	// spill file for that stream (see Output.SpillErr).
 	StdoutSpillErr, StderrSpillErr error
+	// StdoutBinary and StderrBinary report a binary stream (see
+	// Output.Binary); its spill file is then named whether the read is
+	// lossy or not.
+	StdoutBinary, StderrBinary bool
 }
 
 // Empty reports that the read carried nothing new.

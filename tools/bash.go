@@ -536,7 +536,7 @@ func (t *Toolset) yieldToTask(sess Session, b bashArgs, on target, spec shell.Sp
 	if err != nil {
 		return nil, false
 	}
-	read := p.Read()
+	read := binaryRead(p.Read(), p)
 	ms := t.opts.YieldAfter.Milliseconds()
 	marker := "[still running after " + strconv.FormatInt(ms, 10) + "ms; moved to background task " + info.ID +
 		" (its " + strconv.FormatInt(spec.Timeout.Milliseconds(), 10) + "ms timeout still applies)" +

@@ -39,7 +39,7 @@ func newProcessHandle(p shell.Process, budget int) *processHandle {
 // yielded foreground call) and was ended by it.
 func (h *processHandle) Read() string {
 	ended := ended(h.p) // before the read: once ended, it gets all the rest
-	r := h.p.Read()
+	r := binaryRead(h.p.Read(), h.p)
 	if !ended || h.endShown.Swap(true) {
 		return renderRead(r, h.budget)
 	}
@@ -71,6 +71,15 @@ func (h *processHandle) Sandbox() *shell.SandboxReport {
 // it: shell.Process.Peek of each stream, joined as a read joins them.
 func (h *processHandle) Peek(maxBytes int) string {
 	r := h.p.Peek(maxBytes)
+	if ended(h.p) {
+		// A binary stream's end is no use in a notice either.
+		done := h.p.Result()
+		r.StdoutBinary, r.StderrBinary = done.Stdout.Binary, done.Stderr.Binary
+		r.StdoutSpill, r.StderrSpill = done.Stdout.SpillPath, done.Stderr.SpillPath
+		r.StdoutSpillErr, r.StderrSpillErr = done.Stdout.SpillErr, done.Stderr.SpillErr
+		r.Host = done.Stdout.Host
+		r = binaryRead(r, h.p)
+	}
 	return renderRead(shell.ReadResult{Stdout: r.Stdout, Stderr: r.Stderr}, h.budget)
 }
 

@@ -201,6 +201,7 @@ type Output struct {
 	Size      int64     `json:"size,omitempty"`
 	Lines     int64     `json:"lines,omitempty"`
 	SpillErr  *SpillErr `json:"spillErr,omitempty"`
+	Binary    bool      `json:"binary,omitempty"` // added within version 1
 }
 
 // SpillErr is why a truncated stream has no spill file: Cap > 0 for a
@@ -221,6 +222,8 @@ type Read struct {
 	StderrSkipped  shell.Omission `json:"stderrSkipped,omitzero"`
 	StdoutSpillErr *SpillErr      `json:"stdoutSpillErr,omitempty"`
 	StderrSpillErr *SpillErr      `json:"stderrSpillErr,omitempty"`
+	StdoutBinary   bool           `json:"stdoutBinary,omitempty"` // added within version 1
+	StderrBinary   bool           `json:"stderrBinary,omitempty"`
 }
 
 // Done is a settled process: its status and its Result.
@@ -382,13 +385,13 @@ func (s *SpillErr) Err() error {
 // EncodeOutput is o on the wire.
 func EncodeOutput(o shell.Output) Output {
 	return Output{Text: o.Text, Truncated: o.Truncated, SpillPath: o.SpillPath, Head: o.Head,
-		Size: o.Size, Lines: o.Lines, SpillErr: encodeSpillErr(o.SpillErr)}
+		Size: o.Size, Lines: o.Lines, SpillErr: encodeSpillErr(o.SpillErr), Binary: o.Binary}
 }
 
 // Output is o back as a shell.Output.
 func (o Output) Output() shell.Output {
 	return shell.Output{Text: o.Text, Truncated: o.Truncated, SpillPath: o.SpillPath, Head: o.Head,
-		Size: o.Size, Lines: o.Lines, SpillErr: o.SpillErr.Err()}
+		Size: o.Size, Lines: o.Lines, SpillErr: o.SpillErr.Err(), Binary: o.Binary}
 }
 
 // EncodeRead is r on the wire.
@@ -396,7 +399,8 @@ func EncodeRead(r shell.ReadResult) *Read {
 	return &Read{Stdout: r.Stdout, Stderr: r.Stderr, Lossy: r.Lossy,
 		StdoutSpill: r.StdoutSpill, StderrSpill: r.StderrSpill,
 		StdoutSkipped: r.StdoutSkipped, StderrSkipped: r.StderrSkipped,
-		StdoutSpillErr: encodeSpillErr(r.StdoutSpillErr), StderrSpillErr: encodeSpillErr(r.StderrSpillErr)}
+		StdoutSpillErr: encodeSpillErr(r.StdoutSpillErr), StderrSpillErr: encodeSpillErr(r.StderrSpillErr),
+		StdoutBinary: r.StdoutBinary, StderrBinary: r.StderrBinary}
 }
 
 // ReadResult is r back as a shell.ReadResult; a nil r is an empty read.
@@ -407,7 +411,8 @@ func (r *Read) ReadResult() shell.ReadResult {
 	return shell.ReadResult{Stdout: r.Stdout, Stderr: r.Stderr, Lossy: r.Lossy,
 		StdoutSpill: r.StdoutSpill, StderrSpill: r.StderrSpill,
 		StdoutSkipped: r.StdoutSkipped, StderrSkipped: r.StderrSkipped,
-		StdoutSpillErr: r.StdoutSpillErr.Err(), StderrSpillErr: r.StderrSpillErr.Err()}
+		StdoutSpillErr: r.StdoutSpillErr.Err(), StderrSpillErr: r.StderrSpillErr.Err(),
+		StdoutBinary: r.StdoutBinary, StderrBinary: r.StderrBinary}
 }
 
 // EncodeDone is a settled p on the wire.

@@ -79,6 +79,10 @@ type Stream struct {
 	spill              *spillFile
 	err                error // why the spill failed
 	trash              []byte
+	// The binary probe (binary.go): control bytes among the first
+	// BinaryProbe, and the decision once it was made.
+	controls        int64
+	decided, binary bool
 }
 
 // NewStream returns a stream that keeps its last maxBytes bytes in memory
@@ -140,6 +144,7 @@ func (s *Stream) Write(p []byte) (int, error) {
 	s.growLocked(newTotal)
 	s.copyInLocked(newTotal-int64(len(keep)), keep)
 	s.total = newTotal
+	s.decideLocked()
 	return len(p), nil
 }
 
@@ -207,11 +212,13 @@ func (s *Stream) commit(region []byte) {
 	}
 	s.countLocked(region)
 	s.total = newTotal
+	s.decideLocked()
 }
 
 // countLocked accounts for p, the bytes that take the stream from s.total
 // on: the head keeps its share, and p's newlines are counted.
 func (s *Stream) countLocked(p []byte) {
+	s.probeLocked(p)
 	if len(s.head) < s.headMax {
 		s.head = append(s.head, p[:min(len(p), s.headMax-len(s.head))]...)
 	}
@@ -316,6 +323,7 @@ func (s *Stream) Close() {
 		return
 	}
 	s.closed = true
+	s.decideLocked()
 	if s.state != spillActive {
 		return
 	}
@@ -347,7 +355,7 @@ func (s *Stream) Output() shell.Output {
 	defer s.mu.Unlock()
 	lo := s.total - s.retainedLocked()
 	truncated := s.total > int64(s.maxBytes)
-	out := shell.Output{Truncated: truncated, Size: s.total, Lines: s.lines}
+	out := shell.Output{Truncated: truncated, Size: s.total, Lines: s.lines, Binary: s.binary}
 	if !s.released {
 		from := lo
 		if truncated {
@@ -356,7 +364,7 @@ func (s *Stream) Output() shell.Output {
 		}
 		out.Text = s.textLocked(from, s.total)
 	}
-	if !truncated {
+	if !truncated && !s.binary {
 		return out
 	}
 	out.SpillErr = s.spillErrLocked()
@@ -496,7 +504,7 @@ func (s *Stream) SpillErr() error {
 }
 
 func (s *Stream) spillErrLocked() error {
-	if s.total <= int64(s.maxBytes) {
+	if s.total <= int64(s.maxBytes) && !s.binary {
 		return nil
 	}
 	if s.err == ErrSpillTooLarge {

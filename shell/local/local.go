@@ -646,7 +646,8 @@ func (c *command) Read() shell.ReadResult {
 	var r shell.ReadResult
 	r.Stdout, r.StdoutSkipped = c.stdout.Next()
 	r.Stderr, r.StderrSkipped = c.stderr.Next()
-	if r.StdoutSkipped.Bytes > 0 || r.StderrSkipped.Bytes > 0 {
+	r.StdoutBinary, r.StderrBinary = c.stdout.Binary(), c.stderr.Binary()
+	if r.StdoutSkipped.Bytes > 0 || r.StderrSkipped.Bytes > 0 || r.StdoutBinary || r.StderrBinary {
 		r.Lossy = true
 		if r.StdoutSpill = c.stdout.SpillPath(); r.StdoutSpill == "" {
 			r.StdoutSpillErr = c.stdout.SpillErr()
