@@ -126,3 +126,71 @@ func TestEscalation(t *testing.T) {
 	}
 	p.eof(marker)
 }
+
+// TestEscalationGrantACP: a write the sandbox denied in a sibling of the
+// session's cwd is offered for the session as allow_always ("Allow writes
+// to <dir> for this session"); choosing it runs the command again in the
+// sandbox with the directory writable, the card ending with the grant's
+// line, and the session's next write there asks nothing.
+func TestEscalationGrantACP(t *testing.T) {
+	t.Parallel()
+	marker := testutil.Marker(t)
+	base, err := os.MkdirTemp("/var/tmp", "conch-acp-grant-") // outside /tmp, which stays writable
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	home, work, sib := filepath.Join(base, "home"), filepath.Join(base, "work"), filepath.Join(base, "sib")
+	for _, d := range []string{home, work, sib} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := startConch(t, t.TempDir(), work, marker, []string{"HOME=" + home}, "--sandbox", "workspace-write")
+	c := p.cli
+	c.initialize(true)
+	sid := c.newSession(work)
+	command := "echo x > " + filepath.Join(sib, "a") + " && echo wrote"
+	id := c.start("session/prompt", promptParams(sid, command))
+	var notes []message
+	var req permission
+	for req.id == nil {
+		m := c.recv(30 * time.Second)
+		if m.Method == "session/update" {
+			notes = append(notes, m)
+			continue
+		}
+		if m.Method != "session/request_permission" {
+			t.Fatalf("waiting for a permission request, got %s", m.raw)
+		}
+		req.id = m.ID
+		if err := json.Unmarshal(m.Params, &req.params); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var opts []string
+	for _, o := range req.params.Options {
+		opts = append(opts, o.OptionID+"/"+o.Kind+"/"+o.Name)
+	}
+	grant := "allow_always/allow_always/Allow writes to " + sib + " for this session"
+	if d := cmp.Diff([]string{"allow_once/allow_once/Allow once", grant, "reject_once/reject_once/Deny"}, opts); d != "" {
+		t.Errorf("options (-want +got):\n%s", d)
+	}
+	c.respond(req.id, selected("allow_always"))
+	_, more := c.await(id)
+	card := cardOf(t, c.updates(append(notes, more...), sid), req.params.ToolCall.ToolCallID)
+	if !strings.HasSuffix(card.data, "wrote\n[ran again with writes to "+sib+" allowed for this session]") ||
+		get(card.final, "_meta", "terminal_exit", "exit_code") != float64(0) {
+		t.Errorf("card %q, final %v", card.data, card.final)
+	}
+	if _, err := os.Stat(filepath.Join(sib, "a")); err != nil {
+		t.Errorf("the granted write: %v", err)
+	}
+	// The session's next write there asks nothing (await fails on a
+	// permission request).
+	c.await(c.start("session/prompt", promptParams(sid, "echo y > "+filepath.Join(sib, "b")+" && echo again")))
+	if _, err := os.Stat(filepath.Join(sib, "b")); err != nil {
+		t.Errorf("the session's next write in the granted directory: %v", err)
+	}
+	p.eof(marker)
+}
