@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/tools"
 )
 
@@ -138,5 +139,24 @@ func TestOutsideSandboxArgs(t *testing.T) {
 		if s := string(never.ts.Tools()[0].InputSchema); strings.Contains(s, name) {
 			t.Errorf("escalation off lists %s: %s", name, s)
 		}
+	}
+
+	// In the background too: the task runs on the executor outside, and
+	// settles once what it left running is gone.
+	r := call(ask, map[string]any{"command": "sleep 1081 >/dev/null 2>&1 & echo bg", "outside_sandbox": true, "justification": "x", "run_in_background": true}, yes)
+	v, ok := r.Value.(tools.BackgroundValue)
+	if !ok {
+		t.Fatalf("background outside the sandbox: %q", r.Text)
+	}
+	ask.settle(ask.sess, v.TaskID)
+	if n := len(testutil.Processes(other.marker)); n != 0 {
+		t.Errorf("%d processes of the task outside the sandbox left after it settled, want 0", n)
+	}
+	if got := call(ask, map[string]any{"command": "true"}, nil); got.IsError {
+		t.Errorf("a sandboxed call after: %q", got.Text)
+	}
+	out := ask.ts.Call(t.Context(), ask.sess, tools.NameTaskOutput, args(t, map[string]any{"task_id": v.TaskID}), nil)
+	if out.Text != "bg\n[status: completed, exit code: 0]" {
+		t.Errorf("task_output: %q", out.Text)
 	}
 }
