@@ -65,22 +65,7 @@ func TestEscalation(t *testing.T) {
 		name := []string{"allowed", "rejected", "cancelled"}[i]
 		command := "echo run >> runs-" + name + "; echo x > ~/outside-" + name
 		id := c.start("session/prompt", promptParams(sid, command))
-		var notes []message
-		var req permission
-		for req.id == nil {
-			m := c.recv(30 * time.Second)
-			if m.Method == "session/update" {
-				notes = append(notes, m)
-				continue
-			}
-			if m.Method != "session/request_permission" {
-				t.Fatalf("%s: waiting for a permission request, got %s", name, m.raw)
-			}
-			req.id = m.ID
-			if err := json.Unmarshal(m.Params, &req.params); err != nil {
-				t.Fatal(err)
-			}
-		}
+		req, notes := awaitPermission(t, c)
 		time.Sleep(100 * time.Millisecond) // a second run that did not wait would show
 		if runs(name) != 1 || wrote(name) {
 			t.Errorf("%s: while the user is asked: %d runs, file written %v; want one run, no file", name, runs(name), wrote(name))
@@ -152,22 +137,7 @@ func TestEscalationGrantACP(t *testing.T) {
 	sid := c.newSession(work)
 	command := "echo x > " + filepath.Join(sib, "a") + " && echo wrote"
 	id := c.start("session/prompt", promptParams(sid, command))
-	var notes []message
-	var req permission
-	for req.id == nil {
-		m := c.recv(30 * time.Second)
-		if m.Method == "session/update" {
-			notes = append(notes, m)
-			continue
-		}
-		if m.Method != "session/request_permission" {
-			t.Fatalf("waiting for a permission request, got %s", m.raw)
-		}
-		req.id = m.ID
-		if err := json.Unmarshal(m.Params, &req.params); err != nil {
-			t.Fatal(err)
-		}
-	}
+	req, notes := awaitPermission(t, c)
 	var opts []string
 	for _, o := range req.params.Options {
 		opts = append(opts, o.OptionID+"/"+o.Kind+"/"+o.Name)
@@ -193,4 +163,27 @@ func TestEscalationGrantACP(t *testing.T) {
 		t.Errorf("the session's next write in the granted directory: %v", err)
 	}
 	p.eof(marker)
+}
+
+// awaitPermission reads the agent's messages up to its next permission
+// request, and returns it and the session updates that came before.
+func awaitPermission(t *testing.T, c *client) (permission, []message) {
+	t.Helper()
+	var notes []message
+	var req permission
+	for req.id == nil {
+		m := c.recv(30 * time.Second)
+		if m.Method == "session/update" {
+			notes = append(notes, m)
+			continue
+		}
+		if m.Method != "session/request_permission" {
+			t.Fatalf("waiting for a permission request, got %s", m.raw)
+		}
+		req.id = m.ID
+		if err := json.Unmarshal(m.Params, &req.params); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return req, notes
 }

@@ -1,7 +1,5 @@
 package capture
 
-import "fmt"
-
 // A stream is binary when more than a tenth of its first BinaryProbe
 // bytes (or of all of it, when it is shorter) are NUL or control bytes
 // that text does not use (docs/tools.md#binary-output). A model is then
@@ -46,21 +44,8 @@ func (s *Stream) decideLocked() {
 	}
 	s.decided = true
 	s.binary = s.controls*10 > min(s.total, BinaryProbe)
-	if !s.binary || s.state != spillNone {
-		return
-	}
-	if s.total > s.maxSpill {
-		s.state, s.err = spillFailed, ErrSpillTooLarge
-		return
-	}
-	sp, err := s.dir.create(s.name, s.total)
-	if err != nil {
-		s.state, s.err = spillFailed, err
-		return
-	}
-	s.spill, s.state = sp, spillActive
-	if _, err := sp.f.Write(s.buf[:s.total]); err != nil {
-		s.failSpillLocked(fmt.Errorf("spill: write %s: %w", sp.path, err))
+	if s.binary && s.state == spillNone {
+		s.openSpillLocked(s.total)
 	}
 }
 

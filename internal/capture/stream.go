@@ -245,23 +245,7 @@ func (s *Stream) newlinesLocked(from, to int64) int64 {
 // newTotal, to the spill file, creating the file on the first overflow.
 func (s *Stream) spillLocked(newTotal int64, data []byte) {
 	if s.state == spillNone {
-		if newTotal <= int64(s.maxBytes) {
-			return
-		}
-		if newTotal > s.maxSpill {
-			s.state, s.err = spillFailed, ErrSpillTooLarge
-			return
-		}
-		sp, err := s.dir.create(s.name, newTotal)
-		if err != nil {
-			s.state, s.err = spillFailed, err
-			return
-		}
-		s.spill, s.state = sp, spillActive
-		// Nothing has overflowed before, so the ring has never
-		// wrapped: the stream so far is buf[:total].
-		if _, err := sp.f.Write(s.buf[:s.total]); err != nil {
-			s.failSpillLocked(fmt.Errorf("spill: write %s: %w", sp.path, err))
+		if newTotal <= int64(s.maxBytes) || !s.openSpillLocked(newTotal) {
 			return
 		}
 	} else {
@@ -277,6 +261,29 @@ func (s *Stream) spillLocked(newTotal int64, data []byte) {
 	if _, err := s.spill.f.Write(data); err != nil {
 		s.failSpillLocked(fmt.Errorf("spill: write %s: %w", s.spill.path, err))
 	}
+}
+
+// openSpillLocked creates the spill file for a stream that will be size
+// bytes long and writes the stream so far into it; false when there is
+// none (the stream is past its cap, the file could not be made or
+// written). Nothing has overflowed before, so the ring has never
+// wrapped: the stream so far is buf[:total].
+func (s *Stream) openSpillLocked(size int64) bool {
+	if size > s.maxSpill {
+		s.state, s.err = spillFailed, ErrSpillTooLarge
+		return false
+	}
+	sp, err := s.dir.create(s.name, size)
+	if err != nil {
+		s.state, s.err = spillFailed, err
+		return false
+	}
+	s.spill, s.state = sp, spillActive
+	if _, err := sp.f.Write(s.buf[:s.total]); err != nil {
+		s.failSpillLocked(fmt.Errorf("spill: write %s: %w", sp.path, err))
+		return false
+	}
+	return true
 }
 
 // failSpillLocked gives up on the spill file for good. A file a model
