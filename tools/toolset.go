@@ -88,14 +88,19 @@ type Options struct {
 	// (default DefaultApprovalTimeout); the call's cancellation ends it
 	// sooner.
 	ApprovalTimeout time.Duration
-	// Unsandboxed, if set, is the executor that runs a command again
-	// outside the sandbox after the user said yes (docs/sandbox.md,
-	// escalation): when a foreground command on this machine ended with
-	// what its sandbox denied it (shell.Result.Sandbox), the call's
-	// Approver is asked once, and on "Allow once" the command line runs
-	// again on Unsandboxed, whose result, followed by EscalatedLine, is
-	// the call's. Nil never asks (escalation "never"). The Toolset does not
-	// close it; it ends its sessions' leftovers like the executor's.
+	// Unsandboxed, if set, is the executor that runs commands outside
+	// the sandbox with the user's yes (docs/sandbox.md#escalation): bash
+	// then offers outside_sandbox and justification, whose call asks the
+	// user through the call's Approver before anything runs; and when a
+	// foreground command on this machine ended with what its sandbox
+	// recorded denying it (shell.Result.Sandbox.Denied), the Approver is
+	// asked once whether to run it again here ("Allow once") or in the
+	// session's sandbox with a directory granted for the session. What a
+	// command run here leaves running is killed when it ends (with
+	// shell.Leftovers). Nil asks nothing (escalation "never"; with
+	// Sandbox.Enforced, a call with outside_sandbox is told so). The
+	// Toolset does not close it; it ends its sessions' leftovers like the
+	// executor's.
 	Unsandboxed shell.Executor
 	// Hosts are the remote hosts a model may run commands on, by name
 	// ("local" is this machine and cannot be one of them). With hosts,
