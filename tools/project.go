@@ -30,6 +30,16 @@ type Sandbox struct {
 	// project could narrow (containment off or unavailable): a project
 	// file's sandbox keys then fail its session's bash calls with it.
 	Unavailable string
+	// Enforced says that the commands run in this sandbox (or in what
+	// of it the host enforces): the bash description states it, and a
+	// call asking to leave it (outside_sandbox) is told when escalation
+	// is off (Options.Unsandboxed nil). The zero value says nothing about
+	// a sandbox.
+	Enforced bool
+	// Writable are the directories commands may write besides the
+	// session's working directory (the temp dirs, the cache dir, the
+	// configured writable roots), as the description names them.
+	Writable []string
 }
 
 // maxProjects bounds the project files remembered: sessions in ever new

@@ -282,6 +282,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		ProjectFiles:      true,
 		Hosts:             hosts,
 		BashNotes:         enforces.bashNotes(),
+		Scrubbed:          ex.Scrubbed(),
 		Unsandboxed:       enforces.unsandboxed,
 		Sandbox:           enforces.project,
 	})

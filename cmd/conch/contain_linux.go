@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -94,7 +95,8 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 	}
 	if restricts {
 		enf.sandbox = fmt.Sprintf("%s, network %s", initOpts.Sandbox.Mode, initOpts.Sandbox.Network)
-		enf.project = tools.Sandbox{Mode: string(initOpts.Sandbox.Mode), Network: string(initOpts.Sandbox.Network)}
+		enf.project = tools.Sandbox{Mode: string(initOpts.Sandbox.Mode), Network: string(initOpts.Sandbox.Network),
+			Enforced: true, Writable: describedWritable(pol)}
 	}
 	if un := contained.Unenforced(ex); len(un) > 0 {
 		missing := strings.Join(un, ", ")
@@ -114,6 +116,27 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 		enf.unsandboxed = c.unsandboxed(o, initOpts)
 	}
 	return ex, enf, nil
+}
+
+// describedWritable are the directories the bash description names as
+// writable besides the session's workspace: the temp dirs, and under
+// workspace-write the caches (through conch's cache layer, when there is
+// one) and the configured writable roots.
+func describedWritable(pol sandbox.Policy) []string {
+	dirs := slices.Clone(pol.TempDirs)
+	if pol.Mode != sandbox.ReadOnly {
+		if pol.CacheLayer != "" {
+			dirs = append(dirs, pol.Caches...)
+		}
+		dirs = append(dirs, pol.WritableRoots...)
+	}
+	var out []string
+	for _, d := range dirs {
+		if d = filepath.Clean(d); d != "." && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // unsandboxed is the executor of the commands a user lets out of the

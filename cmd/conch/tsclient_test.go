@@ -119,7 +119,9 @@ func checkTSClient(t *testing.T, tr string, got map[string]any, root, denied str
 	expect("server", "conch")
 	expect("tools", list{"bash", "task_output", "task_list", "task_kill", "task_input"})
 	expect("withOutputSchema", list{"bash", "task_output", "task_list", "task_kill", "task_input"})
-	expect("bashInputProperties", list{"command", "description", "timeoutMs", "workdir", "run_in_background", "tty"})
+	// On its default sandbox, with escalation ask, bash offers to run
+	// outside it (docs/sandbox.md#escalation).
+	expect("bashInputProperties", list{"command", "description", "timeoutMs", "workdir", "run_in_background", "tty", "outside_sandbox", "justification"})
 
 	// conch serve runs under its default sandbox (docs/sandbox.md).
 	noDenial := obj{"mode": "workspace-write", "network": "on", "denied": list{}}

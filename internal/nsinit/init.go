@@ -317,7 +317,7 @@ func (s *initState) serve() {
 		}
 		closeFDs(fds)
 		switch m.Op {
-		case opTerminate, opLeftovers:
+		case opTerminate, opLeftovers, opCount:
 			go s.answer(m) // they wait: other requests go on meanwhile
 		default:
 			s.answer(m)
@@ -357,6 +357,10 @@ func (s *initState) answer(m *message) {
 			if err := s.killLeftovers(c); err != nil {
 				reply.Err = err.Error()
 			}
+		}
+	case m.Op == opCount:
+		if c != nil {
+			reply.Count = s.countLeftovers(c)
 		}
 	case !held:
 		// Its zombie was reaped: its group id may name another group.

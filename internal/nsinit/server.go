@@ -648,6 +648,18 @@ func (c *Child) KillLeftovers() error {
 	return err
 }
 
+// Leftovers counts the live processes the command started, its shell
+// aside: the members of its group and those charged to it that left it.
+// A process that forks and exits in a loop counts as one, although no
+// scan may see it alive. It may be called before or after Release.
+func (c *Child) Leftovers() (int, error) {
+	r, err := c.i.call(&message{Op: opCount, Pid: c.Pid})
+	if err != nil {
+		return 0, err
+	}
+	return r.Count, nil
+}
+
 // removeCgroups removes the command's cgroups that are empty.
 func (c *Child) removeCgroups() {
 	if c.cgroup != "" {

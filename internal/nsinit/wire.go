@@ -45,6 +45,7 @@ const (
 	opTerminate = "terminate" // Pid, Grace → Escalated
 	opLeftovers = "leftovers" // Pid: kill everything the command started
 	opRelease   = "release"   // Pid: the server is done with the command
+	opCount     = "count"     // Pid → Count: the live processes charged to the command, its shell aside
 	opExit      = "exit"      // init → server event: Pid, Status (raw wait status)
 	opPTY       = "pty"       // → two descriptors: a new terminal's master and slave, in the session's devpts
 )
@@ -66,6 +67,7 @@ type message struct {
 	Status    int           `json:"status,omitempty"`
 	Alive     bool          `json:"alive,omitempty"`
 	Escalated bool          `json:"escalated,omitempty"`
+	Count     int           `json:"count,omitempty"`
 	Err       string        `json:"err,omitempty"`
 
 	// Cgroup: a spawn's fourth descriptor is its cgroup v2 (for clone3);

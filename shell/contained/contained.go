@@ -10,7 +10,10 @@ package contained
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/conch-dev/conch/internal/nsinit"
@@ -74,9 +77,21 @@ type spawner struct {
 	sessions map[string]*session // by owner
 }
 
-// session is one owner's init. ready is closed once in and plan, or err,
-// are set; they do not change after.
+// session is one owner's boundary: the workspace and narrowing of its
+// first command, which every init of the owner's is built for, and its
+// inits, one per set of directories the owner's user granted
+// (Command.Grants): a grant needs a new init, since an init's sandbox
+// cannot be widened, and the commands started before it keep running in
+// theirs until the owner ends.
 type session struct {
+	workspace string
+	narrowing *shell.SandboxNarrowing
+	inits     map[string]*boundary // by grantsKey; the spawner's mu guards it
+}
+
+// boundary is one init of a session. ready is closed once in and plan,
+// or err, are set; they do not change after.
+type boundary struct {
 	ready chan struct{}
 	in    *nsinit.Init
 	plan  *sandbox.Plan // nil without a sandbox
@@ -90,60 +105,75 @@ var (
 )
 
 // OpenTerminal implements local.TerminalOpener: the terminal is opened
-// by c's owner's init (started first if the owner has none), in the
-// session's own devpts instance.
+// by the init of c's owner for its grants (started first if there is
+// none), in that init's own devpts instance.
 func (s *spawner) OpenTerminal(c local.Command) (master, tty *os.File, err error) {
-	ss, err := s.session(c)
+	b, err := s.boundary(c)
 	if err != nil {
 		return nil, nil, err
 	}
-	return ss.in.OpenPTY()
+	return b.in.OpenPTY()
 }
 
-// Spawn implements local.Spawner: the command runs in its owner's init,
-// started first if the owner has none.
+// grantsKey names a set of granted directories (in the order they were
+// granted: a session's grants only grow).
+func grantsKey(grants []string) string { return strings.Join(grants, "\x00") }
+
+// Spawn implements local.Spawner: the command runs in its owner's init
+// for its grants, started first if the owner has none.
 func (s *spawner) Spawn(c local.Command) (local.Child, error) {
-	ss, err := s.session(c)
+	b, err := s.boundary(c)
 	if err != nil {
 		return nil, err
 	}
-	return ss.in.Spawn(nsinit.Command{
+	return b.in.Spawn(nsinit.Command{
 		Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir,
 		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, Terminal: c.Terminal,
 	})
 }
 
-// session returns c's owner's init, starting it if the owner has none:
-// the first command starts it, commands arriving meanwhile wait for it.
-// A start that failed is forgotten, so that the owner's next command
-// tries again.
-func (s *spawner) session(c local.Command) (*session, error) {
+// boundary returns the init of c's owner for c's grants, starting it if
+// there is none: the owner's first command starts its first init (with
+// its workspace and narrowing, kept for the owner's later inits), the
+// first command with new grants a wider one, and commands arriving
+// meanwhile wait for it. A start that failed is forgotten, so that the
+// owner's next command tries again.
+func (s *spawner) boundary(c local.Command) (*boundary, error) {
 	s.mu.Lock()
 	ss := s.sessions[c.Owner]
-	if ss != nil {
-		s.mu.Unlock()
-		<-ss.ready
-		return ss, ss.err
+	if ss == nil {
+		ss = &session{workspace: c.Workspace, narrowing: c.Narrowing, inits: make(map[string]*boundary)}
+		s.sessions[c.Owner] = ss
 	}
-	ss = &session{ready: make(chan struct{})}
-	s.sessions[c.Owner] = ss
+	key := grantsKey(c.Grants)
+	b := ss.inits[key]
+	if b != nil {
+		s.mu.Unlock()
+		<-b.ready
+		return b, b.err
+	}
+	b = &boundary{ready: make(chan struct{})}
+	ss.inits[key] = b
 	s.mu.Unlock()
-	ss.in, ss.plan, ss.err = s.start(c.Owner, c.Workspace, c.Narrowing)
-	if ss.err != nil {
+	b.in, b.plan, b.err = s.start(c.Owner, ss.workspace, ss.narrowing, c.Grants)
+	if b.err != nil {
 		s.mu.Lock()
-		if s.sessions[c.Owner] == ss {
+		if ss.inits[key] == b {
+			delete(ss.inits, key)
+		}
+		if len(ss.inits) == 0 && s.sessions[c.Owner] == ss {
 			delete(s.sessions, c.Owner)
 		}
 		s.mu.Unlock()
 	}
-	close(ss.ready)
-	return ss, ss.err
+	close(b.ready)
+	return b, b.err
 }
 
-// start starts owner's init: the sandbox resolved for workspace and
-// narrowed by n, the owner's spill directory the only one its commands
-// see.
-func (s *spawner) start(owner, workspace string, n *shell.SandboxNarrowing) (*nsinit.Init, *sandbox.Plan, error) {
+// start starts an init of owner's: the sandbox resolved for workspace,
+// narrowed by n and widened by grants, the owner's spill directory the
+// only one its commands see.
+func (s *spawner) start(owner, workspace string, n *shell.SandboxNarrowing, grants []string) (*nsinit.Init, *sandbox.Plan, error) {
 	o := s.init
 	if n != nil && o.Sandbox == nil {
 		return nil, nil, fmt.Errorf("contained: the session's sandbox: %w", local.ErrNoSandbox)
@@ -162,6 +192,13 @@ func (s *spawner) start(owner, workspace string, n *shell.SandboxNarrowing) (*ns
 		}
 		o.Sandbox = plan
 	}
+	if o.Sandbox != nil && len(grants) > 0 {
+		plan, err := o.Sandbox.Granted(grants)
+		if err != nil {
+			return nil, nil, fmt.Errorf("contained: the session's granted directories: %w", err)
+		}
+		o.Sandbox = plan
+	}
 	dir, err := s.ex.SpillDir(owner)
 	if err != nil {
 		return nil, nil, fmt.Errorf("contained: the session's spill directory: %w", err)
@@ -174,17 +211,20 @@ func (s *spawner) start(owner, workspace string, n *shell.SandboxNarrowing) (*ns
 	return in, o.Sandbox, nil
 }
 
-// plan is the sandbox of owner's init (the default one once the owner
-// has ended).
-func (s *spawner) plan(owner string) *sandbox.Plan {
+// plan is the sandbox of the init that runs c's commands (the default
+// one once the owner has ended).
+func (s *spawner) plan(c local.Command) *sandbox.Plan {
 	s.mu.Lock()
-	ss := s.sessions[owner]
+	var b *boundary
+	if ss := s.sessions[c.Owner]; ss != nil {
+		b = ss.inits[grantsKey(c.Grants)]
+	}
 	s.mu.Unlock()
-	if ss != nil {
+	if b != nil {
 		select {
-		case <-ss.ready:
-			if ss.err == nil {
-				return ss.plan
+		case <-b.ready:
+			if b.err == nil {
+				return b.plan
 			}
 		default:
 		}
@@ -197,7 +237,7 @@ func (s *spawner) plan(owner string) *sandbox.Plan {
 // (sandbox.Attribute on its stderr), and every command the structured
 // report.
 func (s *spawner) Annotate(c local.Command, r *shell.Result) {
-	plan := s.plan(c.Owner)
+	plan := s.plan(c)
 	if plan == nil {
 		return
 	}
@@ -217,34 +257,47 @@ func (s *spawner) Annotate(c local.Command, r *shell.Result) {
 	}
 }
 
-// EndOwner implements local.Spawner: the owner's init ends, and the
-// kernel kills everything in its namespace, whatever it did to escape
-// its group or its parent.
+// EndOwner implements local.Spawner: the owner's inits end, and the
+// kernel kills everything in their namespaces, whatever it did to
+// escape its group or its parent.
 func (s *spawner) EndOwner(owner string) {
 	s.mu.Lock()
-	ss := s.sessions[owner]
+	var inits []*boundary
+	if ss := s.sessions[owner]; ss != nil {
+		inits = slices.Collect(maps.Values(ss.inits))
+	}
 	delete(s.sessions, owner)
 	s.mu.Unlock()
-	if ss != nil {
-		ss.close()
-	}
+	closeAll(inits)
 }
 
 // Close implements local.Spawner: every init ends, and the kernel kills
 // everything in their namespaces.
 func (s *spawner) Close() error {
 	s.mu.Lock()
-	sessions := s.sessions
+	var inits []*boundary
+	for _, ss := range s.sessions {
+		inits = append(inits, slices.Collect(maps.Values(ss.inits))...)
+	}
 	s.sessions = make(map[string]*session)
 	s.mu.Unlock()
+	return closeAll(inits)
+}
+
+// closeAll ends the inits, concurrently, each once its start is over.
+func closeAll(inits []*boundary) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
 	)
-	for _, ss := range sessions {
+	for _, b := range inits {
 		wg.Go(func() {
-			if err := ss.close(); err != nil {
+			<-b.ready
+			if b.in == nil {
+				return
+			}
+			if err := b.in.Close(); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -253,15 +306,6 @@ func (s *spawner) Close() error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// close ends the session's init once its start is over.
-func (ss *session) close() error {
-	<-ss.ready
-	if ss.in == nil {
-		return nil
-	}
-	return ss.in.Close()
 }
 
 // Unenforced lists what of the sandbox given to New this host could not

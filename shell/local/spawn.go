@@ -91,6 +91,10 @@ type Command struct {
 	// cannot make the command's sandbox that strict refuses it (the
 	// default one, which has no sandbox, refuses any).
 	Narrowing *shell.SandboxNarrowing
+	// Grants is the command's Request.Grants: a Spawner with a sandbox
+	// runs the command in one that lets it write them too; one without
+	// ignores them.
+	Grants []string
 	// Grace is the executor's delay between SIGTERM and SIGKILL, for
 	// the kills of what the command leaves running.
 	Grace time.Duration
@@ -118,6 +122,17 @@ type Child interface {
 	// Terminate; it should cost little when there is nothing to kill.
 	KillLeftovers() error
 	// Release lets the shell go: its zombie is reaped and its process
-	// group id may be reused.
+	// group id may be reused. KillLeftovers may still be called after
+	// it, and then takes the members of the group that outlived the
+	// shell too.
 	Release()
+}
+
+// LeftoverCounter is implemented by Children that can count what the
+// command left running once its shell was released (shell.Leftovers).
+type LeftoverCounter interface {
+	// Leftovers counts the live processes the command started, its
+	// shell aside: the members of its group and what left it. A process
+	// that forks and exits in a loop counts as one.
+	Leftovers() (int, error)
 }

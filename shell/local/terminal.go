@@ -47,6 +47,7 @@ func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
 		Owner:     s.Owner,
 		Workspace: s.Workspace,
 		Narrowing: s.Narrowing,
+		Grants:    s.Grants,
 		Grace:     e.opts.Grace,
 	}
 	spawn := func(tty *os.File) (term.Process, error) {
