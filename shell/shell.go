@@ -223,8 +223,8 @@ type Result struct {
 }
 
 // SandboxReport is the sandbox a command ran under and what it denied:
-// Mode is "read-only", "workspace-write" or "full-access", Network "on" or
-// "off".
+// Mode is "read-only", "workspace-write" or "full-access", Network the
+// network mode ("on", "public", "allowlist" or "off").
 type SandboxReport struct {
 	Mode    string          `json:"mode"`
 	Network string          `json:"network"`
@@ -232,10 +232,17 @@ type SandboxReport struct {
 }
 
 // SandboxDenial is one operation a sandbox denied: Op is "write" (Path
-// named) or "network" (no path).
+// named), "network" (no path), or "connect" (Host and Port named, and
+// the Reason of the network policy: "not in the allowlist", "denied by
+// <pattern>", "a private address", "the host's own address", "the cloud
+// metadata address", "the user declined", or "conch's own server";
+// docs/sandbox.md#network).
 type SandboxDenial struct {
-	Path string `json:"path,omitempty"`
-	Op   string `json:"op"`
+	Path   string `json:"path,omitempty"`
+	Host   string `json:"host,omitempty"`
+	Port   int    `json:"port,omitempty"`
+	Op     string `json:"op"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Status is the life stage of a background Process.

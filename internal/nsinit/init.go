@@ -59,12 +59,19 @@ func Main() int {
 		c.send(&message{Op: opFail, Err: fmt.Sprintf("init: first message %q, want %q", m.Op, opPolicy)})
 		return 1
 	}
+	s.net = m.Net
 	unenforced, err := s.setUp(m.Plan, m.Dir)
 	if err != nil {
 		c.send(&message{Op: opFail, Err: err.Error()})
 		return 1
 	}
-	if err := c.send(&message{Op: opReady, Unenforced: unenforced}); err != nil {
+	ready := &message{Op: opReady, Unenforced: unenforced}
+	if s.netReady != nil {
+		ready.TUN, ready.Listening = s.netReady.TUN, s.netReady.Listening
+	}
+	err = c.send(ready, s.netFiles...)
+	s.closeNetFiles()
+	if err != nil {
 		return 1
 	}
 	s.serve()
@@ -104,6 +111,12 @@ type initState struct {
 	// home are the session's tasks files in the cgroup v1 hierarchies of
 	// the limits, where the spawner thread returns after each fork.
 	home []int
+
+	// net is the network to set up (nil: none); netReady and netFiles
+	// what the ready message tells the server of it (network_linux.go).
+	net      *Network
+	netReady *message
+	netFiles []*os.File
 }
 
 // command is the init's record of one spawned command.
@@ -136,6 +149,9 @@ func (s *initState) setUp(plan *sandbox.Plan, spill string) (unenforced []string
 		if err := showOnly(spill); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.setUpNetwork(); err != nil {
+		return nil, err
 	}
 	sandboxed := plan != nil && plan.Mode != sandbox.FullAccess
 	if sandboxed {

@@ -56,6 +56,10 @@ type Options struct {
 	// init covers that parent with an empty read-only tmpfs and binds
 	// SpillDir alone back in its place (docs/containment.md#spill-files).
 	SpillDir string
+	// Network, when set, gives the init a network namespace of its own
+	// set up for a filtered network policy (network_linux.go); the
+	// server takes what it made with TakeNetwork.
+	Network *Network
 }
 
 // HelperArg is the hidden subcommand on which conch's binary runs Main.
@@ -91,6 +95,7 @@ type Init struct {
 	v1 []*cgroups // the cgroup v1 hierarchies of the limits not in cg
 
 	unenforced []string // what the host could not enforce of Options.Sandbox
+	net        NetFiles // what the init made for Options.Network, until taken
 }
 
 // Unenforced lists what of Options.Sandbox this host could not enforce,
@@ -158,7 +163,7 @@ func start(o Options, v1 []*cgroups) (*Init, error) {
 	cmd.Stderr = o.Stderr
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.SysProcAttr = namespaceAttr()
-	if o.Sandbox != nil && o.Sandbox.Network == sandbox.NetworkOff {
+	if newNetNS(o) {
 		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
 	}
 	err = startDumpable(cmd)
@@ -195,10 +200,13 @@ func start(o Options, v1 []*cgroups) (*Init, error) {
 	// network file system, say) is killed: the session's first command
 	// and its end wait on this start.
 	stuck := time.AfterFunc(startTimeout, func() { cmd.Process.Kill() })
-	err = c.send(&message{Op: opPolicy, Plan: o.Sandbox, Dir: o.SpillDir}, homes...)
-	var m *message
+	err = c.send(&message{Op: opPolicy, Plan: o.Sandbox, Dir: o.SpillDir, Net: o.Network}, homes...)
+	var (
+		m   *message
+		fds []int
+	)
 	if err == nil {
-		m, _, err = c.recv()
+		m, fds, err = c.recv()
 	}
 	if !stuck.Stop() && err != nil {
 		err = fmt.Errorf("no answer within %v: %w", startTimeout, err)
@@ -207,6 +215,7 @@ func start(o Options, v1 []*cgroups) (*Init, error) {
 		switch m.Op {
 		case opReady:
 			i.unenforced = m.Unenforced
+			i.keepNetwork(m, fds)
 		case opFail:
 			err = errors.New(m.Err)
 		default:
@@ -214,6 +223,8 @@ func start(o Options, v1 []*cgroups) (*Init, error) {
 		}
 	}
 	if err != nil {
+		closeFDs(fds)
+		i.closeNetwork()
 		c.close()
 		cmd.Process.Kill() // an init that failed exits by itself; one that answered wrong may not
 		<-i.exited
@@ -274,7 +285,7 @@ func namespaceAttr() *syscall.SysProcAttr {
 	}
 	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
 	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP}
+	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_NET_ADMIN}
 	return a
 }
 
@@ -470,6 +481,7 @@ func (i *Init) Close() error {
 		i.c.close()
 		<-i.exited
 		<-i.readDone
+		i.closeNetwork()
 		var errs []error
 		for _, g := range append(i.v1, i.cg) {
 			if g != nil {
