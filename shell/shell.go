@@ -120,11 +120,19 @@ type Request struct {
 // (docs/configuration.md#project-files): Mode, when not "", a mode at
 // least as strict as the provider's ("read-only" or "workspace-write"),
 // NetworkOff no network, DenyRead more hidden paths (absolute, or
-// relative to the owner's workspace).
+// relative to the owner's workspace). Network, when not "", is a
+// network mode at least as strict as the provider's ("public",
+// "allowlist", "off"); NetworkDeny more deny patterns; NetworkAllow and
+// NetworkAsk the allow list of an allowlist it narrows a wider mode to
+// (docs/sandbox.md#network).
 type SandboxNarrowing struct {
-	Mode       string
-	NetworkOff bool
-	DenyRead   []string
+	Mode         string
+	NetworkOff   bool
+	DenyRead     []string
+	Network      string
+	NetworkAllow []string
+	NetworkDeny  []string
+	NetworkAsk   *bool
 }
 
 // Spec is a resolved Request: Workdir and Timeout hold the effective

@@ -113,7 +113,7 @@ func (s *Session) addrRefused(a netip.Addr, port int) string {
 
 // own reports whether a:port is one of conch's own listeners.
 func (s *Session) own(a netip.Addr, port int) bool {
-	for _, o := range s.opts.Own {
+	for _, o := range s.rules.Policy.Own {
 		if int(o.Port()) != port {
 			continue
 		}
@@ -131,11 +131,11 @@ func (s *Session) own(a netip.Addr, port int) bool {
 func (s *Session) mayAsk(host string, port int) string {
 	s.mu.Lock()
 	granted, declined := s.granted[host], s.declined[host]
-	var asker shell.NetworkAsker
-	if n := len(s.askers); n > 0 {
-		asker = s.askers[n-1].a
-	}
 	s.mu.Unlock()
+	var asker shell.NetworkAsker
+	if s.opts.Asker != nil {
+		asker = s.opts.Asker()
+	}
 	switch {
 	case granted:
 		return ""

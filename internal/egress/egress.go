@@ -35,11 +35,10 @@ type Resolver interface {
 type Options struct {
 	// Policy is the session's network policy, public or allowlist.
 	Policy netpolicy.Policy
-	// Own are conch's own listeners (its HTTP port): a connection to one
-	// is refused in every filtered mode, allow_local or not
-	// (docs/security.md). An unspecified address stands for all of the
-	// host's addresses and loopback.
-	Own []netip.AddrPort
+	// Asker returns who answers the session's questions now (nil: no
+	// one, and a question's connection is refused): the asker the tool
+	// layer lent for a call in flight (shell.NetworkAskers).
+	Asker func() shell.NetworkAsker
 	// Resolver resolves names; nil means net.DefaultResolver (the host's
 	// resolver configuration).
 	Resolver Resolver
@@ -90,7 +89,6 @@ type Session struct {
 	closed   bool
 	conns    map[net.Conn]struct{} // open connections, closed by Close
 	udpFlows int
-	askers   []*loan
 	granted  map[string]bool // hosts allowed for the session
 	declined map[string]bool // hosts the user refused for the session
 	asking   map[string]*question
@@ -106,8 +104,6 @@ type resolved struct {
 	err   error
 	at    time.Time
 }
-
-type loan struct{ a shell.NetworkAsker }
 
 // question is an answer being awaited; every connection to the same
 // host and port waits for the same one.
@@ -271,25 +267,6 @@ func (s *Session) goes(f func()) bool {
 		f()
 	}()
 	return true
-}
-
-// LendNetworkAsker makes a the session's asker until release (see
-// shell.NetworkAskers).
-func (s *Session) LendNetworkAsker(a shell.NetworkAsker) (release func()) {
-	l := &loan{a: a}
-	s.mu.Lock()
-	s.askers = append(s.askers, l)
-	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for i, x := range s.askers {
-			if x == l {
-				s.askers = append(s.askers[:i], s.askers[i+1:]...)
-				return
-			}
-		}
-	}
 }
 
 // Denials returns the denials recorded from since on, oldest first.

@@ -213,6 +213,29 @@ type Policy struct {
 	// Ask, in allowlist mode, makes a destination allow does not name a
 	// question to the user; nil means the default, true.
 	Ask *bool `json:"ask,omitempty"`
+	// Own are conch's own listeners (its HTTP port), set by conch, not
+	// configured: a connection to one is refused in every filtered mode,
+	// allow_local or not (docs/security.md). An unspecified address
+	// stands for every address of the host and its loopback.
+	Own []netip.AddrPort `json:"own,omitempty"`
+}
+
+// OwnLoopback are the loopback addresses of conch's own listeners: the
+// session's loopback listens there too, so that a connection to one is
+// refused by conch (and named) rather than by the session's empty
+// loopback.
+func (p Policy) OwnLoopback() []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, o := range p.Own {
+		switch a := o.Addr().Unmap(); {
+		case a.IsUnspecified():
+			out = append(out, netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), o.Port()),
+				netip.AddrPortFrom(netip.IPv6Loopback(), o.Port()))
+		case a.IsLoopback():
+			out = append(out, netip.AddrPortFrom(a, o.Port()))
+		}
+	}
+	return out
 }
 
 // Asks reports whether an unlisted destination asks the user.

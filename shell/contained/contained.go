@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
+	"github.com/conch-dev/conch/internal/egress"
 	"github.com/conch-dev/conch/internal/nsinit"
 	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/shell"
@@ -34,7 +36,10 @@ import (
 // (see Unenforced): when the host allows no user or PID namespaces the
 // error is an *nsinit.UnavailableError naming the cause.
 func New(opts *local.Options, initOpts *nsinit.Options) (*local.Executor, error) {
-	var o local.Options
+	var (
+		o   local.Options
+		err error
+	)
 	if opts != nil {
 		o = *opts
 	}
@@ -45,7 +50,11 @@ func New(opts *local.Options, initOpts *nsinit.Options) (*local.Executor, error)
 	if initOpts != nil {
 		sp.init = *initOpts
 	}
-	probe, err := nsinit.Start(&sp.init)
+	probeOpts := sp.init
+	if probeOpts.Network, err = initNetwork(probeOpts.Sandbox); err != nil {
+		return nil, err
+	}
+	probe, err := nsinit.Start(&probeOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -70,6 +79,8 @@ type spawner struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session // by owner
+
+	net network // the network policy's askers and command start times
 }
 
 // session is one owner's init. ready is closed once in and plan, or err,
@@ -77,7 +88,8 @@ type spawner struct {
 type session struct {
 	ready chan struct{}
 	in    *nsinit.Init
-	plan  *sandbox.Plan // nil without a sandbox
+	plan  *sandbox.Plan   // nil without a sandbox
+	eg    *egress.Session // nil unless the plan's network is filtered
 	err   error
 }
 
@@ -93,6 +105,7 @@ func (s *spawner) Spawn(c local.Command) (local.Child, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.net.spawned(c, time.Now())
 	return ss.in.Spawn(nsinit.Command{
 		Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir,
 		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, Terminal: c.Terminal,
@@ -114,7 +127,7 @@ func (s *spawner) session(c local.Command) (*session, error) {
 	ss = &session{ready: make(chan struct{})}
 	s.sessions[c.Owner] = ss
 	s.mu.Unlock()
-	ss.in, ss.plan, ss.err = s.start(c.Owner, c.Workspace, c.Narrowing)
+	ss.in, ss.plan, ss.eg, ss.err = s.start(c.Owner, c.Workspace, c.Narrowing)
 	if ss.err != nil {
 		s.mu.Lock()
 		if s.sessions[c.Owner] == ss {
@@ -129,40 +142,51 @@ func (s *spawner) session(c local.Command) (*session, error) {
 // start starts owner's init: the sandbox resolved for workspace and
 // narrowed by n, the owner's spill directory the only one its commands
 // see.
-func (s *spawner) start(owner, workspace string, n *shell.SandboxNarrowing) (*nsinit.Init, *sandbox.Plan, error) {
+func (s *spawner) start(owner, workspace string, n *shell.SandboxNarrowing) (*nsinit.Init, *sandbox.Plan, *egress.Session, error) {
 	o := s.init
 	if n != nil && o.Sandbox == nil {
-		return nil, nil, fmt.Errorf("contained: the session's sandbox: %w", local.ErrNoSandbox)
+		return nil, nil, nil, fmt.Errorf("contained: the session's sandbox: %w", local.ErrNoSandbox)
 	}
 	switch {
 	case n != nil:
 		plan, err := o.Sandbox.Narrowed(workspace, sandbox.Mode(n.Mode), n.NetworkOff, n.DenyRead)
+		if err == nil {
+			plan, err = narrowNetwork(plan, n)
+		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("contained: the project's sandbox: %w", err)
+			return nil, nil, nil, fmt.Errorf("contained: the project's sandbox: %w", err)
 		}
 		o.Sandbox = plan
 	case o.Sandbox != nil && workspace != "":
 		plan, err := o.Sandbox.ForWorkspace(workspace)
 		if err != nil {
-			return nil, nil, fmt.Errorf("contained: the session's sandbox: %w", err)
+			return nil, nil, nil, fmt.Errorf("contained: the session's sandbox: %w", err)
 		}
 		o.Sandbox = plan
 	}
 	dir, err := s.ex.SpillDir(owner)
 	if err != nil {
-		return nil, nil, fmt.Errorf("contained: the session's spill directory: %w", err)
+		return nil, nil, nil, fmt.Errorf("contained: the session's spill directory: %w", err)
 	}
 	o.SpillDir = dir
+	if o.Network, err = initNetwork(o.Sandbox); err != nil {
+		return nil, nil, nil, err
+	}
 	in, err := nsinit.Start(&o)
 	if err != nil {
-		return nil, nil, fmt.Errorf("contained: start the session's init: %w", err)
+		return nil, nil, nil, fmt.Errorf("contained: start the session's init: %w", err)
 	}
-	return in, o.Sandbox, nil
+	eg, err := s.startEgress(owner, in, o.Sandbox)
+	if err != nil {
+		in.Close()
+		return nil, nil, nil, fmt.Errorf("contained: the session's network: %w", err)
+	}
+	return in, o.Sandbox, eg, nil
 }
 
 // plan is the sandbox of owner's init (the default one once the owner
-// has ended).
-func (s *spawner) plan(owner string) *sandbox.Plan {
+// has ended), and its egress (nil once the owner has ended).
+func (s *spawner) plan(owner string) (*sandbox.Plan, *egress.Session) {
 	s.mu.Lock()
 	ss := s.sessions[owner]
 	s.mu.Unlock()
@@ -170,12 +194,12 @@ func (s *spawner) plan(owner string) *sandbox.Plan {
 		select {
 		case <-ss.ready:
 			if ss.err == nil {
-				return ss.plan
+				return ss.plan, ss.eg
 			}
 		default:
 		}
 	}
-	return s.init.Sandbox
+	return s.init.Sandbox, nil
 }
 
 // Annotate implements local.Annotator: under a sandbox, a command that
@@ -183,10 +207,12 @@ func (s *spawner) plan(owner string) *sandbox.Plan {
 // (sandbox.Attribute on its stderr), and every command the structured
 // report.
 func (s *spawner) Annotate(c local.Command, r *shell.Result) {
-	plan := s.plan(c.Owner)
+	plan, eg := s.plan(c.Owner)
 	if plan == nil {
+		s.net.finished(c)
 		return
 	}
+	defer s.annotateNetwork(c, eg, r)
 	code := 0 // a signal's end is not attributed
 	if r.ExitCode != nil {
 		code = *r.ExitCode
@@ -214,6 +240,7 @@ func (s *spawner) EndOwner(owner string) {
 	if ss != nil {
 		ss.close()
 	}
+	s.net.forget(owner)
 }
 
 // Close implements local.Spawner: every init ends, and the kernel kills
@@ -247,7 +274,11 @@ func (ss *session) close() error {
 	if ss.in == nil {
 		return nil
 	}
-	return ss.in.Close()
+	err := ss.in.Close()
+	if ss.eg != nil {
+		ss.eg.Close()
+	}
+	return err
 }
 
 // Unenforced lists what of the sandbox given to New this host could not
