@@ -47,6 +47,9 @@ type Question struct {
 	// says what was denied, and SessionPrefix is "": the answer holds
 	// for this call only.
 	Escalation bool
+	// Network, when set, makes this a network policy's question about a
+	// destination (netask.go); the other fields are not shown.
+	Network *NetworkQuestion
 }
 
 // Labels of the choices a transport offers the user, in this order:
@@ -59,6 +62,9 @@ const (
 // SessionChoice is the label of the "for this session" choice, "" when it
 // is not offered.
 func (q Question) SessionChoice() string {
+	if q.Network != nil {
+		return q.Network.sessionChoice()
+	}
 	if q.SessionPrefix == "" {
 		return ""
 	}
@@ -68,6 +74,9 @@ func (q Question) SessionChoice() string {
 // Message is the text shown to the user: what conch asks, the command,
 // its directory and why.
 func (q Question) Message() string {
+	if q.Network != nil {
+		return q.Network.message()
+	}
 	why := q.Reason
 	if q.Subject != q.Command {
 		why += ": " + q.Subject

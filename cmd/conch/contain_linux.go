@@ -37,6 +37,11 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 	if err != nil {
 		return nil, enforcement{}, err
 	}
+	netLine, netNote, err := c.checkNetwork(&pol, log)
+	if err != nil {
+		return nil, enforcement{}, err
+	}
+	restricts = pol.Mode != sandbox.FullAccess || pol.Network != sandbox.NetworkOn
 	given := restricts && c.sandboxGiven()
 	mode := c.containment.v
 	limited := c.maxPids.v > 0 || c.maxMemory.v > 0 // only an init's cgroups enforce them
@@ -48,7 +53,8 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 	}
 	if mode == "off" {
 		ex, err := local.New(o)
-		return ex, enforcement{containment: "none (off)", sandbox: "none (off)", project: noSandbox("containment off")}, err
+		return ex, enforcement{containment: "none (off)", sandbox: "none (off)", project: noSandbox("containment off"),
+			network: "on (containment off)", netNote: networkOnNote}, err
 	}
 	// The init is this binary (see nsinit.go); a crash of it is
 	// written where conch logs.
@@ -71,7 +77,11 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 			return nil, enforcement{}, fmt.Errorf("containment unavailable: %w", err)
 		}
 		cause := err.Error()
-		enf := enforcement{containment: "none (" + cause + ")", sandbox: "none (off)", project: noSandbox("containment unavailable: " + cause)}
+		enf := enforcement{containment: "none (" + cause + ")", sandbox: "none (off)", project: noSandbox("containment unavailable: " + cause),
+			network: "on (containment unavailable: " + cause + ")", netNote: networkOnNote}
+		if pol.Network != sandbox.NetworkOn {
+			enf.netNote = fmt.Sprintf(networkDegradedFmt, pol.Network, "containment unavailable: "+cause)
+		}
 		if log != nil {
 			log.Warn("containment unavailable: commands run without it", "cause", cause)
 		}
@@ -84,7 +94,8 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 		ex, err := local.New(o)
 		return ex, enf, err
 	}
-	enf := enforcement{containment: probe.Summary(), sandbox: "none (off)", project: noSandbox("the sandbox is off: full-access, network on")}
+	enf := enforcement{containment: probe.Summary(), sandbox: "none (off)", project: noSandbox("the sandbox is off: full-access, network on"),
+		network: netLine, netNote: netNote}
 	if restricts {
 		enf.sandbox = fmt.Sprintf("%s, network %s", initOpts.Sandbox.Mode, initOpts.Sandbox.Network)
 		enf.project = tools.Sandbox{Mode: string(initOpts.Sandbox.Mode), Network: string(initOpts.Sandbox.Network)}

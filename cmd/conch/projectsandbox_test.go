@@ -89,7 +89,7 @@ func TestProjectSandboxRun(t *testing.T) {
 		{"[rules]\ndeny = []\n\n[sandbox]\nnetwork = \"on\"\n", []string{"--network", "off"},
 			":5: sandbox.network: on is wider than the session's off; a project file may only narrow the sandbox"},
 		{"[sandbox]\nwritable_roots = [\"/\"]\n", nil,
-			`:2: sandbox.writable_roots: a project file may only add rules.deny, rules.ask and sandbox.deny_read, and set a stricter sandbox.mode or sandbox.network = "off"`},
+			`:2: sandbox.writable_roots: a project file may only add rules.deny, rules.ask, sandbox.deny_read and sandbox.network.deny, and set a stricter sandbox.mode or network mode (sandbox.network.mode, with allow and ask when it narrows to allowlist)`},
 		{readOnlyProject, []string{"--containment", "off"},
 			":2: sandbox.mode: cannot narrow the sandbox: the session's commands run without a sandbox (containment off)"},
 	} {
