@@ -11,21 +11,17 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/conch-dev/conch/internal/egress"
 	"github.com/conch-dev/conch/internal/netlab"
-	"github.com/conch-dev/conch/internal/netpolicy"
 	"github.com/conch-dev/conch/internal/nsinit"
 	"github.com/conch-dev/conch/internal/proc"
 	"github.com/conch-dev/conch/internal/testutil"
-	"github.com/conch-dev/conch/shell"
 )
 
 const helperEnv = "EGRESS_TEST_INIT"
@@ -47,20 +43,26 @@ func TestMain(m *testing.M) {
 // session is an init with a network namespace of its own served by an
 // egress.Session.
 type session struct {
-	in *nsinit.Init
-	eg *egress.Session
+	in    *nsinit.Init
+	eg    *egress.Session
+	since time.Time
+}
+
+// testTimeout bounds a wait for an event.
+const testTimeout = 30 * time.Second
+
+var nameSeq atomic.Int64
+
+// uniqueName is a name no other test (nor a run as uid 65534) uses.
+func uniqueName(t *testing.T, prefix string) string {
+	return prefix + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(nameSeq.Add(1), 10) + ".example.test"
 }
 
 // start starts an init whose network goes through an egress session of
 // pol, with loopback listeners for listen (allow_local's and own's).
 func start(t *testing.T, opts egress.Options, listen ...string) *session {
 	t.Helper()
-	netlab.Need(t)
-	marker := testutil.Marker(t)
-	t.Cleanup(func() {
-		testutil.AssertNoProcesses(t, marker)
-		testutil.VerifyNoLeaks(t)
-	})
+	marker := guard(t)
 	in, err := nsinit.Start(&nsinit.Options{
 		Env:     []string{helperEnv + "=1", "GORACE=atexit_sleep_ms=0", marker},
 		Stderr:  os.Stderr,
@@ -79,8 +81,29 @@ func start(t *testing.T, opts egress.Options, listen ...string) *session {
 		in.Close()
 		eg.Close()
 	})
-	return &session{in: in, eg: eg}
+	return &session{in: in, eg: eg, since: time.Now()}
 }
+
+// guard registers, first, the checks every test ends with: nothing
+// carrying the returned marker survives, no goroutine leaked. It runs
+// once per test.
+func guard(t *testing.T) string {
+	t.Helper()
+	netlab.Need(t)
+	if m, ok := guarded.Load(t); ok {
+		return m.(string)
+	}
+	marker := testutil.Marker(t)
+	guarded.Store(t, marker)
+	t.Cleanup(func() {
+		guarded.Delete(t)
+		testutil.AssertNoProcesses(t, marker)
+		testutil.VerifyNoLeaks(t)
+	})
+	return marker
+}
+
+var guarded sync.Map
 
 // run runs line with bash in the session's init and returns its output
 // and exit code.
@@ -174,10 +197,3 @@ func (c *counter) count() int {
 func curl(host string, port int) string {
 	return "curl -sS --max-time 20 http://" + net.JoinHostPort(host, strconv.Itoa(port)) + "/"
 }
-
-var _ = exec.Command
-var _ = syscall.SIGKILL
-var _ = strings.Contains
-var _ = time.Second
-var _ shell.NetworkAsker
-var _ = netpolicy.Public

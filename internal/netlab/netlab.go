@@ -173,6 +173,14 @@ func setUp() error {
 		return nil
 	}
 	in := func(args ...string) error { return run(append([]string{"ip", "-n", "conch-internet"}, args...)...) }
+	// ip netns keeps its namespaces as files in /run/netns, which the
+	// host shares: a tmpfs of the lab's own there keeps them in the lab.
+	if err := os.MkdirAll("/run/netns", 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", "/run/netns", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=64k,mode=0755"); err != nil {
+		return fmt.Errorf("tmpfs on /run/netns: %w", err)
+	}
 	steps := [][]string{
 		{"ip", "link", "set", "lo", "up"},
 		{"ip", "netns", "add", "conch-internet"},
@@ -314,8 +322,8 @@ func SetHost(t testing.TB, name string, addrs ...netip.Addr) {
 	post(t, "/hosts", v)
 }
 
-// Hits is how many connections (TCP) or datagrams (UDP) the internet's
-// server at ap got so far.
+// Hits is how many connections the internet's TCP server at ap got so
+// far (ap's string with "/udp" appended: datagrams its UDP echo got).
 func Hits(t testing.TB, ap netip.AddrPort) int {
 	t.Helper()
 	n, err := strconv.Atoi(post(t, "/hits", url.Values{"addr": {ap.String()}}))
@@ -503,25 +511,29 @@ func serveInternet() error {
 			})
 		}
 	}
-	pc, err := inInternet(func() (net.PacketConn, error) { return net.ListenPacket("udp", ":"+strconv.Itoa(EchoPort)) })
-	if err != nil {
-		return err
-	}
-	go func() {
-		buf := make([]byte, 65535)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			hits.Lock()
-			// A UDP server knows the address a datagram came to only
-			// with more work; it counts under the port.
-			hits.n[":"+strconv.Itoa(EchoPort)+"/udp"]++
-			hits.Unlock()
-			pc.WriteTo(buf[:n], from)
+	// One UDP socket per address: a reply from a socket bound to all
+	// of them would leave from the veth's address, which a connected
+	// client socket drops.
+	for _, a := range append(append([]netip.Addr{}, Public...), Private, Metadata) {
+		ap := netip.AddrPortFrom(a, EchoPort)
+		pc, err := inInternet(func() (net.PacketConn, error) { return net.ListenPacket("udp", ap.String()) })
+		if err != nil {
+			return err
 		}
-	}()
+		go func() {
+			buf := make([]byte, 65535)
+			for {
+				n, from, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				hits.Lock()
+				hits.n[ap.String()+"/udp"]++
+				hits.Unlock()
+				pc.WriteTo(buf[:n], from)
+			}
+		}()
+	}
 	return nil
 }
 
