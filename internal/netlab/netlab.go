@@ -92,37 +92,26 @@ const (
 // Outside the lab, run as root, it runs the test binary again in new
 // network and mount namespaces and returns that run's exit status with
 // done; run by an ordinary user it returns at once, and Need skips the
-// tests. In the new namespaces, the first process sets the lab up and
-// starts the lab's servers (the test binary again, in a process of its
-// own, so that the tests' goroutine checks do not see them); the
-// processes the tests start (a test run again as uid 65534) inherit the
-// lab.
+// tests. In the new namespaces, that process sets the lab up, serves the
+// lab's servers, and runs the tests in a child of its own (so that the
+// tests' goroutine and process checks do not see the servers, nor their
+// kills reach them); the processes the tests start (a test run again as
+// uid 65534) inherit the lab.
 func Enter() (code int, done bool) {
 	switch os.Getenv(envLab) {
 	case "1":
 		return 0, false
-	case "servers":
-		if err := serve(); err != nil {
-			fmt.Fprintln(os.Stderr, "netlab: servers:", err)
-			os.Exit(1)
-		}
-		os.NewFile(3, "ready").Close()
-		select {}
 	case "setup":
 		if err := setUp(); err != nil {
 			fmt.Fprintln(os.Stderr, "netlab:", err)
 			return 1, true
 		}
-		os.Setenv(envLab, "1")
-		return 0, false
+		// The tests run in a child: nothing of the lab's servers is in
+		// their process, and nothing they kill reaches the servers.
+		return runSelf(envLab+"=1"), true
 	}
 	if os.Geteuid() != 0 {
 		return 0, false
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "netlab:", err)
-		return 1, true
 	}
 	// The lab's tmpfs is mounted here inside the lab; the directory is
 	// made and removed out here.
@@ -132,17 +121,34 @@ func Enter() (code int, done bool) {
 		return 1, true
 	}
 	defer os.Remove(dir)
-	cmd := exec.Command("unshare", append([]string{"--net", "--mount", "--propagation", "private", "--", exe}, os.Args[1:]...)...)
+	return runSelf(envDir+"="+dir, envLab+"=setup"), true
+}
+
+// runSelf runs the test binary again with its arguments and env added to
+// its environment, in new network and mount namespaces unless env puts
+// it in the lab already, and returns its exit status.
+func runSelf(env ...string) int {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "netlab:", err)
+		return 1
+	}
+	args := os.Args[1:]
+	cmd := exec.Command(exe, args...)
+	if os.Getenv(envLab) == "" {
+		cmd = exec.Command("unshare", append([]string{"--net", "--mount", "--propagation", "private", "--", exe}, args...)...)
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), envLab+"=setup", envDir+"="+dir)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Run(); err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), true
+			return ee.ExitCode()
 		}
 		fmt.Fprintln(os.Stderr, "netlab:", err)
-		return 1, true
+		return 1
 	}
-	return 0, true
+	return 0
 }
 
 // Need skips t outside the lab.
@@ -236,41 +242,7 @@ func setUp() error {
 	if err := writeCA(dir); err != nil {
 		return err
 	}
-	return startServers()
-}
-
-// startServers starts the lab's servers, the test binary in a process of
-// its own that dies with this one, and waits until they serve.
-func startServers() error {
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), envLab+"=servers")
-	cmd.Stderr = os.Stderr
-	cmd.ExtraFiles = []*os.File{w} // the servers close it once they serve
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true}
-	err = cmd.Start()
-	w.Close()
-	if err != nil {
-		return fmt.Errorf("servers: %w", err)
-	}
-	r.SetReadDeadline(time.Now().Add(20 * time.Second))
-	if _, err := io.ReadAll(r); err != nil {
-		return fmt.Errorf("servers: did not start: %w", err)
-	}
-	c, err := net.Dial("tcp", control)
-	if err != nil {
-		return fmt.Errorf("servers: did not start: %w", err)
-	}
-	c.Close()
-	return nil
+	return serve()
 }
 
 // zone is the lab DNS server's records: A records by lowercased name.
