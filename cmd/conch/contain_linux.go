@@ -32,15 +32,20 @@ import (
 // missing file sandbox makes the enforcement degraded (the bash
 // description says so). An explicit --containment off turns the default
 // sandbox off with the init it needs.
-func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, enforcement, error) {
+func (c *config) executor(o *local.Options, log *slog.Logger) (_ *local.Executor, _ enforcement, err error) {
 	pol, restricts, err := c.sandboxPolicy()
 	if err != nil {
 		return nil, enforcement{}, err
 	}
-	netLine, netNote, err := c.checkNetwork(&pol, log)
+	netLine, netNote, warn, err := c.checkNetwork(&pol)
 	if err != nil {
 		return nil, enforcement{}, err
 	}
+	defer func() {
+		if err == nil && log != nil {
+			warn(log)
+		}
+	}()
 	restricts = pol.Mode != sandbox.FullAccess || pol.Network != sandbox.NetworkOn
 	given := restricts && c.sandboxGiven()
 	mode := c.containment.v

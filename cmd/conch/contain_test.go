@@ -312,12 +312,12 @@ func TestRunSandbox(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatalf("--json: %v\n%s", err, out)
 	}
-	if sb := v.Sandbox; sb == nil || sb.Mode != "workspace-write" || sb.Network != "on" || len(sb.Denied) != 1 || sb.Denied[0].Path != home+"/x" || sb.Denied[0].Op != "write" {
+	if sb := v.Sandbox; sb == nil || sb.Mode != "workspace-write" || sb.Network != "public" || len(sb.Denied) != 1 || sb.Denied[0].Path != home+"/x" || sb.Denied[0].Op != "write" {
 		t.Errorf("structured sandbox value of touch ~/x: %+v", v.Sandbox)
 	}
 
-	connect := tcpConnect(t)
-	if out, errOut, _ := run("--", connect); out != "connected\n" {
+	connect, _ := tcpConnect(t)
+	if out, errOut, _ := run("--network", "on", "--", connect); out != "connected\n" {
 		t.Fatalf("network on: stdout %q, stderr %q; want connected", out, errOut)
 	}
 	// Landlock refuses the connect under the default workspace-write

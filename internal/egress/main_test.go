@@ -107,7 +107,7 @@ var guarded sync.Map
 
 // run runs line with bash in the session's init and returns its output
 // and exit code.
-func (s *session) run(t *testing.T, line string) (stdout, stderr string, code int) {
+func (s *session) run(t testing.TB, line string) (stdout, stderr string, code int) {
 	t.Helper()
 	var outs [2]bytes.Buffer
 	var files [2]*os.File
