@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -116,4 +117,41 @@ func TestToolsQuestion(t *testing.T) {
 		t.Errorf("asked %q, want %q", a.asked, want)
 	}
 	testutil.Golden(t, "testdata/question.golden", strings.Join(a.asked, "\n")+"\n")
+}
+
+// TestProjectNarrowsToAllowlist: a project file narrows the session's
+// public network to an allowlist of its own; a project file that would
+// widen it fails the session's calls.
+func TestProjectNarrowsToAllowlist(t *testing.T) {
+	ex := containedExec(t, netpolicy.Policy{Mode: netpolicy.Public})
+	netlab.SetHost(t, "listed.example.test", netlab.Public[0])
+	netlab.SetHost(t, "other.example.test", netlab.Public[1])
+	ws := t.TempDir()
+	conf := filepath.Join(ws, ".conch", "config.toml")
+	if err := os.MkdirAll(filepath.Dir(conf), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(conf, []byte("[sandbox.network]\nmode = \"allowlist\"\nallow = [\"listed.example.test\"]\n"), 0o644)
+	ts := tools.New(ex, &tools.Options{ProjectFiles: true, Sandbox: tools.Sandbox{Mode: "workspace-write", Network: "public"}})
+	call := func(sess, dir, line string) string {
+		r := ts.Call(context.Background(), tools.Session{ID: sess, Cwd: dir}, "bash",
+			json.RawMessage(`{"command":"`+line+`","description":"fetch"}`), nil)
+		return r.Text
+	}
+	if got := call("p1", ws, curl("listed.example.test", netlab.HTTPPort)); !strings.HasPrefix(got, "hello from 203.0.113.10") {
+		t.Errorf("listed: %q", got)
+	}
+	if got, want := call("p1", ws, curl("other.example.test", netlab.HTTPPort)), "[sandbox: network access to other.example.test:80 denied (not in the allowlist)]"; !strings.Contains(got, want) {
+		t.Errorf("unlisted: %q, want %q", got, want)
+	}
+	// Another session, elsewhere, keeps the public network.
+	if got := call("p2", t.TempDir(), curl("other.example.test", netlab.HTTPPort)); !strings.HasPrefix(got, "hello from 203.0.113.11") {
+		t.Errorf("elsewhere: %q", got)
+	}
+	wide := t.TempDir()
+	os.MkdirAll(filepath.Join(wide, ".conch"), 0o755)
+	os.WriteFile(filepath.Join(wide, ".conch", "config.toml"), []byte("[sandbox.network]\nallow_local = [\"127.0.0.1:5432\"]\n"), 0o644)
+	if got := call("p3", wide, "echo ran"); !strings.Contains(got, ".conch/config.toml:2: sandbox.network.allow_local: a project file may only add") {
+		t.Errorf("a widening project: %q", got)
+	}
 }
