@@ -177,18 +177,6 @@ func (s *Session) startStack() error {
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
 	})
-	ep, err := fdbased.New(&fdbased.Options{FDs: []int{int(s.tun.Fd())}, MTU: uint32(s.opts.MTU)})
-	if err != nil {
-		st.Destroy()
-		return fmt.Errorf("egress: the device: %w", err)
-	}
-	if e := st.CreateNIC(1, ep); e != nil {
-		st.Destroy()
-		return fmt.Errorf("egress: the device: %s", e)
-	}
-	st.SetPromiscuousMode(1, true)
-	st.SetSpoofing(1, true)
-	st.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: 1}, {Destination: header.IPv6EmptySubnet, NIC: 1}})
 	sack := tcpip.TCPSACKEnabled(true)
 	st.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
 	// Buffers as large as a host socket's, so that a bulk transfer is
@@ -199,11 +187,29 @@ func (s *Session) startStack() error {
 	st.SetTransportProtocolOption(tcp.ProtocolNumber, &snd)
 	moderate := tcpip.TCPModerateReceiveBufferOption(true)
 	st.SetTransportProtocolOption(tcp.ProtocolNumber, &moderate)
+	// The handlers before the device: its packets flow once it is
+	// attached.
 	fwd := tcp.NewForwarder(st, 0, 1024, s.handleTCP)
 	st.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
 	ufwd := udp.NewForwarder(st, s.handleUDP)
 	st.SetTransportProtocolHandler(udp.ProtocolNumber, ufwd.HandlePacket)
 	s.stack = st
+	ep, err := fdbased.New(&fdbased.Options{FDs: []int{int(s.tun.Fd())}, MTU: uint32(s.opts.MTU)})
+	if err != nil {
+		st.Destroy()
+		return fmt.Errorf("egress: the device: %w", err)
+	}
+	st.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: 1}, {Destination: header.IPv6EmptySubnet, NIC: 1}})
+	if e := st.CreateNICWithOptions(1, ep, stack.NICOptions{Disabled: true}); e != nil {
+		st.Destroy()
+		return fmt.Errorf("egress: the device: %s", e)
+	}
+	st.SetPromiscuousMode(1, true)
+	st.SetSpoofing(1, true)
+	if e := st.EnableNIC(1); e != nil {
+		st.Destroy()
+		return fmt.Errorf("egress: the device: %s", e)
+	}
 	return nil
 }
 
@@ -256,16 +262,25 @@ func (s *Session) untrack(c net.Conn) {
 
 // goes runs f in a goroutine Close waits for; false when closed.
 func (s *Session) goes(f func()) bool {
+	if !s.enter() {
+		return false
+	}
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// enter counts the calling goroutine among those Close waits for (it
+// calls s.wg.Done when it ends); false when closed.
+func (s *Session) enter() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false
 	}
 	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		f()
-	}()
 	return true
 }
 

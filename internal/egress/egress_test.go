@@ -190,6 +190,12 @@ func (a *asker) AskNetwork(ctx context.Context, host string, port int) (shell.Ne
 	return a.answer, nil
 }
 
+func (a *asker) set(v shell.NetworkAnswer) {
+	a.mu.Lock()
+	a.answer = v
+	a.mu.Unlock()
+}
+
 func (a *asker) questions() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -218,19 +224,19 @@ func TestAllowlist(t *testing.T) {
 	mu.Lock()
 	lent = a
 	mu.Unlock()
-	a.answer = shell.NetworkAllowOnce
+	a.set(shell.NetworkAllowOnce)
 	for range 2 {
 		if out, _, code := s.run(t, curl("once.test", netlab.HTTPPort)); code != 0 || out != "hello from 203.0.113.11" {
 			t.Errorf("allowed once: %d %q", code, out)
 		}
 	}
-	a.answer = shell.NetworkAllowSession
+	a.set(shell.NetworkAllowSession)
 	for range 2 {
 		if out, _, code := s.run(t, curl("session.test", netlab.HTTPPort)); code != 0 || out != "hello from 203.0.113.11" {
 			t.Errorf("allowed for the session: %d %q", code, out)
 		}
 	}
-	a.answer = shell.NetworkDeny
+	a.set(shell.NetworkDeny)
 	for range 2 {
 		if _, _, code := s.run(t, curl("no.test", netlab.HTTPPort)); code == 0 {
 			t.Errorf("declined went through")

@@ -19,12 +19,16 @@ import (
 // then completes the handshake and splices the two. DNS over TCP (port
 // 53, any address) is answered by the session's resolver.
 func (s *Session) handleTCP(r *tcp.ForwarderRequest) {
+	// The forwarder calls this in a goroutine of its own: the connection
+	// is handled here, without another hand-off.
+	if !s.enter() {
+		r.Complete(true)
+		return
+	}
+	defer s.wg.Done()
 	id := r.ID()
 	dst, _ := netip.AddrFromSlice(id.LocalAddress.AsSlice())
-	port := int(id.LocalPort)
-	if !s.goes(func() { s.connectTCP(r, dst, port) }) {
-		r.Complete(true)
-	}
+	s.connectTCP(r, dst, int(id.LocalPort))
 }
 
 func (s *Session) connectTCP(r *tcp.ForwarderRequest, dst netip.Addr, port int) {
