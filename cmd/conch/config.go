@@ -343,11 +343,11 @@ func noSandbox(cause string) tools.Sandbox {
 // bashNotes are the sentences the bash description ends with for e.
 func (e enforcement) bashNotes() []string {
 	var notes []string
-	if e.degraded {
-		notes = append(notes, sandbox.DegradedNote)
-	}
 	if e.netNote != "" {
 		notes = append(notes, e.netNote)
+	}
+	if e.degraded {
+		notes = append(notes, sandbox.DegradedNote)
 	}
 	return notes
 }

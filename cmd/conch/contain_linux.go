@@ -85,7 +85,7 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (_ *local.Executor
 		enf := enforcement{containment: "none (" + cause + ")", sandbox: "none (off)", project: noSandbox("containment unavailable: " + cause),
 			network: "on (containment unavailable: " + cause + ")", netNote: networkOnNote}
 		if pol.Network != sandbox.NetworkOn {
-			enf.netNote = fmt.Sprintf(networkDegradedFmt, pol.Network, "containment unavailable: "+cause)
+			enf.netNote = fmt.Sprintf(networkDegradedFmt, pol.Network, "no containment")
 		}
 		if log != nil {
 			log.Warn("containment unavailable: commands run without it", "cause", cause)

@@ -108,7 +108,7 @@ func Enter() (code int, done bool) {
 		}
 		// The tests run in a child: nothing of the lab's servers is in
 		// their process, and nothing they kill reaches the servers.
-		return runSelf(envLab+"=1"), true
+		return runSelf(envLab + "=1"), true
 	}
 	if os.Geteuid() != 0 {
 		return 0, false
