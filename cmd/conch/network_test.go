@@ -57,3 +57,39 @@ func TestOwnServerRefused(t *testing.T) {
 	}
 	srv.stop()
 }
+
+// TestNetworkUnavailable: as uid 65534 on a host whose TUN device only
+// root may open (these machines ship it 0600), a filtered mode given
+// explicitly refuses to start naming the cause, and the default
+// degrades to on and says so in the log; where any user may open it
+// (Debian's 0666), both run under the policy.
+func TestNetworkUnavailable(t *testing.T) {
+	t.Parallel()
+	fi, err := os.Stat("/dev/net/tun")
+	if err != nil {
+		t.Skipf("no TUN device: %v", err)
+	}
+	open := fi.Mode().Perm()&0o006 == 0o006
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	run := func(args ...string) (string, string, int) {
+		cmd := unprivConch(t, marker, append([]string{"run"}, args...)...)
+		var out, errOut strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		cmd.Run()
+		return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+	}
+	out, errOut, code := run("--network", "public", "--", "echo ran")
+	if open {
+		if code != 0 || out != "ran\n" {
+			t.Errorf("given public, device 0666: exit %d, %q %q", code, out, errOut)
+		}
+	} else if want := "conch run: network public: this host cannot enforce it: /dev/net/tun is mode 0600: only its owner may open it (Debian's default is 0666): open /dev/net/tun: permission denied\n"; code != 2 || errOut != want || out != "" {
+		t.Errorf("given public, device %v: exit %d, stdout %q, stderr %q; want 2 and %q", fi.Mode().Perm(), code, out, errOut, want)
+	}
+	out, errOut, code = run("--log-level", "warn", "--", "echo ran")
+	degraded := strings.Contains(errOut, `msg="network policy unavailable: commands reach the host's network as it is, conch's own server port included" mode=public cause="/dev/net/tun is mode 0600`)
+	if code != 0 || out != "ran\n" || degraded == open {
+		t.Errorf("the default, device %v: exit %d, stdout %q, stderr %q; want it to run, degraded %v", fi.Mode().Perm(), code, out, errOut, !open)
+	}
+}
