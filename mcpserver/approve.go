@@ -28,11 +28,7 @@ func canElicit(ss *mcp.ServerSession) bool {
 type elicitApprover struct{ ss *mcp.ServerSession }
 
 func (a elicitApprover) Approve(ctx context.Context, q tools.Question) (tools.Answer, error) {
-	choices := []string{tools.ChoiceOnce}
-	if c := q.SessionChoice(); c != "" {
-		choices = append(choices, c)
-	}
-	choices = append(choices, tools.ChoiceDeny)
+	choices := q.Choices()
 	res, err := a.ss.Elicit(ctx, &mcp.ElicitParams{
 		Mode:    "form",
 		Message: q.Message(),
@@ -57,7 +53,7 @@ func (a elicitApprover) Approve(ctx context.Context, q tools.Question) (tools.An
 		return tools.Declined, nil
 	}
 	switch d := res.Content["decision"]; {
-	case d == tools.ChoiceOnce:
+	case d == q.OnceChoice():
 		return tools.AllowOnce, nil
 	case d == q.SessionChoice() && d != "":
 		return tools.AllowSession, nil

@@ -128,11 +128,19 @@ type Request struct {
 // (docs/configuration.md#project-files): Mode, when not "", a mode at
 // least as strict as the provider's ("read-only" or "workspace-write"),
 // NetworkOff no network, DenyRead more hidden paths (absolute, or
-// relative to the owner's workspace).
+// relative to the owner's workspace). Network, when not "", is a
+// network mode at least as strict as the provider's ("public",
+// "allowlist", "off"); NetworkDeny more deny patterns; NetworkAllow and
+// NetworkAsk the allow list of an allowlist it narrows a wider mode to
+// (docs/sandbox.md#network).
 type SandboxNarrowing struct {
-	Mode       string
-	NetworkOff bool
-	DenyRead   []string
+	Mode         string
+	NetworkOff   bool
+	DenyRead     []string
+	Network      string
+	NetworkAllow []string
+	NetworkDeny  []string
+	NetworkAsk   *bool
 }
 
 // Spec is a resolved Request: Workdir and Timeout hold the effective
@@ -239,8 +247,8 @@ type Result struct {
 }
 
 // SandboxReport is the sandbox a command ran under and what it denied:
-// Mode is "read-only", "workspace-write" or "full-access", Network "on" or
-// "off".
+// Mode is "read-only", "workspace-write" or "full-access", Network the
+// network mode ("on", "public", "allowlist" or "off").
 type SandboxReport struct {
 	Mode    string          `json:"mode"`
 	Network string          `json:"network"`
@@ -248,10 +256,17 @@ type SandboxReport struct {
 }
 
 // SandboxDenial is one operation a sandbox denied: Op is "write" (Path
-// named) or "network" (no path).
+// named), "network" (no path), or "connect" (Host and Port named, and
+// the Reason of the network policy: "not in the allowlist", "denied by
+// <pattern>", "a private address", "the host's own address", "the cloud
+// metadata address", "the user declined", or "conch's own server";
+// docs/sandbox.md#network).
 type SandboxDenial struct {
-	Path string `json:"path,omitempty"`
-	Op   string `json:"op"`
+	Path   string `json:"path,omitempty"`
+	Host   string `json:"host,omitempty"`
+	Port   int    `json:"port,omitempty"`
+	Op     string `json:"op"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Status is the life stage of a background Process.

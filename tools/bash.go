@@ -253,6 +253,7 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 	if ctx.Err() != nil { // cancelled while the user was answering
 		return errorResult(msgAborted), nil
 	}
+	defer t.lendNetworkAsker(sess, on, co.Approver)()
 	switch {
 	case tty && b.Background:
 		return t.startTerminalTask(sess, b, on, spec), nil

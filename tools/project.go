@@ -24,7 +24,8 @@ const msgProjectFmt = "not run: bad project configuration: %v"
 type Sandbox struct {
 	// Mode is "read-only", "workspace-write" ("" too) or "full-access".
 	Mode string
-	// Network is "on" ("" too) or "off".
+	// Network is the network mode: "on" ("" too), "public", "allowlist"
+	// or "off".
 	Network string
 	// Unavailable, when not "", says why the commands have no sandbox a
 	// project could narrow (containment off or unavailable): a project

@@ -45,6 +45,9 @@ type Question struct {
 	// Grant, when not "", is the directory "Allow writes to <dir> for
 	// this session" would let the session's commands write (AskRerun).
 	Grant string
+	// Network, when set, makes this a network policy's question about a
+	// destination (netask.go); the other fields are not shown.
+	Network *NetworkQuestion
 }
 
 // Labels of the choices a transport offers the user, in this order:
@@ -59,6 +62,8 @@ const (
 // `Allow writes to <dir> for this session` after a denial.
 func (q Question) SessionChoice() string {
 	switch {
+	case q.Network != nil:
+		return q.Network.sessionChoice()
 	case q.Kind == AskRule && q.SessionPrefix != "":
 		return "Allow " + Shown(q.SessionPrefix) + " for this session"
 	case q.Kind == AskRerun && q.Grant != "":
@@ -76,6 +81,9 @@ const rerunNote = "The command runs again in full; what it did the first time st
 // each as Shown draws it, so that nothing in them can forge a line of
 // the question or hide what runs.
 func (q Question) Message() string {
+	if q.Network != nil {
+		return q.Network.message()
+	}
 	ask, reason, after := "Allow this command to run?", q.Reason, ""
 	switch q.Kind {
 	case AskRerun:

@@ -193,8 +193,8 @@ var (
 	// under and what it denied (docs/sandbox.md).
 	sandboxSchema = `{"type":"object","properties":{` +
 		`"mode":{"type":"string","enum":["read-only","workspace-write","full-access"]},` +
-		`"network":{"type":"string","enum":["on","off"]},` +
-		`"denied":{"type":"array","items":{"type":"object","properties":{"path":{"type":"string"},"op":{"type":"string","enum":["write","network"]}},"required":["op"]}}` +
+		`"network":{"type":"string","enum":["on","public","allowlist","off"]},` +
+		`"denied":{"type":"array","items":{"type":"object","properties":{"path":{"type":"string"},"host":{"type":"string"},"port":{"type":"integer"},"op":{"type":"string","enum":["write","read","network","connect"]},"reason":{"type":"string"}},"required":["op"]}}` +
 		`},"required":["mode","network","denied"]}`
 
 	bashOutputSchema = json.RawMessage(`{"type":"object","properties":{` +

@@ -33,11 +33,21 @@ import (
 // missing file sandbox makes the enforcement degraded (the bash
 // description says so). An explicit --containment off turns the default
 // sandbox off with the init it needs.
-func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, enforcement, error) {
+func (c *config) executor(o *local.Options, log *slog.Logger) (_ *local.Executor, _ enforcement, err error) {
 	pol, restricts, err := c.sandboxPolicy()
 	if err != nil {
 		return nil, enforcement{}, err
 	}
+	netLine, netNote, warn, err := c.checkNetwork(&pol)
+	if err != nil {
+		return nil, enforcement{}, err
+	}
+	defer func() {
+		if err == nil && log != nil {
+			warn(log)
+		}
+	}()
+	restricts = pol.Mode != sandbox.FullAccess || pol.Network != sandbox.NetworkOn
 	given := restricts && c.sandboxGiven()
 	mode := c.containment.v
 	limited := c.maxPids.v > 0 || c.maxMemory.v > 0 // only an init's cgroups enforce them
@@ -49,7 +59,8 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 	}
 	if mode == "off" {
 		ex, err := local.New(o)
-		return ex, enforcement{containment: "none (off)", sandbox: "none (off)", project: noSandbox("containment off")}, err
+		return ex, enforcement{containment: "none (off)", sandbox: "none (off)", project: noSandbox("containment off"),
+			network: "on (containment off)", netNote: networkOnNote}, err
 	}
 	// The init is this binary (see nsinit.go); a crash of it is
 	// written where conch logs.
@@ -72,7 +83,11 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 			return nil, enforcement{}, fmt.Errorf("containment unavailable: %w", err)
 		}
 		cause := err.Error()
-		enf := enforcement{containment: "none (" + cause + ")", sandbox: "none (off)", project: noSandbox("containment unavailable: " + cause)}
+		enf := enforcement{containment: "none (" + cause + ")", sandbox: "none (off)", project: noSandbox("containment unavailable: " + cause),
+			network: "on (containment unavailable: " + cause + ")", netNote: networkOnNote}
+		if pol.Network != sandbox.NetworkOn {
+			enf.netNote = fmt.Sprintf(networkDegradedFmt, pol.Network, "no containment")
+		}
 		if log != nil {
 			log.Warn("containment unavailable: commands run without it", "cause", cause)
 		}
@@ -85,7 +100,8 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 		ex, err := local.New(o)
 		return ex, enf, err
 	}
-	enf := enforcement{containment: probe.Summary(), sandbox: "none (off)", project: noSandbox("the sandbox is off: full-access, network on")}
+	enf := enforcement{containment: probe.Summary(), sandbox: "none (off)", project: noSandbox("the sandbox is off: full-access, network on"),
+		network: netLine, netNote: netNote}
 	enf.cacheLayer = "none (" + noCacheLayer(initOpts.Sandbox) + ")"
 	switch how := contained.CacheLayer(ex); {
 	case strings.HasPrefix(how, "none ("):

@@ -42,6 +42,7 @@ func hostLines(c *config) (lines [][2]string, ok bool) {
 		{"seccomp", yesNo(sb.Seccomp)},
 		{"containment", enf.containment},
 		{"sandbox", enf.sandbox},
+		{"network", enf.network},
 		{"cache layer", cacheLine(enf)},
 	}, ok
 }

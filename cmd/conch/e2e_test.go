@@ -152,7 +152,7 @@ func testForeground(t *testing.T, tr transport) {
 		// conch serve runs commands under its default sandbox
 		// (docs/sandbox.md); the in-process HTTP stack is built on the
 		// plain local provider.
-		want["sandbox"] = map[string]any{"mode": "workspace-write", "network": "on", "denied": []any{}}
+		want["sandbox"] = map[string]any{"mode": "workspace-write", "network": "public", "denied": []any{}}
 	}
 	if diff := cmp.Diff(want, r.StructuredContent); diff != "" {
 		t.Errorf("structuredContent (-want +got):\n%s", diff)

@@ -258,7 +258,8 @@ func testEscalationGoSDK(t *testing.T, nobody bool) {
 	home, ws = sandboxDirs(t, nobody)
 	u = &escalationUser{t: t, home: home, ws: ws, wantRuns: 1, answers: []*mcp.ElicitResult{choose("Allow once")}}
 	cs = startSandboxed(t, marker, nobody, home, ws, u, "--network", "off")
-	connect := "echo run >> runs; " + tcpConnect(t)
+	connect, _ := tcpConnect(t)
+	connect = "echo run >> runs; " + connect
 	if got, want := text(t, callTool(t, cs, "bash", bash(connect))), "connected\n"+ranAgainLine; got != want {
 		t.Errorf("network off, approved: %q, want %q", got, want)
 	}

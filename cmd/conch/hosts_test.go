@@ -115,7 +115,7 @@ func TestHostsAgentArgs(t *testing.T) {
 	fs = flag.NewFlagSet("conch serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	c.addFlags(fs, 0, slog.LevelInfo)
-	if err := fs.Parse([]string{"--host-network", "a=maybe"}); err == nil || !strings.Contains(err.Error(), "network must be one of: on, off") {
+	if err := fs.Parse([]string{"--host-network", "a=maybe"}); err == nil || !strings.Contains(err.Error(), "network must be one of: on, public, allowlist, off") {
 		t.Errorf("--host-network a=maybe: %v", err)
 	}
 }

@@ -61,12 +61,19 @@ func Main() int {
 		c.send(&message{Op: opFail, Err: fmt.Sprintf("init: first message %q, want %q", m.Op, opPolicy)})
 		return 1
 	}
+	s.net = m.Net
 	unenforced, cacheLayer, err := s.setUp(m)
 	if err != nil {
 		c.send(&message{Op: opFail, Err: err.Error()})
 		return 1
 	}
-	if err := c.send(&message{Op: opReady, Unenforced: unenforced, CacheLayer: cacheLayer}); err != nil {
+	ready := &message{Op: opReady, Unenforced: unenforced, CacheLayer: cacheLayer}
+	if s.netReady != nil {
+		ready.TUN, ready.Listening = s.netReady.TUN, s.netReady.Listening
+	}
+	err = c.send(ready, s.netFiles...)
+	s.closeNetFiles()
+	if err != nil {
 		return 1
 	}
 	s.serve()
@@ -106,6 +113,12 @@ type initState struct {
 	// home are the session's tasks files in the cgroup v1 hierarchies of
 	// the limits, where the spawner thread returns after each fork.
 	home []int
+
+	// net is the network to set up (nil: none); netReady and netFiles
+	// what the ready message tells the server of it (network_linux.go).
+	net      *Network
+	netReady *message
+	netFiles []*os.File
 }
 
 // command is the init's record of one spawned command.
@@ -146,6 +159,9 @@ func (s *initState) setUp(m *message) (unenforced []string, cacheLayer string, e
 		}
 	}
 	if err := isolate(m.ShmBytes); err != nil {
+		return nil, "", err
+	}
+	if err := s.setUpNetwork(); err != nil {
 		return nil, "", err
 	}
 	sandboxed := plan != nil && plan.Mode != sandbox.FullAccess

@@ -68,6 +68,10 @@ type Options struct {
 	SpillRoot string
 
 	name string // argv[0] of the init, when not Path
+	// Network, when set, gives the init a network namespace of its own
+	// set up for a filtered network policy (network_linux.go); the
+	// server takes what it made with TakeNetwork.
+	Network *Network
 }
 
 // HelperArg is the hidden subcommand on which conch's binary runs Main.
@@ -106,6 +110,8 @@ type Init struct {
 
 	cache      *cachelayer.Session // nil without Sandbox.Caches
 	cacheLayer string              // how the init mounted them
+
+	net NetFiles // what the init made for Options.Network, until taken
 }
 
 // CacheLayer says how the init gave its commands the cache layer of
@@ -204,7 +210,7 @@ func start(o Options, v1 []*cgroups, cache *cachelayer.Session) (*Init, error) {
 	cmd.Stderr = o.Stderr
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.SysProcAttr = namespaceAttr()
-	if o.Sandbox != nil && o.Sandbox.Network == sandbox.NetworkOff {
+	if newNetNS(o) {
 		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
 	}
 	err = startDumpable(cmd)
@@ -246,9 +252,12 @@ func start(o Options, v1 []*cgroups, cache *cachelayer.Session) (*Init, error) {
 		pol.CacheSession = cache.Dir
 	}
 	err = c.send(pol, homes...)
-	var m *message
+	var (
+		m   *message
+		fds []int
+	)
 	if err == nil {
-		m, _, err = c.recv()
+		m, fds, err = c.recv()
 	}
 	if !stuck.Stop() && err != nil {
 		err = fmt.Errorf("no answer within %v: %w", startTimeout, err)
@@ -257,6 +266,7 @@ func start(o Options, v1 []*cgroups, cache *cachelayer.Session) (*Init, error) {
 		switch m.Op {
 		case opReady:
 			i.unenforced, i.cacheLayer = m.Unenforced, m.CacheLayer
+			i.keepNetwork(m, fds)
 		case opFail:
 			err = errors.New(m.Err)
 		default:
@@ -264,6 +274,8 @@ func start(o Options, v1 []*cgroups, cache *cachelayer.Session) (*Init, error) {
 		}
 	}
 	if err != nil {
+		closeFDs(fds)
+		i.closeNetwork()
 		c.close()
 		cmd.Process.Kill() // an init that failed exits by itself; one that answered wrong may not
 		<-i.exited
@@ -333,8 +345,9 @@ func namespaceAttr() *syscall.SysProcAttr {
 	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
 	// CAP_DAC_OVERRIDE: overlayfs works in its work directory, which it
 	// makes mode 0, with the credentials of whoever mounted it (the
-	// cache layer: docs/sandbox.md#the-cache-layer).
-	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE}
+	// cache layer: docs/sandbox.md#the-cache-layer). CAP_NET_ADMIN: the
+	// session's network namespace and its TUN device (network_linux.go).
+	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE, unix.CAP_NET_ADMIN}
 	return a
 }
 
@@ -555,6 +568,7 @@ func (i *Init) Close() error {
 		i.c.close()
 		<-i.exited
 		<-i.readDone
+		i.closeNetwork()
 		var errs []error
 		for _, g := range append(i.v1, i.cg) {
 			if g != nil {
@@ -700,5 +714,5 @@ func (o *Options) policy() *message {
 	if o.MaxMemory > 0 {
 		shm = min(shm, o.MaxMemory)
 	}
-	return &message{Op: opPolicy, Plan: o.Sandbox, Dir: o.SpillDir, SpillRoot: o.SpillRoot, ShmBytes: shm}
+	return &message{Op: opPolicy, Plan: o.Sandbox, Dir: o.SpillDir, SpillRoot: o.SpillRoot, ShmBytes: shm, Net: o.Network}
 }

@@ -30,7 +30,7 @@ import (
 const maxMessage = 64 << 20
 
 // maxFDs is the most descriptors one message carries.
-const maxFDs = 8
+const maxFDs = 64
 
 // Operations. Requests carry an ID and get exactly one reply with the same
 // ID and operation, except opRelease, which has none; the init also sends
@@ -88,6 +88,12 @@ type message struct {
 
 	// fds are the descriptors a reply carried (opPTY's), for its caller.
 	fds []int
+	// Net (opPolicy) is Options.Network; TUN and Listening (opReady) say
+	// which descriptors follow: the device first, then one listener per
+	// address.
+	Net       *Network `json:"net,omitempty"`
+	TUN       bool     `json:"tun,omitempty"`
+	Listening []string `json:"listening,omitempty"`
 }
 
 // conn is one end of the socket pair. send may be called concurrently;

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/conch-dev/conch/internal/netpolicy"
 )
 
 // Mode says where commands may write.
@@ -31,12 +33,18 @@ const (
 	FullAccess Mode = "full-access"
 )
 
-// Network says whether commands reach the network.
+// Network is how commands reach the network: the network mode
+// (docs/sandbox.md#network).
 type Network string
 
 const (
 	NetworkOn  Network = "on"
 	NetworkOff Network = "off"
+	// NetworkPublic and NetworkAllowlist send the session's traffic
+	// through conch's stack, which applies Policy.Net to each connection
+	// (package egress).
+	NetworkPublic    Network = "public"
+	NetworkAllowlist Network = "allowlist"
 )
 
 // Policy is the sandbox of a session as configured: the flags
@@ -44,6 +52,9 @@ const (
 type Policy struct {
 	Mode    Mode    // "" means WorkspaceWrite
 	Network Network // "" means NetworkOn
+	// Net is the rest of the network policy (allow, deny, allow_local,
+	// ask, conch's own listeners); its Mode is Network's.
+	Net netpolicy.Policy
 	// Workspace is the session's working directory: writable in
 	// WorkspaceWrite.
 	Workspace string
@@ -109,6 +120,8 @@ type Plan struct {
 	// Policy.Caches.
 	Caches     []string `json:"caches,omitempty"`
 	CacheLayer string   `json:"cacheLayer,omitempty"`
+	// Net is the network policy, Mode equal to Network.
+	Net netpolicy.Policy `json:"net"`
 
 	// policy is the Policy Resolve made the Plan from (nil for a Plan
 	// made otherwise, one read from JSON in the init say), for
@@ -217,10 +230,13 @@ func (p Policy) Resolve() (*Plan, error) {
 	default:
 		return nil, fmt.Errorf("sandbox: unknown mode %q (want read-only, workspace-write or full-access)", p.Mode)
 	}
-	switch pl.Network {
-	case NetworkOn, NetworkOff:
-	default:
-		return nil, fmt.Errorf("sandbox: unknown network %q (want on or off)", p.Network)
+	if _, err := netpolicy.ParseMode(string(pl.Network)); err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	pl.Net = p.Net
+	pl.Net.Mode = netpolicy.Mode(pl.Network)
+	if _, err := pl.Net.Compile(); err != nil {
+		return nil, fmt.Errorf("sandbox: network: %w", err)
 	}
 	abs := func(path string) string {
 		if path == "" {

@@ -15,7 +15,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/conch-dev/conch/internal/egress"
 	"github.com/conch-dev/conch/internal/nsinit"
 	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/shell"
@@ -38,7 +40,10 @@ import (
 // (see Unenforced): when the host allows no user or PID namespaces the
 // error is an *nsinit.UnavailableError naming the cause.
 func New(opts *local.Options, initOpts *nsinit.Options) (*local.Executor, error) {
-	var o local.Options
+	var (
+		o   local.Options
+		err error
+	)
 	if opts != nil {
 		o = *opts
 	}
@@ -49,7 +54,11 @@ func New(opts *local.Options, initOpts *nsinit.Options) (*local.Executor, error)
 	if initOpts != nil {
 		sp.init = *initOpts
 	}
-	probe, err := nsinit.Start(&sp.init)
+	probeOpts := sp.init
+	if probeOpts.Network, err = initNetwork(probeOpts.Sandbox); err != nil {
+		return nil, err
+	}
+	probe, err := nsinit.Start(&probeOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +84,8 @@ type spawner struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session // by owner
+
+	net network // the network policy's askers and command start times
 }
 
 // session is one owner's boundary: the workspace and narrowing of its
@@ -94,7 +105,8 @@ type session struct {
 type boundary struct {
 	ready chan struct{}
 	in    *nsinit.Init
-	plan  *sandbox.Plan // nil without a sandbox
+	plan  *sandbox.Plan   // nil without a sandbox
+	eg    *egress.Session // nil unless the plan's network is filtered
 	err   error
 }
 
@@ -126,6 +138,7 @@ func (s *spawner) Spawn(c local.Command) (local.Child, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.net.spawned(c, time.Now())
 	return b.in.Spawn(nsinit.Command{
 		Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir,
 		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, Terminal: c.Terminal,
@@ -155,7 +168,7 @@ func (s *spawner) boundary(c local.Command) (*boundary, error) {
 	b = &boundary{ready: make(chan struct{})}
 	ss.inits[key] = b
 	s.mu.Unlock()
-	b.in, b.plan, b.err = s.start(c.Owner, ss.workspace, ss.narrowing, c.Grants)
+	b.in, b.plan, b.eg, b.err = s.start(c.Owner, ss.workspace, ss.narrowing, c.Grants)
 	if b.err != nil {
 		s.mu.Lock()
 		if ss.inits[key] == b {
@@ -172,48 +185,61 @@ func (s *spawner) boundary(c local.Command) (*boundary, error) {
 
 // start starts an init of owner's: the sandbox resolved for workspace,
 // narrowed by n and widened by grants, the owner's spill directory the
-// only one its commands see.
-func (s *spawner) start(owner, workspace string, n *shell.SandboxNarrowing, grants []string) (*nsinit.Init, *sandbox.Plan, error) {
+// only one its commands see, and the egress of its network when the
+// plan filters it.
+func (s *spawner) start(owner, workspace string, n *shell.SandboxNarrowing, grants []string) (*nsinit.Init, *sandbox.Plan, *egress.Session, error) {
 	o := s.init
 	if n != nil && o.Sandbox == nil {
-		return nil, nil, fmt.Errorf("contained: the session's sandbox: %w", local.ErrNoSandbox)
+		return nil, nil, nil, fmt.Errorf("contained: the session's sandbox: %w", local.ErrNoSandbox)
 	}
 	switch {
 	case n != nil:
 		plan, err := o.Sandbox.Narrowed(workspace, sandbox.Mode(n.Mode), n.NetworkOff, n.DenyRead)
+		if err == nil {
+			plan, err = narrowNetwork(plan, n)
+		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("contained: the project's sandbox: %w", err)
+			return nil, nil, nil, fmt.Errorf("contained: the project's sandbox: %w", err)
 		}
 		o.Sandbox = plan
 	case o.Sandbox != nil && workspace != "":
 		plan, err := o.Sandbox.ForWorkspace(workspace)
 		if err != nil {
-			return nil, nil, fmt.Errorf("contained: the session's sandbox: %w", err)
+			return nil, nil, nil, fmt.Errorf("contained: the session's sandbox: %w", err)
 		}
 		o.Sandbox = plan
 	}
 	if o.Sandbox != nil && len(grants) > 0 {
 		plan, err := o.Sandbox.Granted(grants)
 		if err != nil {
-			return nil, nil, fmt.Errorf("contained: the session's granted directories: %w", err)
+			return nil, nil, nil, fmt.Errorf("contained: the session's granted directories: %w", err)
 		}
 		o.Sandbox = plan
 	}
 	dir, err := s.ex.SpillDir(owner)
 	if err != nil {
-		return nil, nil, fmt.Errorf("contained: the session's spill directory: %w", err)
+		return nil, nil, nil, fmt.Errorf("contained: the session's spill directory: %w", err)
 	}
 	o.SpillDir, o.SpillRoot = dir, s.ex.SpillRoot()
+	if o.Network, err = initNetwork(o.Sandbox); err != nil {
+		return nil, nil, nil, err
+	}
 	in, err := nsinit.Start(&o)
 	if err != nil {
-		return nil, nil, fmt.Errorf("contained: start the session's init: %w", err)
+		return nil, nil, nil, fmt.Errorf("contained: start the session's init: %w", err)
 	}
-	return in, o.Sandbox, nil
+	eg, err := s.startEgress(owner, in, o.Sandbox)
+	if err != nil {
+		in.Close()
+		return nil, nil, nil, fmt.Errorf("contained: the session's network: %w", err)
+	}
+	return in, o.Sandbox, eg, nil
 }
 
 // plan is the sandbox of the init that runs c's commands (the default
-// one once the owner has ended).
-func (s *spawner) plan(c local.Command) *sandbox.Plan {
+// one once the owner has ended), and its egress (nil once the owner has
+// ended).
+func (s *spawner) plan(c local.Command) (*sandbox.Plan, *egress.Session) {
 	s.mu.Lock()
 	var b *boundary
 	if ss := s.sessions[c.Owner]; ss != nil {
@@ -224,12 +250,12 @@ func (s *spawner) plan(c local.Command) *sandbox.Plan {
 		select {
 		case <-b.ready:
 			if b.err == nil {
-				return b.plan
+				return b.plan, b.eg
 			}
 		default:
 		}
 	}
-	return s.init.Sandbox
+	return s.init.Sandbox, nil
 }
 
 // Annotate implements local.Annotator: under a sandbox, a command that
@@ -237,10 +263,12 @@ func (s *spawner) plan(c local.Command) *sandbox.Plan {
 // (sandbox.Attribute on its stderr), and every command the structured
 // report.
 func (s *spawner) Annotate(c local.Command, r *shell.Result) {
-	plan := s.plan(c)
+	plan, eg := s.plan(c)
 	if plan == nil {
+		s.net.finished(c)
 		return
 	}
+	defer s.annotateNetwork(c, eg, r)
 	code := 0 // a signal's end is not attributed
 	if r.ExitCode != nil {
 		code = *r.ExitCode
@@ -269,6 +297,7 @@ func (s *spawner) EndOwner(owner string) {
 	delete(s.sessions, owner)
 	s.mu.Unlock()
 	closeAll(inits)
+	s.net.forget(owner)
 }
 
 // Close implements local.Spawner: every init ends, and the kernel kills
@@ -297,7 +326,11 @@ func closeAll(inits []*boundary) error {
 			if b.in == nil {
 				return
 			}
-			if err := b.in.Close(); err != nil {
+			err := b.in.Close()
+			if b.eg != nil {
+				b.eg.Close()
+			}
+			if err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
