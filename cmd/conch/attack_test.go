@@ -81,9 +81,15 @@ func newAttackSetup(t *testing.T, nobody bool) *attackSetup {
 // server made the missing cache directories: B's workspace, the temp
 // dirs, and the caches under the cache layer, in cachelayer.Dirs' order.
 func (s *attackSetup) writableRoots() string {
-	roots := []string{s.wsB, s.tmp, "/tmp"}
+	return strings.Join(servedWritable(s.env(), s.wsB, s.tmp, "/tmp"), ", ")
+}
+
+// servedWritable is what a server run with env names as writable once it
+// made the missing cache directories: roots, then the caches under the
+// cache layer that exist, in cachelayer.Dirs' order.
+func servedWritable(environ []string, roots ...string) []string {
 	env := map[string]string{}
-	for _, kv := range s.env() {
+	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
@@ -93,7 +99,7 @@ func (s *attackSetup) writableRoots() string {
 			caches = append(caches, d.Path)
 		}
 	}
-	return strings.Join(append(roots, caches...), ", ")
+	return append(roots, caches...)
 }
 
 // chownTree gives dir and everything under it to the unprivileged user.

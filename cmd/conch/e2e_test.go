@@ -78,10 +78,10 @@ func referenceTools(t *testing.T) []tools.Tool {
 }
 
 // servedTools is what conch serve lists on this machine's defaults: a
-// workspace-write sandbox that commands may leave with the user's yes,
-// whose temp and cache directories are tmp and cache, and the scrub of
-// this process's environment (docs/tools.md#description).
-func servedTools(t *testing.T, tmp, cache string) []tools.Tool {
+// workspace-write sandbox on the public network that commands may leave
+// with the user's yes, whose temp directories and caches are writable,
+// and the scrub of this process's environment (docs/tools.md#description).
+func servedTools(t *testing.T, writable []string) []tools.Tool {
 	ex, err := local.New(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -89,26 +89,28 @@ func servedTools(t *testing.T, tmp, cache string) []tools.Tool {
 	defer ex.Close()
 	return tools.New(ex, &tools.Options{Tasks: tasks.New(nil), YieldAfter: 45 * time.Second, MaxWait: mcpserver.MaxWait,
 		Unsandboxed: ex, Scrubbed: ex.Scrubbed(),
-		Sandbox: tools.Sandbox{Mode: "workspace-write", Network: "on", Enforced: true, Writable: []string{tmp, "/tmp", cache}}}).Tools()
+		Sandbox: tools.Sandbox{Mode: "workspace-write", Network: "public", Enforced: true, Writable: writable}}).Tools()
 }
 
 func testListTools(t *testing.T, tr transport) {
 	o := serverOptions{marker: testutil.Marker(t)}
 	want := referenceTools(t)
-	tmp, cache := t.TempDir(), t.TempDir()
-	if tr.name == "stdio" { // the built binary, with its sandbox
-		o.env = []string{"TMPDIR=" + tmp, "XDG_CACHE_HOME=" + cache}
-		want = servedTools(t, tmp, cache)
-		desc := strings.ReplaceAll(strings.ReplaceAll(want[0].Description, tmp, "<TMPDIR>"), cache, "<CACHE>")
-		if names := strings.Join(scrubbedNames(t), ", "); names != "" {
-			desc = strings.Replace(desc, names, "<NAMES>", 1)
-		}
-		testutil.Golden(t, "testdata/bash-description.golden", desc+"\n")
+	tmp, home := t.TempDir(), t.TempDir()
+	if tr.name == "stdio" { // the built binary, with its sandbox; its caches under a home of its own
+		o.env = []string{"TMPDIR=" + tmp, "HOME=" + home, "XDG_CACHE_HOME=" + filepath.Join(home, ".cache")}
 	}
 	cs, _ := tr.start(t, o)
 	res, err := cs.ListTools(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tr.name == "stdio" {
+		want = servedTools(t, servedWritable(o.env, tmp, "/tmp"))
+		desc := strings.ReplaceAll(strings.ReplaceAll(want[0].Description, tmp, "<TMPDIR>"), home, "<HOME>")
+		if names := strings.Join(scrubbedNames(t), ", "); names != "" {
+			desc = strings.Replace(desc, names, "<NAMES>", 1)
+		}
+		testutil.Golden(t, "testdata/bash-description.golden", desc+"\n")
 	}
 	if len(res.Tools) != len(want) {
 		t.Fatalf("%d tools, want %d", len(res.Tools), len(want))
@@ -540,7 +542,7 @@ func TestToolsListBytes(t *testing.T) {
 		t.Fatalf("tools/list: %q (%v)", list, err)
 	}
 	at := 0
-	for _, tool := range servedTools(t, "", "") {
+	for _, tool := range servedTools(t, nil) {
 		for _, schema := range []json.RawMessage{tool.InputSchema, tool.OutputSchema} {
 			i := strings.Index(list[at:], string(schema))
 			if i < 0 {
