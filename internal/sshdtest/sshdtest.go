@@ -9,6 +9,7 @@
 package sshdtest
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -185,24 +186,42 @@ func (s *Server) KnownHostsLine(port int) string {
 
 // AgentsLeft lists the live processes running an agent deployed through
 // this server (their command line names its Cache).
-func (s *Server) AgentsLeft() []string {
+func (s *Server) AgentsLeft() []string { return s.agentsLeft("") }
+
+// agentsLeft is AgentsLeft, only those whose environment holds the
+// entry env ("NAME=value") when env is not empty.
+func (s *Server) agentsLeft(env string) []string {
 	out, _ := exec.Command("ps", "-eo", "pid=,args=").Output()
 	var left []string
 	for _, l := range strings.Split(string(out), "\n") {
-		if strings.Contains(l, s.Cache) && !strings.Contains(l, "<defunct>") {
-			left = append(left, strings.TrimSpace(l))
+		if !strings.Contains(l, s.Cache) || strings.Contains(l, "<defunct>") {
+			continue
 		}
+		l = strings.TrimSpace(l)
+		if env != "" {
+			pid, _, _ := strings.Cut(l, " ")
+			b, err := os.ReadFile("/proc/" + pid + "/environ")
+			if err != nil || !bytes.Contains(append([]byte{0}, b...), []byte("\x00"+env+"\x00")) {
+				continue
+			}
+		}
+		left = append(left, l)
 	}
 	return left
 }
 
 // AssertNoAgents waits up to 5 s for every agent deployed through s to be
 // gone, and fails t if one is left.
-func (s *Server) AssertNoAgents(t testing.TB) {
+func (s *Server) AssertNoAgents(t testing.TB) { t.Helper(); s.AssertNoAgentsWith(t, "") }
+
+// AssertNoAgentsWith is AssertNoAgents for the agents whose environment
+// holds env ("NAME=value"): those of one client, where several run at
+// once.
+func (s *Server) AssertNoAgentsWith(t testing.TB, env string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		left := s.AgentsLeft()
+		left := s.agentsLeft(env)
 		if len(left) == 0 {
 			return
 		}

@@ -109,7 +109,9 @@ func TestSuite(t *testing.T) {
 		if err != nil {
 			t.Fatalf("sshhost.New: %v", err)
 		}
-		t.Cleanup(func() { (&sshdtest.Server{Cache: h.cache}).AssertNoAgents(t) })
+		// Only this executor's agent, known by its TMPDIR: the suite's
+		// cases run in parallel, each with an agent of its own.
+		t.Cleanup(func() { (&sshdtest.Server{Cache: h.cache}).AssertNoAgentsWith(t, "TMPDIR="+c.SpillParent) })
 		// Connected before the suite's first call, which it may time: a
 		// local executor needs no connection either.
 		if _, err := ex.Hello(t.Context()); err != nil {
