@@ -381,7 +381,7 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b bashArgs, on t
 			if ended(p) {
 				return end()
 			}
-			if render, ok := t.yieldToTask(sess, b, on, spec, p); ok {
+			if render, ok := t.yieldToTask(sess, b, on, spec, p, start); ok {
 				if live != nil {
 					live.finish(nil, false)
 				}
@@ -411,12 +411,13 @@ func finished(p shell.Process) (Result, func(int) Result) {
 	}
 }
 
-// yieldToTask moves a running foreground command into a background task.
-// What it printed so far goes in this result; the task's reads carry on
-// from there, so no byte is lost or repeated. Its timeout still applies,
-// and the marker says so.
-func (t *Toolset) yieldToTask(sess Session, b bashArgs, on target, spec shell.Spec, p shell.Process) (func(int) Result, bool) {
+// yieldToTask moves a running foreground command, started at start, into
+// a background task. What it printed so far goes in this result; the
+// task's reads carry on from there, so no byte is lost or repeated. Its
+// timeout still applies, and the marker says so.
+func (t *Toolset) yieldToTask(sess Session, b bashArgs, on target, spec shell.Spec, p shell.Process, start time.Time) (func(int) Result, bool) {
 	h := t.handle(p)
+	h.began = start // its run time counts from the command's start
 	info, err := t.opts.Tasks.Start(sess.ID, on.kind, b.Command, func() (tasks.Handle, error) { return h, nil })
 	if err != nil {
 		return nil, false
@@ -431,8 +432,8 @@ func (t *Toolset) yieldToTask(sess Session, b bashArgs, on target, spec shell.Sp
 		return Result{
 			Text: withMarkers(shown.body(), marker),
 			Value: YieldedValue{Kind: "yielded", TaskID: info.ID, YieldedAfterMs: ms, TimeoutMs: spec.Timeout.Milliseconds(),
-				Stdout: StreamValue{Text: shown.out, Truncated: shown.outCut, SpillPath: HostPath(read.Host, read.StdoutSpill)},
-				Stderr: StreamValue{Text: shown.err, Truncated: shown.errCut, SpillPath: HostPath(read.Host, read.StderrSpill)}},
+				Stdout: streamValue(shown.out, shown.outCut, HostPath(read.Host, read.StdoutSpill), shown.outSize, shown.outLines),
+				Stderr: streamValue(shown.err, shown.errCut, HostPath(read.Host, read.StderrSpill), shown.errSize, shown.errLines)},
 		}
 	}, true
 }

@@ -17,6 +17,9 @@ var (
 	ParseExitStatus   = parseExitStatus
 	NewTerminalHandle = newTerminalHandle
 	DeniedBySandbox   = deniedBySandbox
+	EncodedLen        = encodedLen
+	EncodedPrefix     = encodedPrefix
+	EncodedSuffix     = encodedSuffix
 )
 
 // Internal types the external tests name.
