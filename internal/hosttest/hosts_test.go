@@ -1,0 +1,189 @@
+//go:build linux
+
+package hosttest_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/conch-dev/conch/internal/hosttest"
+	"github.com/conch-dev/conch/internal/testutil"
+)
+
+// serveArgs are conch serve's arguments in the scenario.
+var serveArgs = []string{"serve", "--yield-ms", "1500"}
+
+// session is a host run's directory (its working directory, the session's
+// through roots) and the path the scenario's command may not write.
+func session(t *testing.T) (dir, denied string) {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Outside every writable root: /etc is not one, and as root the
+	// sandbox alone stops the write.
+	return dir, "/etc/conch-hosttest-" + strings.ReplaceAll(filepath.Base(dir), "_", "-")
+}
+
+// TestClaudeCode runs the scenario in Claude Code 2.1.197 and 2.1.332,
+// conch on stdio, with the README's recipe for `claude -p`: the model
+// reads each result as the structured value, "text" first, byte for byte,
+// within the budget.
+func TestClaudeCode(t *testing.T) {
+	for _, host := range []string{hosttest.Claude197, hosttest.Claude332} {
+		t.Run(host, func(t *testing.T) {
+			t.Parallel()
+			conch := conchBinary(t)
+			marker := testutil.Marker(t)
+			t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
+			dir, denied := session(t)
+			steps := scenario(dir, denied)
+			api := hosttest.NewAnthropic(t, next(t, steps, false))
+			out := hosttest.NewClaude(t, host).Run(t, api, hosttest.Run{Dir: dir, Marker: marker, Prompt: "Run the scenario."},
+				hosttest.JSON(map[string]any{"mcpServers": map[string]any{"conch": map[string]any{"command": conch, "args": serveArgs}}}))
+			t.Logf("%s ran the scenario in %v", host, out.Elapsed)
+			if p := api.Problems(); len(p) > 0 {
+				t.Errorf("the fake model's problems: %q", p)
+			}
+			checkScenario(t, host, steps, api.Results(), false)
+		})
+	}
+}
+
+// TestCodex runs the scenario in Codex CLI 0.171.0, conch on stdio, with
+// the README's recipe (default_tools_approval_mode = "approve"): the model
+// reads "Wall time: <s> seconds\nOutput:\n" and then the structured value,
+// byte for byte, within the budget.
+func TestCodex(t *testing.T) {
+	t.Parallel()
+	conch := conchBinary(t)
+	marker := testutil.Marker(t)
+	t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
+	dir, denied := session(t)
+	steps := scenario(dir, denied)
+	api := hosttest.NewOpenAI(t, next(t, steps, true))
+	out := hosttest.NewCodex(t).Run(t, api, hosttest.Run{Dir: dir, Marker: marker, Prompt: "Run the scenario."},
+		`[mcp_servers.conch]
+command = "`+conch+`"
+args = ["`+strings.Join(serveArgs, `", "`)+`"]
+default_tools_approval_mode = "approve"
+`)
+	t.Logf("Codex ran the scenario in %v", out.Elapsed)
+	if p := api.Problems(); len(p) > 0 {
+		t.Errorf("the fake model's problems: %q", p)
+	}
+	checkScenario(t, "Codex", steps, api.Results(), true)
+}
+
+// httpSteps are the scenario's steps that run over HTTP too: a plain
+// result, one that JSON escaping multiplies, and a notice.
+func httpSteps(dir, denied string) []step {
+	var out []step
+	for _, s := range scenario(dir, denied) {
+		switch s.name {
+		case "echo", "200000_quotes", "background", "notice":
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestClaudeCodeHTTP: Claude Code 2.1.332 with conch over streamable
+// HTTP, the README's recipe: the bearer token comes from the client's
+// environment (${CONCH_TOKEN} in the header), never from a file a command
+// could read. 2.1.332 first probes server/discover (MCP 2026-07-28) and
+// falls back to initialize.
+func TestClaudeCodeHTTP(t *testing.T) {
+	t.Parallel()
+	conch := conchBinary(t)
+	marker := testutil.Marker(t)
+	t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
+	dir, denied := session(t)
+	srv := hosttest.ServeHTTP(t, conch, marker, serveArgs[1:]...)
+	steps := httpSteps(dir, denied)
+	api := hosttest.NewAnthropic(t, next(t, steps, false))
+	out := hosttest.NewClaude(t, hosttest.Claude332).Run(t, api,
+		hosttest.Run{Dir: dir, Marker: marker, Prompt: "Run the scenario.", Env: []string{"CONCH_TOKEN=" + srv.Token}},
+		hosttest.JSON(map[string]any{"mcpServers": map[string]any{"conch": map[string]any{
+			"type": "http", "url": srv.URL, "headers": map[string]string{"Authorization": "Bearer ${CONCH_TOKEN}"}}}}))
+	t.Logf("Claude Code over HTTP ran in %v", out.Elapsed)
+	if p := api.Problems(); len(p) > 0 {
+		t.Errorf("the fake model's problems: %q", p)
+	}
+	checkScenario(t, "Claude Code over HTTP", steps, api.Results(), false)
+}
+
+// TestCodexHTTP: Codex with conch over streamable HTTP, the README's
+// recipe: bearer_token_env_var names the variable that holds the token.
+func TestCodexHTTP(t *testing.T) {
+	t.Parallel()
+	conch := conchBinary(t)
+	marker := testutil.Marker(t)
+	t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
+	dir, denied := session(t)
+	srv := hosttest.ServeHTTP(t, conch, marker, serveArgs[1:]...)
+	steps := httpSteps(dir, denied)
+	api := hosttest.NewOpenAI(t, next(t, steps, true))
+	out := hosttest.NewCodex(t).Run(t, api,
+		hosttest.Run{Dir: dir, Marker: marker, Prompt: "Run the scenario.", Env: []string{"CONCH_TOKEN=" + srv.Token}},
+		`[mcp_servers.conch]
+url = "`+srv.URL+`"
+bearer_token_env_var = "CONCH_TOKEN"
+default_tools_approval_mode = "approve"
+`)
+	t.Logf("Codex over HTTP ran in %v", out.Elapsed)
+	if p := api.Problems(); len(p) > 0 {
+		t.Errorf("the fake model's problems: %q", p)
+	}
+	checkScenario(t, "Codex over HTTP", steps, api.Results(), true)
+}
+
+// TestClaudeCodeElicitationHook: in -p mode Claude Code answers conch's
+// questions itself unless an Elicitation hook does; the README's hook
+// answers a rule's question with "Allow once", and the command runs. The
+// hook gets the question on stdin.
+func TestClaudeCodeElicitationHook(t *testing.T) {
+	for _, host := range []string{hosttest.Claude197, hosttest.Claude332} {
+		t.Run(host, func(t *testing.T) {
+			t.Parallel()
+			conch := conchBinary(t)
+			marker := testutil.Marker(t)
+			t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
+			dir, _ := session(t)
+			etc := t.TempDir()
+			config := filepath.Join(etc, "conch.toml")
+			writeFile(t, config, "[rules]\nask = [\"Bash(echo:*)\"]\n", 0o600)
+			asked := filepath.Join(etc, "question.json")
+			hook := filepath.Join(etc, "answer-conch.sh")
+			// The README's hook, plus a copy of the question for the test.
+			writeFile(t, hook, `#!/bin/sh
+tee `+asked+` >/dev/null
+echo '{"hookSpecificOutput":{"hookEventName":"Elicitation","action":"accept","content":{"decision":"Allow once"}}}'
+`, 0o700)
+			api := hosttest.NewAnthropic(t, hosttest.Script(hosttest.Bash("echo asked yes")))
+			settings := hosttest.JSON(map[string]any{"hooks": map[string]any{"Elicitation": []any{
+				map[string]any{"matcher": "", "hooks": []any{map[string]any{"type": "command", "command": hook}}}}}})
+			out := hosttest.NewClaude(t, host).Run(t, api, hosttest.Run{Dir: dir, Marker: marker, Prompt: "Ask."},
+				hosttest.JSON(map[string]any{"mcpServers": map[string]any{"conch": map[string]any{
+					"command": conch, "args": []string{"serve", "--config", config}}}}),
+				"--settings", settings)
+			t.Logf("%s ran in %v", host, out.Elapsed)
+			results := api.Results()
+			if len(results) != 1 {
+				t.Fatalf("%d results: %+v", len(results), results)
+			}
+			g, err := parse(results[0], false)
+			if err != nil || g.text != "asked yes\n" {
+				t.Errorf("the asked command's result: %q (%v), want it run", results[0].Text(), err)
+			}
+			q := readFile(t, asked)
+			for _, want := range []string{`"conch"`, "echo asked yes", `"decision"`, "Allow once"} {
+				if !strings.Contains(q, want) {
+					t.Errorf("the hook's question lacks %s:\n%s", want, q)
+				}
+			}
+		})
+	}
+}
