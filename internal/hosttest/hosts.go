@@ -35,6 +35,9 @@ type Run struct {
 	Env []string
 	// Prompt is the user's prompt (the fake model ignores it).
 	Prompt string
+	// Home is the host's HOME (its configuration: `claude mcp add`
+	// writes there); "" means a fresh one for the run.
+	Home string
 }
 
 // Output is what a host printed.
@@ -47,8 +50,12 @@ type Output struct {
 // HOME, the test's marker, and nothing that makes it talk to anyone but
 // the fake (updaters, telemetry, error reports off).
 func (r Run) env(t testing.TB, path string, extra ...string) []string {
+	home := r.Home
+	if home == "" {
+		home = t.TempDir()
+	}
 	env := []string{
-		"HOME=" + t.TempDir(),
+		"HOME=" + home,
 		"PATH=" + path + ":/usr/local/bin:/usr/bin:/bin",
 		"TMPDIR=" + t.TempDir(),
 		"LANG=C.UTF-8",
@@ -98,20 +105,37 @@ func NewClaude(t testing.TB, host string) *Claude {
 //
 //	claude -p <prompt> --output-format json --mcp-config <mcpConfig> --strict-mcp-config --allowedTools mcp__conch <args…>
 //
-// mcpConfig is the JSON of --mcp-config. It fails t when Claude Code
-// fails.
+// mcpConfig is the JSON of --mcp-config; "" leaves out both MCP flags, for
+// a server configured with `claude mcp add` (Command) in r.Home. It fails
+// t when Claude Code fails.
 func (c *Claude) Run(t testing.TB, api *Anthropic, r Run, mcpConfig string, args ...string) Output {
 	t.Helper()
-	all := append([]string{"-p", r.Prompt, "--output-format", "json", "--mcp-config", mcpConfig,
-		"--strict-mcp-config", "--allowedTools", "mcp__conch"}, args...)
-	return run(t, r, c.bin, all, r.env(t, c.path,
-		"ANTHROPIC_BASE_URL="+api.URL(),
+	all := []string{"-p", r.Prompt, "--output-format", "json"}
+	if mcpConfig != "" {
+		all = append(all, "--mcp-config", mcpConfig, "--strict-mcp-config")
+	}
+	all = append(append(all, "--allowedTools", "mcp__conch"), args...)
+	return run(t, r, c.bin, all, r.env(t, c.path, claudeEnv(api.URL())...))
+}
+
+// Command runs `claude <args…>` (`claude mcp add …`, say) in r.Dir with
+// r.Home, offline.
+func (c *Claude) Command(t testing.TB, r Run, args ...string) Output {
+	t.Helper()
+	return run(t, r, c.bin, args, r.env(t, c.path, claudeEnv("http://127.0.0.1:9")...))
+}
+
+// claudeEnv keeps Claude Code at home: its model API is api, and no
+// updater, telemetry, error report or other traffic goes out.
+func claudeEnv(api string) []string {
+	return []string{
+		"ANTHROPIC_BASE_URL=" + api,
 		"ANTHROPIC_API_KEY=test-key-for-a-fake",
 		"DISABLE_AUTOUPDATER=1",
 		"DISABLE_TELEMETRY=1",
 		"DISABLE_ERROR_REPORTING=1",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-	))
+	}
 }
 
 // Codex is an installed Codex CLI.

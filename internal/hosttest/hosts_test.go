@@ -91,10 +91,12 @@ func httpSteps(dir, denied string) []step {
 }
 
 // TestClaudeCodeHTTP: Claude Code 2.1.332 with conch over streamable
-// HTTP, the README's recipe: the bearer token comes from the client's
-// environment (${CONCH_TOKEN} in the header), never from a file a command
-// could read. 2.1.332 first probes server/discover (MCP 2026-07-28) and
-// falls back to initialize.
+// HTTP, the README's recipe: `claude mcp add --transport http` with the
+// header 'Authorization: Bearer ${CONCH_TOKEN}', so that the token comes
+// from the client's environment when it connects, never from a file a
+// command could read (a wrong token would drop the server: no result).
+// 2.1.332 first probes server/discover (MCP 2026-07-28) and falls back to
+// initialize.
 func TestClaudeCodeHTTP(t *testing.T) {
 	t.Parallel()
 	conch := conchBinary(t)
@@ -104,10 +106,13 @@ func TestClaudeCodeHTTP(t *testing.T) {
 	srv := hosttest.ServeHTTP(t, conch, marker, serveArgs[1:]...)
 	steps := httpSteps(dir, denied)
 	api := hosttest.NewAnthropic(t, next(t, steps, false))
-	out := hosttest.NewClaude(t, hosttest.Claude332).Run(t, api,
-		hosttest.Run{Dir: dir, Marker: marker, Prompt: "Run the scenario.", Env: []string{"CONCH_TOKEN=" + srv.Token}},
-		hosttest.JSON(map[string]any{"mcpServers": map[string]any{"conch": map[string]any{
-			"type": "http", "url": srv.URL, "headers": map[string]string{"Authorization": "Bearer ${CONCH_TOKEN}"}}}}))
+	claude := hosttest.NewClaude(t, hosttest.Claude332)
+	r := hosttest.Run{Dir: dir, Home: t.TempDir(), Marker: marker, Prompt: "Run the scenario.", Env: []string{"CONCH_TOKEN=" + srv.Token}}
+	claude.Command(t, r, "mcp", "add", "--transport", "http", "conch", srv.URL, "--header", "Authorization: Bearer ${CONCH_TOKEN}")
+	if strings.Contains(readFile(t, filepath.Join(r.Home, ".claude.json")), srv.Token) {
+		t.Error("the token is in Claude Code's configuration file")
+	}
+	out := claude.Run(t, api, r, "")
 	t.Logf("Claude Code over HTTP ran in %v", out.Elapsed)
 	if p := api.Problems(); len(p) > 0 {
 		t.Errorf("the fake model's problems: %q", p)
@@ -116,7 +121,8 @@ func TestClaudeCodeHTTP(t *testing.T) {
 }
 
 // TestCodexHTTP: Codex with conch over streamable HTTP, the README's
-// recipe: bearer_token_env_var names the variable that holds the token.
+// recipe: bearer_token_env_var names the variable that holds the token,
+// and the tools conch marks destructive are approved one by one.
 func TestCodexHTTP(t *testing.T) {
 	t.Parallel()
 	conch := conchBinary(t)
@@ -131,7 +137,15 @@ func TestCodexHTTP(t *testing.T) {
 		`[mcp_servers.conch]
 url = "`+srv.URL+`"
 bearer_token_env_var = "CONCH_TOKEN"
-default_tools_approval_mode = "approve"
+
+[mcp_servers.conch.tools.bash]
+approval_mode = "approve"
+
+[mcp_servers.conch.tools.task_kill]
+approval_mode = "approve"
+
+[mcp_servers.conch.tools.task_input]
+approval_mode = "approve"
 `)
 	t.Logf("Codex over HTTP ran in %v", out.Elapsed)
 	if p := api.Problems(); len(p) > 0 {
@@ -165,10 +179,11 @@ echo '{"hookSpecificOutput":{"hookEventName":"Elicitation","action":"accept","co
 			api := hosttest.NewAnthropic(t, hosttest.Script(hosttest.Bash("echo asked yes")))
 			settings := hosttest.JSON(map[string]any{"hooks": map[string]any{"Elicitation": []any{
 				map[string]any{"matcher": "", "hooks": []any{map[string]any{"type": "command", "command": hook}}}}}})
-			out := hosttest.NewClaude(t, host).Run(t, api, hosttest.Run{Dir: dir, Marker: marker, Prompt: "Ask."},
-				hosttest.JSON(map[string]any{"mcpServers": map[string]any{"conch": map[string]any{
-					"command": conch, "args": []string{"serve", "--config", config}}}}),
-				"--settings", settings)
+			// The README's stdio recipe: claude mcp add, then claude -p.
+			claude := hosttest.NewClaude(t, host)
+			r := hosttest.Run{Dir: dir, Home: t.TempDir(), Marker: marker, Prompt: "Ask."}
+			claude.Command(t, r, "mcp", "add", "conch", "--", conch, "serve", "--config", config)
+			out := claude.Run(t, api, r, "", "--settings", settings)
 			t.Logf("%s ran in %v", host, out.Elapsed)
 			results := api.Results()
 			if len(results) != 1 {
@@ -185,5 +200,31 @@ echo '{"hookSpecificOutput":{"hookEventName":"Elicitation","action":"accept","co
 				}
 			}
 		})
+	}
+}
+
+// TestCodexNeedsApproval: without an approval mode, `codex exec` refuses
+// every call of a tool conch marks destructive (bash, task_kill,
+// task_input: they run, stop or type into commands), and lets the
+// read-only ones through (task_list, task_output). This is why the
+// recipes approve them.
+func TestCodexNeedsApproval(t *testing.T) {
+	t.Parallel()
+	conch := conchBinary(t)
+	marker := testutil.Marker(t)
+	t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
+	dir, _ := session(t)
+	api := hosttest.NewOpenAI(t, hosttest.Script(hosttest.Bash("echo hi"), hosttest.Call{Tool: "task_list", Args: map[string]any{}}))
+	hosttest.NewCodex(t).Run(t, api, hosttest.Run{Dir: dir, Marker: marker, Prompt: "Try."},
+		"[mcp_servers.conch]\ncommand = \""+conch+"\"\nargs = [\"serve\"]\n")
+	results := api.Results()
+	if len(results) != 2 {
+		t.Fatalf("%d results: %+v", len(results), results)
+	}
+	if got := results[0].Text(); !strings.Contains(got, "requires approval") || strings.Contains(got, `"text"`) {
+		t.Errorf("bash without approval: %q, want Codex's refusal", got)
+	}
+	if g, err := parse(results[1], true); err != nil || g.text != "(no background tasks)" {
+		t.Errorf("task_list without approval: %q (%v), want it run", results[1].Text(), err)
 	}
 }

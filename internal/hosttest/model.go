@@ -114,9 +114,23 @@ func (m *model) record(id string, blocks []string, isError bool) {
 	m.results = append(m.results, Result{Call: c, Blocks: blocks, IsError: isError})
 }
 
+// maxCalls bounds the calls of one conversation: a host that never sends
+// a result back must not make the fake call on for ever.
+const maxCalls = 100
+
 // decide is the model's next move, under m.mu: its next call and that
 // call's id, or false to answer "done".
 func (m *model) decide(idPrefix string) (Call, string, bool) {
+	if len(m.calls) >= maxCalls {
+		m.problem("%d calls, %d results: the host does not answer them", len(m.calls), len(m.results))
+		return Call{}, "", false
+	}
+	if len(m.calls) > len(m.results) {
+		// A call whose result did not come back: the host answered it in
+		// a form the fake did not record (its problems say which).
+		m.problem("call %d got no result the fake could read", len(m.results))
+		return Call{}, "", false
+	}
 	done := append([]Result(nil), m.results...)
 	c, ok := m.next(done)
 	if !ok {

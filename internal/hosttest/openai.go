@@ -60,12 +60,11 @@ func (o *OpenAI) handle(w http.ResponseWriter, r *http.Request) {
 		if in.Type != "function_call_output" {
 			continue
 		}
-		var text string
-		if err := json.Unmarshal(in.Output, &text); err != nil {
-			o.problem("function_call_output %s is not a string: %s", in.CallID, in.Output)
-			continue
+		texts, err := outputTexts(in.Output)
+		if err != nil {
+			o.problem("function_call_output %s: %v", in.CallID, err)
 		}
-		o.record(in.CallID, []string{text}, false)
+		o.record(in.CallID, texts, false)
 	}
 	text := "done"
 	var item map[string]any
@@ -93,4 +92,29 @@ func (o *OpenAI) handle(w http.ResponseWriter, r *http.Request) {
 	resp["status"], resp["output"] = "completed", []any{item}
 	resp["usage"] = map[string]any{"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
 	s.event(map[string]any{"type": "response.completed", "response": resp})
+}
+
+// outputTexts are the texts of a function_call_output: one string (a
+// tool's result), or input_text items (Codex's own refusals: its "Wall
+// time" line, then the reason).
+func outputTexts(output json.RawMessage) ([]string, error) {
+	var s string
+	if json.Unmarshal(output, &s) == nil {
+		return []string{s}, nil
+	}
+	var items []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(output, &items); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, it := range items {
+		if it.Type != "input_text" {
+			return out, &blockError{it.Type}
+		}
+		out = append(out, it.Text)
+	}
+	return out, nil
 }

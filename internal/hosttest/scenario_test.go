@@ -319,7 +319,11 @@ func checkScenario(t *testing.T, host string, steps []step, results []hosttest.R
 			if w := stringify(want); g.payload != w {
 				t.Errorf("%s forwarded (%d bytes):\n%s\nwant (%d bytes):\n%s", host, len(g.payload), g.payload, len(w), w)
 			}
-			t.Logf("%d bytes as forwarded", len(g.payload))
+			if len(g.payload) < 1000 {
+				t.Logf("%s forwarded %d bytes: %s", host, len(g.payload), g.payload)
+			} else {
+				t.Logf("%s forwarded %d bytes", host, len(g.payload))
+			}
 		})
 		if s.again != nil && repeats < 10 {
 			if g, err := parse(r, codex); err == nil && s.again(g.text) {
