@@ -22,11 +22,16 @@ import (
 // completion notices: those that fit in half the budget ride with r (the
 // first always does), the others wait for the session's next result. A
 // notice about a task r read to its end is dropped: the model reads the
-// task now.
+// task now. A tool error has no structured value, so no "text" to carry
+// a notice in: its notices wait too.
 func (t *Toolset) deliver(session string, r Result, render func(int) Result, notices []Notice) Result {
 	limit := t.opts.MaxResultBytes
 	if render == nil {
 		notices = withoutCollected(r, notices)
+		if r.IsError {
+			t.deferred.push(session, notices)
+			return r
+		}
 	}
 	ride, later := fitNotices(notices, limit/2)
 	for {
@@ -35,6 +40,7 @@ func (t *Toolset) deliver(session string, r Result, render func(int) Result, not
 		}
 		v, ok := r.Value.(texted)
 		if r.IsError || !ok {
+			later, ride = append(ride, later...), nil
 			break
 		}
 		text := withNotices(r.Text, ride)

@@ -4,6 +4,8 @@ package tools_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -104,8 +106,9 @@ func TestNoticesRideInTheValue(t *testing.T) {
 	var ids []string
 	for i := range 8 {
 		// Last output full of quotes: 500 bytes that take 1,000 as sent.
-		ids = append(ids, e.background(e.sess, `head -c 490 /dev/zero | tr '\0' '"'; echo; echo task-`+strconv.Itoa(i)))
+		ids = append(ids, e.background(e.sess, `until [ -e gate ]; do sleep 0.01; done; head -c 490 /dev/zero | tr '\0' '"'; echo; echo task-`+strconv.Itoa(i)))
 	}
+	writeGate(t, e.dir)
 	for _, id := range ids {
 		e.settle(e.sess, id)
 	}
@@ -139,7 +142,11 @@ func TestNoticesRideInTheValue(t *testing.T) {
 func TestRequeuedNoticeGoesWithARead(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
-	a, b := e.background(e.sess, "echo a"), e.background(e.sess, "echo b")
+	// Both end only once both start calls are back (a task that ended
+	// before would have its notice ride on the other's start).
+	gate := "until [ -e " + e.dir + "/gate ]; do sleep 0.01; done; "
+	a, b := e.background(e.sess, gate+"echo a"), e.background(e.sess, gate+"echo b")
+	writeGate(t, e.dir)
 	e.settle(e.sess, a)
 	e.settle(e.sess, b)
 	ns := e.ts.Notices(e.sess.ID)
@@ -156,5 +163,30 @@ func TestRequeuedNoticeGoesWithARead(t *testing.T) {
 	}
 	if r := e.bash("true"); r.Notices != nil {
 		t.Errorf("notices again: %q", r.Notices)
+	}
+}
+
+// TestNoticeSkipsAnError: a tool error is text alone, with no structured
+// value to carry a notice in: the notice waits for the next result.
+func TestNoticeSkipsAnError(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	id := e.background(e.sess, "until [ -e "+e.dir+"/gate ]; do sleep 0.01; done; echo done")
+	writeGate(t, e.dir)
+	e.settle(e.sess, id)
+	if r := e.call(tools.NameBash, map[string]any{"command": "", "description": "Nothing"}); !r.IsError || r.Notices != nil {
+		t.Fatalf("error result %q with notices %q", r.Text, r.Notices)
+	}
+	r := e.bash("true")
+	if text, _ := valueText(t, r); len(r.Notices) != 1 || r.Notices[0].TaskID != id || !strings.HasPrefix(text, "(no output)\n\nbackground task "+id+" ") {
+		t.Errorf("next result %q, notices %q", text, r.Notices)
+	}
+}
+
+// writeGate lets the tasks that wait for dir/gate end.
+func writeGate(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "gate"), nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
