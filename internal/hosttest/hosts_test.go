@@ -69,7 +69,7 @@ func TestCodex(t *testing.T) {
 command = "`+conch+`"
 args = ["`+strings.Join(serveArgs, `", "`)+`"]
 default_tools_approval_mode = "approve"
-`)
+`+markerEnv(marker))
 	t.Logf("Codex ran the scenario in %v", out.Elapsed)
 	if p := api.Problems(); len(p) > 0 {
 		t.Errorf("the fake model's problems: %q", p)
@@ -216,7 +216,7 @@ func TestCodexNeedsApproval(t *testing.T) {
 	dir, _ := session(t)
 	api := hosttest.NewOpenAI(t, hosttest.Script(hosttest.Bash("echo hi"), hosttest.Call{Tool: "task_list", Args: map[string]any{}}))
 	hosttest.NewCodex(t).Run(t, api, hosttest.Run{Dir: dir, Marker: marker, Prompt: "Try."},
-		"[mcp_servers.conch]\ncommand = \""+conch+"\"\nargs = [\"serve\"]\n")
+		"[mcp_servers.conch]\ncommand = \""+conch+"\"\nargs = [\"serve\"]\n"+markerEnv(marker))
 	results := api.Results()
 	if len(results) != 2 {
 		t.Fatalf("%d results: %+v", len(results), results)
@@ -227,4 +227,12 @@ func TestCodexNeedsApproval(t *testing.T) {
 	if g, err := parse(results[1], true); err != nil || g.text != "(no background tasks)" {
 		t.Errorf("task_list without approval: %q (%v), want it run", results[1].Text(), err)
 	}
+}
+
+// markerEnv passes the test's marker to conch serve under Codex, which
+// gives an MCP server only a few variables of its own environment: the
+// one addition to the README's recipe, so that the test sees every
+// process conch and its commands leave behind.
+func markerEnv(marker string) string {
+	return "\n[mcp_servers.conch.env]\n" + testutil.MarkerEnv + " = \"" + marker + "\"\n"
 }
