@@ -35,19 +35,12 @@ func TestClaudeCode(t *testing.T) {
 	for _, host := range []string{hosttest.Claude197, hosttest.Claude332} {
 		t.Run(host, func(t *testing.T) {
 			t.Parallel()
-			conch := conchBinary(t)
-			marker := testutil.Marker(t)
-			t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
-			dir, denied := session(t)
+			conch, marker, dir, denied := begin(t)
 			steps := scenario(dir, denied)
 			api := hosttest.NewAnthropic(t, next(t, steps, false))
 			out := hosttest.NewClaude(t, host).Run(t, api, hosttest.Run{Dir: dir, Marker: marker, Prompt: "Run the scenario."},
 				hosttest.JSON(map[string]any{"mcpServers": map[string]any{"conch": map[string]any{"command": conch, "args": serveArgs}}}))
-			t.Logf("%s ran the scenario in %v", host, out.Elapsed)
-			if p := api.Problems(); len(p) > 0 {
-				t.Errorf("the fake model's problems: %q", p)
-			}
-			checkScenario(t, host, steps, api.Results(), false)
+			finish(t, host, out, api, steps, false)
 		})
 	}
 }
@@ -58,10 +51,7 @@ func TestClaudeCode(t *testing.T) {
 // byte for byte, within the budget.
 func TestCodex(t *testing.T) {
 	t.Parallel()
-	conch := conchBinary(t)
-	marker := testutil.Marker(t)
-	t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
-	dir, denied := session(t)
+	conch, marker, dir, denied := begin(t)
 	steps := scenario(dir, denied)
 	api := hosttest.NewOpenAI(t, next(t, steps, true))
 	out := hosttest.NewCodex(t).Run(t, api, hosttest.Run{Dir: dir, Marker: marker, Prompt: "Run the scenario."},
@@ -70,11 +60,7 @@ command = "`+conch+`"
 args = ["`+strings.Join(serveArgs, `", "`)+`"]
 default_tools_approval_mode = "approve"
 `+markerEnv(marker))
-	t.Logf("Codex ran the scenario in %v", out.Elapsed)
-	if p := api.Problems(); len(p) > 0 {
-		t.Errorf("the fake model's problems: %q", p)
-	}
-	checkScenario(t, "Codex", steps, api.Results(), true)
+	finish(t, "Codex", out, api, steps, true)
 }
 
 // httpSteps are the scenario's steps that run over HTTP too: a plain
@@ -99,10 +85,7 @@ func httpSteps(dir, denied string) []step {
 // initialize.
 func TestClaudeCodeHTTP(t *testing.T) {
 	t.Parallel()
-	conch := conchBinary(t)
-	marker := testutil.Marker(t)
-	t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
-	dir, denied := session(t)
+	conch, marker, dir, denied := begin(t)
 	srv := hosttest.ServeHTTP(t, conch, marker, serveArgs[1:]...)
 	steps := httpSteps(dir, denied)
 	api := hosttest.NewAnthropic(t, next(t, steps, false))
@@ -113,11 +96,7 @@ func TestClaudeCodeHTTP(t *testing.T) {
 		t.Error("the token is in Claude Code's configuration file")
 	}
 	out := claude.Run(t, api, r, "")
-	t.Logf("Claude Code over HTTP ran in %v", out.Elapsed)
-	if p := api.Problems(); len(p) > 0 {
-		t.Errorf("the fake model's problems: %q", p)
-	}
-	checkScenario(t, "Claude Code over HTTP", steps, api.Results(), false)
+	finish(t, "Claude Code over HTTP", out, api, steps, false)
 }
 
 // TestCodexHTTP: Codex with conch over streamable HTTP, the README's
@@ -125,10 +104,7 @@ func TestClaudeCodeHTTP(t *testing.T) {
 // and the tools conch marks destructive are approved one by one.
 func TestCodexHTTP(t *testing.T) {
 	t.Parallel()
-	conch := conchBinary(t)
-	marker := testutil.Marker(t)
-	t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
-	dir, denied := session(t)
+	conch, marker, dir, denied := begin(t)
 	srv := hosttest.ServeHTTP(t, conch, marker, serveArgs[1:]...)
 	steps := httpSteps(dir, denied)
 	api := hosttest.NewOpenAI(t, next(t, steps, true))
@@ -147,11 +123,7 @@ approval_mode = "approve"
 [mcp_servers.conch.tools.task_input]
 approval_mode = "approve"
 `)
-	t.Logf("Codex over HTTP ran in %v", out.Elapsed)
-	if p := api.Problems(); len(p) > 0 {
-		t.Errorf("the fake model's problems: %q", p)
-	}
-	checkScenario(t, "Codex over HTTP", steps, api.Results(), true)
+	finish(t, "Codex over HTTP", out, api, steps, true)
 }
 
 // TestClaudeCodeElicitationHook: in -p mode Claude Code answers conch's
@@ -162,10 +134,7 @@ func TestClaudeCodeElicitationHook(t *testing.T) {
 	for _, host := range []string{hosttest.Claude197, hosttest.Claude332} {
 		t.Run(host, func(t *testing.T) {
 			t.Parallel()
-			conch := conchBinary(t)
-			marker := testutil.Marker(t)
-			t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
-			dir, _ := session(t)
+			conch, marker, dir, _ := begin(t)
 			etc := t.TempDir()
 			config := filepath.Join(etc, "conch.toml")
 			writeFile(t, config, "[rules]\nask = [\"Bash(echo:*)\"]\n", 0o600)
@@ -210,10 +179,7 @@ echo '{"hookSpecificOutput":{"hookEventName":"Elicitation","action":"accept","co
 // recipes approve them.
 func TestCodexNeedsApproval(t *testing.T) {
 	t.Parallel()
-	conch := conchBinary(t)
-	marker := testutil.Marker(t)
-	t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
-	dir, _ := session(t)
+	conch, marker, dir, _ := begin(t)
 	api := hosttest.NewOpenAI(t, hosttest.Script(hosttest.Bash("echo hi"), hosttest.Call{Tool: "task_list", Args: map[string]any{}}))
 	hosttest.NewCodex(t).Run(t, api, hosttest.Run{Dir: dir, Marker: marker, Prompt: "Try."},
 		"[mcp_servers.conch]\ncommand = \""+conch+"\"\nargs = [\"serve\"]\n"+markerEnv(marker))
@@ -235,4 +201,33 @@ func TestCodexNeedsApproval(t *testing.T) {
 // process conch and its commands leave behind.
 func markerEnv(marker string) string {
 	return "\n[mcp_servers.conch.env]\n" + testutil.MarkerEnv + " = \"" + marker + "\"\n"
+}
+
+// begin is what every host test starts with: the conch binary, a marker
+// whose processes must all be gone when the test ends, and a session's
+// directory with the path its commands may not write.
+func begin(t *testing.T) (conch, marker, dir, denied string) {
+	t.Helper()
+	conch = conchBinary(t)
+	marker = testutil.Marker(t)
+	t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
+	dir, denied = session(t)
+	return conch, marker, dir, denied
+}
+
+// fake is a fake model API.
+type fake interface {
+	Results() []hosttest.Result
+	Problems() []string
+}
+
+// finish checks what the fake model of a host run received against
+// steps.
+func finish(t *testing.T, host string, out hosttest.Output, api fake, steps []step, codex bool) {
+	t.Helper()
+	t.Logf("%s ran in %v", host, out.Elapsed)
+	if p := api.Problems(); len(p) > 0 {
+		t.Errorf("the fake model's problems: %q", p)
+	}
+	checkScenario(t, host, steps, api.Results(), codex)
 }
