@@ -118,9 +118,10 @@ func (t *Toolset) request(sess Session, b bashArgs) shell.Request {
 	}
 }
 
-// readReserve is the room a task_output result keeps after a read for
-// the timed-out marker and the status line.
-const readReserve = 200
+// readReserve is the room a task_output result keeps after a read, as
+// JSON encodes it: for the status line (a waited-out one included) and
+// the structured value's other members (docs/tools.md#structured-value).
+const readReserve = 1000
 
 // handle makes p a task whose reads fit a task_output result.
 func (t *Toolset) handle(p shell.Process) *processHandle {

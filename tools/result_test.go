@@ -88,12 +88,19 @@ func TestValueBudget(t *testing.T) {
 func TestReadBudget(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
-	id := e.background(e.sess, `head -c 200000 /dev/zero | tr '\0' '\001'; echo; echo end`)
-	e.settle(e.sess, id)
-	r := e.call(tools.NameTaskOutput, map[string]any{"task_id": id})
-	text, size := valueText(t, r)
-	if text != r.Text || !strings.HasSuffix(text, "\x01\nend\n[status: completed, exit code: 0]") || size > tools.DefaultMaxResultBytes {
-		t.Errorf("read: %d bytes as sent, text ends %q", size, text[max(len(text)-60, 0):])
+	for _, c := range []struct{ command, last string }{
+		{"seq 1 200000", "200000\n"},
+		{`head -c 200000 /dev/zero | tr '\0' '"'; echo; echo end`, "\"\nend\n"},
+		{`head -c 200000 /dev/zero | tr '\0' '\001'; echo; echo end`, "\x01\nend\n"},
+		{`{ head -c 200000 /dev/zero | tr '\0' '<'; echo; echo end; } >&2`, "<\nend\n"},
+	} {
+		id := e.background(e.sess, c.command)
+		e.settle(e.sess, id)
+		r := e.call(tools.NameTaskOutput, map[string]any{"task_id": id})
+		text, size := valueText(t, r)
+		if text != r.Text || !strings.HasSuffix(text, c.last+"[status: completed, exit code: 0]") || size > tools.DefaultMaxResultBytes {
+			t.Errorf("%s: read of %d bytes as sent, text ends %q", c.command, size, text[max(len(text)-60, 0):])
+		}
 	}
 }
 
