@@ -122,14 +122,13 @@ func (h *terminalHandle) Input(text string, keys []string, wait time.Duration) e
 	return nil
 }
 
-// fitTerminal holds read, a read of tm, to budget encoded bytes
-// (encodedLen), ending with
-// markers (none for a task's read). Where text was lost, the model is
-// told where the whole output is, the raw stream's spill file (written
-// as the program runs), or why there is none: a read over the budget is
-// cut as any stream is, its cut line naming it, and the line that says
-// lines scrolled away before the read names it too,
-// "[… <N> lines scrolled away; full output: <path>]".
+// fitTerminal holds read, a read of tm, to budget bytes as JSON encodes
+// them (encodedLen), ending with markers (none for a task's read). Where
+// text was lost, the model is told where the whole output is, the raw
+// stream's spill file (written as the program runs), or why there is
+// none: a read over the budget is cut as any stream is, its cut line
+// naming it, and the line that says lines scrolled away before the read
+// names it too, "[… <N> lines scrolled away; full output: <path>]".
 func fitTerminal(tm shell.Terminal, read string, budget int, markers ...string) string {
 	if !scrolled(read) && encodedLen(withMarkers(read, markers...)) <= budget {
 		return read
