@@ -89,6 +89,8 @@ type TaskState struct {
 	// foreground call's, for a task it moved to): to its end once it
 	// ended, else to now.
 	ElapsedMs int64 `json:"elapsedMs"`
+	// LeftRunning is how many processes a settled task left running.
+	LeftRunning int `json:"leftRunning,omitempty"`
 }
 
 func taskState(info tasks.Info) TaskState {
@@ -101,6 +103,7 @@ func taskState(info tasks.Info) TaskState {
 		TimedOut:  o.TimedOut,
 		ElapsedMs: info.Elapsed.Milliseconds(),
 	}
+	s.LeftRunning = info.Leftovers
 	if o.TimedOut {
 		s.TimeoutMs = o.Timeout.Milliseconds()
 	}
@@ -141,6 +144,9 @@ type TaskKillValue struct {
 	TaskID string `json:"taskId"`
 	TaskState
 	AlreadyFinished bool `json:"alreadyFinished"`
+	// KilledLeftovers is how many processes a settled task had left
+	// running, which the kill ended.
+	KilledLeftovers int `json:"killedLeftovers,omitempty"`
 }
 
 // texted is a structured value whose Text a result sets last, once the
