@@ -51,7 +51,7 @@ type step struct {
 // cases, one session, one call a turn. dir is the session's directory.
 func scenario(dir, denied string) []step {
 	sandbox := func(denied ...shell.SandboxDenial) *shell.SandboxReport {
-		return &shell.SandboxReport{Mode: "workspace-write", Network: "on", Denied: append([]shell.SandboxDenial{}, denied...)}
+		return &shell.SandboxReport{Mode: "workspace-write", Network: "public", Denied: append([]shell.SandboxDenial{}, denied...)}
 	}
 	fg := func(text string, code int, out, errS tools.StreamValue) tools.ForegroundValue {
 		return tools.ForegroundValue{Text: text, Kind: "foreground", ExitCode: &code, TimeoutMs: 120000,
@@ -82,8 +82,15 @@ func scenario(dir, denied string) []step {
 			return fg(g.text, 0, tools.StreamValue{Truncated: true, SpillPath: path, Bytes: 200000}, whole(""))
 		}},
 		{name: "200000_control_bytes", call: hosttest.Bash(`head -c 200000 /dev/zero | tr '\0' '\001'`), want: func(t *testing.T, g got) any {
-			path := checkCut(t, g.text, strings.Repeat("\x01", 200000), "")
-			return fg(g.text, 0, tools.StreamValue{Truncated: true, SpillPath: path, Bytes: 200000}, whole(""))
+			// Binary output (docs/tools.md#binary-output): named, with the file that holds it.
+			m := regexp.MustCompile(`^\[binary output: 200000 bytes; full output: (/[^\]]+)\]$`).FindStringSubmatch(g.text)
+			if m == nil {
+				t.Errorf("want the binary output's line:\n%s", g.text)
+				return nil
+			}
+			// (The file went with the session when the host ended; the tools
+			// tests read it.)
+			return fg(g.text, 0, tools.StreamValue{SpillPath: m[1], Bytes: 200000}, whole(""))
 		}},
 		{name: "background", call: hosttest.Bash("echo bg-out").With("run_in_background", true), want: func(t *testing.T, g got) any {
 			return tools.BackgroundValue{Text: "started background task bash-1", Kind: "background", TaskID: "bash-1"}
@@ -98,9 +105,12 @@ func scenario(dir, denied string) []step {
 			}},
 		{name: "sandbox_denial", call: hosttest.Bash("touch " + denied), want: func(t *testing.T, g got) any {
 			m := regexp.MustCompile(`^\[stderr\]\n(touch: cannot touch '` + regexp.QuoteMeta(denied) + `': [A-Za-z -]+\n)` +
-				`\[sandbox: write to ` + regexp.QuoteMeta(denied) + ` denied under workspace-write mode; writable: ([^\n]+)\]\n\[exit code: 1\]$`).FindStringSubmatch(g.text)
+				`\[sandbox: write to ` + regexp.QuoteMeta(denied) + ` denied under workspace-write mode; writable: ([^\n]+)\]\n\[exit code: 1\]` +
+				// conch then asks the user (docs/sandbox.md#asking): Claude Code's -p
+				// cancels the question, Codex declines it.
+				`\n\[(the question was not answered|the user declined to run it outside the sandbox)\]$`).FindStringSubmatch(g.text)
 			if m == nil || !strings.Contains(", "+m[2]+",", ", "+dir+",") {
-				t.Errorf("want touch's error, the marker naming the writable roots (%s among them) and the exit marker:\n%s", dir, g.text)
+				t.Errorf("want touch's error, the marker naming the writable roots (%s among them) the exit marker and the question's answer:\n%s", dir, g.text)
 				return nil
 			}
 			v := fg(g.text, 1, whole(""), whole(m[1]))
