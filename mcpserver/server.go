@@ -284,9 +284,12 @@ func (s *Server) handler(name string, resolve resolver) mcp.ToolHandler {
 		}
 		start := time.Now()
 		r := s.ts.Call(ctx, sess, name, req.Params.Arguments, &co)
-		// A cancelled call's result never reaches the model (the client
-		// drops it): its notices wait for the session's next result.
-		r.Notices = x.notices(r, ctx.Err() != nil)
+		if ctx.Err() != nil {
+			// A cancelled call's result never reaches the model (the
+			// client drops it): its notices wait for the session's next
+			// result.
+			x.requeue(r.Notices)
+		}
 		s.log.Debug("tool call", "session", x.id, "tool", name, "isError", r.IsError, "elapsed", time.Since(start))
 		return callResult(r), nil
 	}
@@ -308,7 +311,9 @@ func byteCount(n int64) string {
 }
 
 // callResult is r as MCP carries it: the text, then one block per
-// completion notice; the structured value; the error flag.
+// completion notice; the structured value, whose "text" says all of it
+// again for the hosts that show a model only the structured value
+// (Claude Code, Codex); the error flag.
 func callResult(r tools.Result) *mcp.CallToolResult {
 	content := make([]mcp.Content, 0, 1+len(r.Notices))
 	content = append(content, &mcp.TextContent{Text: r.Text})

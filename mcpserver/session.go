@@ -4,14 +4,12 @@ import (
 	"context"
 	"net/url"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/conch-dev/conch/tasks"
 	"github.com/conch-dev/conch/tools"
 )
 
@@ -45,10 +43,6 @@ type session struct {
 	// of those the client cancelled (stdio follows them on its
 	// connection).
 	httpCalls inflight
-
-	// held are completion notices drained by calls whose result the
-	// client never received (it cancelled them), for the next result.
-	held []tools.Notice
 
 	// cwdMu serializes the roots lookup; cwd is valid while cwdKnown.
 	cwdMu    sync.Mutex
@@ -160,23 +154,15 @@ func (x *session) end(reason string) {
 	x.stop()
 }
 
-// notices returns the completion notices that go with r, the result of
-// a call of x: those held back from cancelled calls, then r's own. A
-// cancelled call gets none: they are held for the next result. A read of
-// a settled task's output collects its result, and its held notice goes.
-func (x *session) notices(r tools.Result, cancelled bool) []tools.Notice {
+// requeue gives notices back to the toolset for x's next result, unless
+// x has ended: its end forgets what the toolset holds for it (under x.mu,
+// ended is set before the toolset's session ends).
+func (x *session) requeue(notices []tools.Notice) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if v, ok := r.Value.(tools.TaskOutputValue); ok && !cancelled && tasks.Status(v.Status).Settled() {
-		x.held = slices.DeleteFunc(x.held, func(n tools.Notice) bool { return n.TaskID == v.TaskID })
+	if !x.ended {
+		x.srv.ts.Requeue(x.id, notices)
 	}
-	if cancelled {
-		x.held = append(x.held, r.Notices...)
-		return nil
-	}
-	out := append(x.held, r.Notices...)
-	x.held = nil
-	return out
 }
 
 // forgetCwd makes the next call ask the client for its roots again.

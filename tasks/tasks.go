@@ -107,6 +107,24 @@ type Handle interface {
 	Outcome() Outcome
 }
 
+// Begun is a Handle whose work began before its task did: a foreground
+// command moved into a task because it ran long. The task's start
+// (Info.Started, and so Info.Elapsed) is then Began, not the moment the
+// task was made.
+type Begun interface {
+	Began() time.Time
+}
+
+// startOf is when the work of h began.
+func startOf(h Handle) time.Time {
+	if b, ok := h.(Begun); ok {
+		if t := b.Began(); !t.IsZero() {
+			return t
+		}
+	}
+	return time.Now()
+}
+
 // Leftovers is implemented by Handles whose work can leave processes
 // running after it ended (a bash command's background server, a fork
 // loop; docs/tasks.md#leftovers). The runtime counts them whenever it
@@ -173,6 +191,7 @@ type Info struct {
 	// task runs or stops, Outcome.Status equals Status and Outcome.Detail
 	// is empty, so Outcome.StatusLine renders "[status: running]".
 	Outcome Outcome
+	// Started is when the task's work began (see Begun).
 	Started time.Time
 	// Elapsed is the task's run time: from its start to its settlement
 	// once settled, else until the snapshot.
@@ -393,7 +412,7 @@ func (r *Runtime) Start(owner, kind, label string, start func() (Handle, error))
 		kind:    kind,
 		label:   label,
 		owner:   o,
-		started: time.Now(),
+		started: startOf(h),
 		h:       h,
 		settled: make(chan struct{}),
 		status:  StatusRunning,

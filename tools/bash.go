@@ -132,9 +132,10 @@ func (t *Toolset) request(sess Session, b bashArgs) shell.Request {
 	}
 }
 
-// readReserve is the room a task_output result keeps after a read for
-// the timed-out marker and the status line.
-const readReserve = 200
+// readReserve is the room a task_output result keeps after a read, as
+// JSON encodes it: for the status line (a waited-out one included) and
+// the structured value's other members (docs/tools.md#structured-value).
+const readReserve = 1000
 
 // handle makes p a task whose reads fit a task_output result.
 func (t *Toolset) handle(p shell.Process) *processHandle {
@@ -143,9 +144,11 @@ func (t *Toolset) handle(p shell.Process) *processHandle {
 
 // taskHandle makes p, started on on, a task; a command outside the
 // sandbox has what it left running killed when it ends, before the task
-// settles.
-func (t *Toolset) taskHandle(p shell.Process, on target) tasks.Handle {
+// settles. A non-zero began is when the command started, before it became
+// a task (a yielded one): its run time counts from there.
+func (t *Toolset) taskHandle(p shell.Process, on target, began time.Time) tasks.Handle {
 	h := t.handle(p)
+	h.began = began
 	if !on.outside {
 		return h
 	}
@@ -397,7 +400,7 @@ func (t *Toolset) startBackground(sess Session, b bashArgs, on target, spec shel
 		if err != nil {
 			return nil, err
 		}
-		return t.taskHandle(p, on), nil
+		return t.taskHandle(p, on, time.Time{}), nil
 	})
 	if err != nil {
 		return errorResult(taskError(err))
@@ -497,7 +500,7 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b bashArgs, on t
 			if ended(p) {
 				return end()
 			}
-			if render, ok := t.yieldToTask(sess, b, on, spec, p); ok {
+			if render, ok := t.yieldToTask(sess, b, on, spec, p, start); ok {
 				if live != nil {
 					live.finish(nil, false)
 				}
@@ -527,12 +530,12 @@ func finished(p shell.Process) (Result, func(int) Result) {
 	}
 }
 
-// yieldToTask moves a running foreground command into a background task.
-// What it printed so far goes in this result; the task's reads carry on
-// from there, so no byte is lost or repeated. Its timeout still applies,
-// and the marker says so.
-func (t *Toolset) yieldToTask(sess Session, b bashArgs, on target, spec shell.Spec, p shell.Process) (func(int) Result, bool) {
-	h := t.taskHandle(p, on)
+// yieldToTask moves a running foreground command, started at start, into
+// a background task. What it printed so far goes in this result; the
+// task's reads carry on from there, so no byte is lost or repeated. Its
+// timeout still applies, and the marker says so.
+func (t *Toolset) yieldToTask(sess Session, b bashArgs, on target, spec shell.Spec, p shell.Process, start time.Time) (func(int) Result, bool) {
+	h := t.taskHandle(p, on, start)
 	info, err := t.opts.Tasks.Start(sess.ID, on.kind, b.Command, func() (tasks.Handle, error) { return h, nil })
 	if err != nil {
 		return nil, false
@@ -547,8 +550,8 @@ func (t *Toolset) yieldToTask(sess Session, b bashArgs, on target, spec shell.Sp
 		return Result{
 			Text: withMarkers(shown.body(), marker),
 			Value: YieldedValue{Kind: "yielded", TaskID: info.ID, YieldedAfterMs: ms, TimeoutMs: spec.Timeout.Milliseconds(),
-				Stdout: StreamValue{Text: shown.out, Truncated: shown.outCut, SpillPath: HostPath(read.Host, read.StdoutSpill)},
-				Stderr: StreamValue{Text: shown.err, Truncated: shown.errCut, SpillPath: HostPath(read.Host, read.StderrSpill)}},
+				Stdout: streamValue(shown.out, shown.outCut, HostPath(read.Host, read.StdoutSpill), shown.outSize, shown.outLines),
+				Stderr: streamValue(shown.err, shown.errCut, HostPath(read.Host, read.StderrSpill), shown.errSize, shown.errLines)},
 		}
 	}, true
 }

@@ -14,10 +14,12 @@ func binaryLine(size int64, where string) string {
 }
 
 // binaryOutput is the stream of a foreground result shown as its binary
-// line.
+// line; its size and lines stay the stream's, for the structured value.
 func binaryOutput(o shell.Output) streamIn {
 	line := binaryLine(o.Size, where(HostPath(o.Host, o.SpillPath), o.SpillErr, true))
-	return wholeStream(line, line)
+	s := wholeStream(line, line)
+	s.size, s.lines = o.Size, o.Lines
+	return s
 }
 
 // binaryRead replaces, in a read of p, each binary stream that has new

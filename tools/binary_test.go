@@ -30,7 +30,7 @@ func TestBinaryOutput(t *testing.T) {
 	if b, err := os.ReadFile(m[1]); err != nil || !bytes.Equal(b, make([]byte, 10089)) {
 		t.Errorf("the file: %d bytes, %v; want the 10089 NULs", len(b), err)
 	}
-	if v := r.Value.(tools.ForegroundValue); v.Stdout.Text != "[binary output: 10089 bytes; full output: "+m[1]+"]" {
+	if v := r.Value.(tools.ForegroundValue); v.Stdout.Text != "[binary output: 10089 bytes; full output: "+m[1]+"]" || v.Stdout.Bytes != 10089 || v.Stdout.SpillPath != m[1] {
 		t.Errorf("structured stdout %+v", v.Stdout)
 	}
 	r = e.bash("printf 'ab\\0\\1\\2\\n' >&2; exit 4")

@@ -117,6 +117,8 @@ func cutLine(bytes, lines int64, where string) string {
 type shownStreams struct {
 	out, err       string
 	outCut, errCut bool // the text is not the whole stream
+	// The streams' sizes, all of them (bytes, newline bytes).
+	outSize, outLines, errSize, errLines int64
 }
 
 func (s shownStreams) body() string { return JoinStreams(s.out, s.err) }
@@ -145,26 +147,29 @@ func JoinStreams(stdout, stderr string) string {
 }
 
 // fitStreams renders stdout and stderr as the body of a text of at most
-// budget bytes that ends with markers (see withMarkers; none for a read).
-// When both streams fit whole they are shown whole. Otherwise stderr gets
-// at most a third of the room and stdout the rest, either taking what the
-// other does not need, and a stream longer than its share, or one whose
-// provider kept only part of it, is cut.
+// budget bytes, as JSON encodes it (encodedLen), that ends with markers
+// (see withMarkers; none for a read). When both streams fit whole they
+// are shown whole. Otherwise stderr gets at most a third of the room and
+// stdout the rest, either taking what the other does not need, and a
+// stream longer than its share, or one whose provider kept only part of
+// it, is cut.
 func fitStreams(o, e streamIn, budget int, markers ...string) shownStreams {
 	oc, ec := o.clean(), e.clean()
+	sizes := shownStreams{outSize: o.size, outLines: o.lines, errSize: e.size, errLines: e.lines}
 	if o.whole && e.whole {
-		whole := shownStreams{out: oc, err: ec}
-		n := len(whole.body())
+		whole := sizes
+		whole.out, whole.err = oc, ec
+		text := whole.body()
 		if len(markers) > 0 {
-			n = len(withMarkers(whole.body(), markers...))
+			text = withMarkers(text, markers...)
 		}
-		if n <= budget {
+		if encodedLen(text) <= budget {
 			return whole
 		}
 	}
 	room := budget - markersLen(markers)
 	if !e.whole || e.tail != "" {
-		room -= len("\n") + len(stderrHeader)
+		room -= encodedLen("\n" + stderrHeader)
 	}
 	needO, needE := o.need(oc), e.need(ec)
 	shareE := room / stderrShare
@@ -175,7 +180,7 @@ func fitStreams(o, e streamIn, budget int, markers ...string) shownStreams {
 	case needO < shareO:
 		shareO, shareE = needO, shareE+shareO-needO
 	}
-	var s shownStreams
+	s := sizes
 	s.out, s.outCut = o.fit(oc, shareO)
 	s.err, s.errCut = e.fit(ec, shareE)
 	return s
@@ -190,37 +195,38 @@ func (s streamIn) clean() string {
 	return cleanText(s.tail)
 }
 
-// need is how many bytes s takes when its share is unlimited: all of it
-// when whole, else at most its head, the cut line and its tail, which
-// never overlap.
+// need is how many encoded bytes s takes when its share is unlimited:
+// all of it when whole, else at most its head, the cut line and its
+// tail, which never overlap.
 func (s streamIn) need(clean string) int {
 	if s.whole {
-		return len(clean)
+		return encodedLen(clean)
 	}
-	kept := int64(len(s.head) + len(s.tail))
+	head := s.head
 	if s.size > 0 {
-		kept = min(kept, s.size)
+		// Where the head and the tail overlap, the tail shows it.
+		head = head[:min(int64(len(head)), max(s.size-int64(len(s.tail)), 0))]
 	}
-	return int(kept) + len(s.maxCutLine()) + len("\n\n")
+	return encodedLen(head) + encodedLen(s.tail) + encodedLen(s.maxCutLine()) + encodedLen("\n\n")
 }
 
 // maxCutLine is s's cut line at its longest: the counts can only shrink.
 func (s streamIn) maxCutLine() string { return cutLine(s.size, s.lines, s.where) }
 
-// fit renders s within share bytes: whole (clean) when it fits, else its
-// first bytes (at most shell.HeadBytes or a tenth of the share), the cut
-// line and its last bytes. Both cuts move to a line boundary when one is
-// within lineSnap bytes, and never split a character. Only a share too
-// small for the cut line itself gives more.
+// fit renders s within share encoded bytes: whole (clean) when it fits,
+// else its first bytes (at most shell.HeadBytes or a tenth of the share),
+// the cut line and its last bytes. Both cuts move to a line boundary when
+// one is within lineSnap bytes, and never split a character. Only a share
+// too small for the cut line itself gives more.
 func (s streamIn) fit(clean string, share int) (text string, cut bool) {
-	if s.whole && len(clean) <= share {
+	if s.whole && encodedLen(clean) <= share {
 		return clean, false
 	}
 	src := s.head
 	if s.whole {
 		src = s.tail
 	}
-	headRaw := src[:headEnd(src, min(len(src), shell.HeadBytes, share/10), !s.whole)]
+	headRaw := src[:headEnd(src, encodedPrefix(src, min(shell.HeadBytes, share/10)), !s.whole)]
 	head := cleanText(headRaw)
 	sep := ""
 	if head != "" && !strings.HasSuffix(head, "\n") {
@@ -234,24 +240,25 @@ func (s streamIn) fit(clean string, share int) (text string, cut bool) {
 	} else if keep := s.size - int64(len(headRaw)); keep < int64(len(tsrc)) && s.size >= int64(len(tsrc)) {
 		tsrc = tsrc[len(tsrc)-int(max(keep, 0)):]
 	}
-	room := share - len(head) - len(sep) - len(s.maxCutLine()) - len("\n")
+	room := share - encodedLen(head) - encodedLen(sep) - encodedLen(s.maxCutLine()) - encodedLen("\n")
 	// Cleaning changes a tail's length: removed escapes leave room for
 	// more of it, repaired UTF-8 asks for less. A few tries settle it.
 	var tailRaw, tail string
 	for want, tries := room, 0; want > 0 && tries < 8; tries++ {
 		raw := tsrc[tailStart(tsrc, want, !s.whole):]
 		c := cleanText(raw)
-		if len(c) > room {
-			want -= len(c) - room
+		n := encodedLen(c)
+		if n > room {
+			want -= n - room
 			continue
 		}
 		if len(c) >= len(tail) {
 			tailRaw, tail = raw, c
 		}
-		if len(c) > room-lineSnap || len(raw) == len(tsrc) {
+		if n > room-lineSnap || len(raw) == len(tsrc) {
 			break
 		}
-		want += room - len(c)
+		want += room - n
 	}
 	omitted := max(s.size-int64(len(headRaw))-int64(len(tailRaw)), 0)
 	lines := max(s.lines-int64(strings.Count(headRaw, "\n"))-int64(strings.Count(tailRaw, "\n")), 0)
@@ -262,7 +269,8 @@ func (s streamIn) fit(clean string, share int) (text string, cut bool) {
 	return text, true
 }
 
-// headEnd is where a head of at most n bytes of src ends: after the last
+// headEnd is where a head of at most n bytes of src ends (n at a
+// character boundary): after the last
 // newline within lineSnap bytes before n, else at n moved back to the
 // start of a character. When src is only the start of the stream
 // (midStream), its end is a cut too.
@@ -281,18 +289,18 @@ func headEnd(src string, n int, midStream bool) int {
 	return n
 }
 
-// tailStart is where a tail of at most n bytes of src starts: after the
-// first newline within lineSnap bytes after the cut, else at the cut
-// moved forward to the start of a character. When all of src fits and
-// src itself starts where a provider cut the stream (midStream), that
-// start is the cut, but its first line is kept when it is the only one.
+// tailStart is where a tail of src that encodes to at most n bytes
+// starts: after the first newline within lineSnap bytes after the cut,
+// else at the cut (always the start of a character). When all of src
+// fits and src itself starts where a provider cut the stream
+// (midStream), that start is the cut, but its first line is kept when it
+// is the only one.
 func tailStart(src string, n int, midStream bool) int {
-	p := len(src) - n
+	p := encodedSuffix(src, n)
 	switch {
-	case p <= 0 && !midStream:
+	case p == 0 && !midStream:
 		return 0
-	case p <= 0:
-		p = 0
+	case p == 0:
 	case src[p-1] == '\n':
 		return p
 	}
@@ -303,4 +311,88 @@ func tailStart(src string, n int, midStream bool) int {
 		p++
 	}
 	return p
+}
+
+// The result budget counts bytes as a result's structured value is sent:
+// JSON-encoded by encoding/json's Marshal, which the MCP SDK uses for a
+// CallToolResult. A host that re-encodes the value (JSON.stringify in
+// Claude Code, serde_json in Codex) escapes the same bytes or fewer: it
+// leaves <, >, & and U+2028/U+2029 as they are.
+
+// asciiCost is what each ASCII byte takes inside a JSON string.
+var asciiCost = func() (c [utf8.RuneSelf]uint8) {
+	for b := range c {
+		switch {
+		case b == '"' || b == '\\' || b == '\n' || b == '\r' || b == '\t' || b == '\b' || b == '\f':
+			c[b] = 2
+		case b < 0x20 || b == '<' || b == '>' || b == '&':
+			c[b] = 6 // \u00XX
+		default:
+			c[b] = 1
+		}
+	}
+	return c
+}()
+
+// runeCost is what the character r, size bytes of UTF-8 (an invalid byte
+// is utf8.RuneError of size 1), takes inside a JSON string.
+func runeCost(r rune, size int) int {
+	if r < utf8.RuneSelf {
+		return int(asciiCost[r])
+	}
+	if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
+		return 6 // \ufffd, \u2028, \u2029
+	}
+	return size
+}
+
+// encodedLen is how many bytes s takes inside a JSON string (without its
+// quotes), as json.Marshal writes it.
+func encodedLen(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			n += int(asciiCost[b])
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		n += runeCost(r, size)
+		i += size
+	}
+	return n
+}
+
+// encodedPrefix is the end of the longest prefix of s that ends at a
+// character boundary and encodes to at most n bytes.
+func encodedPrefix(s string, n int) int {
+	used := 0
+	for i := 0; i < len(s); {
+		r, size := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
+		if used += runeCost(r, size); used > n {
+			return i
+		}
+		i += size
+	}
+	return len(s)
+}
+
+// encodedSuffix is the start of the longest suffix of s that starts at a
+// character boundary and encodes to at most n bytes.
+func encodedSuffix(s string, n int) int {
+	used := 0
+	for i := len(s); i > 0; {
+		r, size := rune(s[i-1]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeLastRuneInString(s[:i])
+		}
+		if used += runeCost(r, size); used > n {
+			return i
+		}
+		i -= size
+	}
+	return 0
 }

@@ -72,7 +72,8 @@ func TestRenderBudget(t *testing.T) {
 	t.Parallel()
 	const spillOut, spillErr = "/spill/a1-stdout", "/spill/b2-stderr"
 	marker := "[exit code: 1]"
-	atBudget := strings.Repeat("a", smallBudget-len(marker)-1) + "\n"
+	// The budget counts the text as JSON encodes it: the newline takes 2.
+	atBudget := strings.Repeat("a", smallBudget-len(marker)-2) + "\n"
 	capErr := &shell.SpillCapError{Cap: 64 << 20}
 	oneMB := strings.Repeat("x", 1<<20)
 	multi := strings.Repeat("é日本語ü", 2000) // 12 bytes a round, no newline
@@ -125,11 +126,11 @@ func TestRenderBudget(t *testing.T) {
 			budget = smallBudget
 		}
 		text, v := tools.RenderForegroundValue(c.res, budget)
-		if len(text) > budget {
-			t.Errorf("%s: %d bytes, over the budget of %d", c.name, len(text), budget)
+		if n := tools.EncodedLen(text); n > budget {
+			t.Errorf("%s: %d bytes encoded, over the budget of %d", c.name, n, budget)
 		}
-		if c.name == "exactly_at_budget" && len(text) != budget {
-			t.Errorf("%s: %d bytes, want exactly %d", c.name, len(text), budget)
+		if n := tools.EncodedLen(text); c.name == "exactly_at_budget" && n != budget {
+			t.Errorf("%s: %d bytes encoded, want exactly %d", c.name, n, budget)
 		}
 		if !utf8.ValidString(text) {
 			t.Errorf("%s: invalid UTF-8", c.name)
@@ -142,9 +143,9 @@ func TestRenderBudget(t *testing.T) {
 			t.Errorf("%s: the value's texts are not the text's", c.name)
 		}
 		if c.cutOut && c.cutErr {
-			room := budget - markerRoom(text)
-			if len(v.Stderr.Text) > room/3 {
-				t.Errorf("%s: stderr took %d bytes of %d, more than a third", c.name, len(v.Stderr.Text), room)
+			room := budget - tools.EncodedLen(text[len(text)-markerRoom(text):])
+			if n := tools.EncodedLen(v.Stderr.Text); n > room/3 {
+				t.Errorf("%s: stderr took %d bytes of %d, more than a third", c.name, n, room)
 			}
 		}
 		for _, w := range c.want {
@@ -155,8 +156,8 @@ func TestRenderBudget(t *testing.T) {
 		if c.name != "escapes_cut" { // its shown text is not its raw bytes
 			checkCuts(t, c.name, v.Stdout.Text, c.res.Stdout)
 			checkCuts(t, c.name, v.Stderr.Text, c.res.Stderr)
-		} else if len(text) < budget-200 {
-			t.Errorf("%s: %d bytes of a budget of %d: the removed escapes left room unused", c.name, len(text), budget)
+		} else if n := tools.EncodedLen(text); n < budget-200 {
+			t.Errorf("%s: %d bytes encoded of a budget of %d: the removed escapes left room unused", c.name, n, budget)
 		}
 		files = append(files, txtar.File{Name: c.name + ".txt", Data: []byte(text + "\n")}, txtar.File{Name: c.name + ".json", Data: jsonText(t, v)})
 	}
@@ -247,7 +248,7 @@ func TestRenderReadBudget(t *testing.T) {
 	var files []txtar.File
 	for _, c := range cases {
 		got := tools.RenderRead(c.in, smallBudget)
-		if !strings.HasPrefix(got, c.want) || len(got) > smallBudget {
+		if !strings.HasPrefix(got, c.want) || tools.EncodedLen(got) > smallBudget {
 			t.Errorf("%s: RenderRead = %q (%d bytes), want it to start %q", c.name, got, len(got), c.want)
 		}
 		if strings.HasPrefix(c.name, "long") {
@@ -327,7 +328,8 @@ func TestBudgetProperty(t *testing.T) {
 		// Streams of up to 20,000 lines, from a few drawn lines repeated
 		// with a counter (drawing every line would keep them small).
 		stream := func(label string) string {
-			lines := rapid.SliceOfN(rapid.StringOfN(rapid.SampledFrom([]rune("ab é日\t")), 0, 400, -1), 1, 8).Draw(t, label)
+			// Characters JSON escapes too: the budget counts them encoded.
+			lines := rapid.SliceOfN(rapid.StringOfN(rapid.SampledFrom([]rune("ab é日\t\"\x01<\u2028\\")), 0, 400, -1), 1, 8).Draw(t, label)
 			n := rapid.IntRange(0, 20000).Draw(t, label+"-lines")
 			var b strings.Builder
 			for i := range n {
@@ -345,8 +347,8 @@ func TestBudgetProperty(t *testing.T) {
 		res := shell.Result{ExitCode: exit(rapid.IntRange(0, 2).Draw(t, "exit")),
 			Stdout: kept(out, max, "/spill/o-stdout", nil), Stderr: kept(errS, max, "", &shell.SpillCapError{Cap: 1 << 26})}
 		text, v := tools.RenderForegroundValue(res, budget)
-		if len(text) > budget {
-			t.Fatalf("%d bytes over a budget of %d", len(text), budget)
+		if n := tools.EncodedLen(text); n > budget {
+			t.Fatalf("%d bytes encoded, over a budget of %d", n, budget)
 		}
 		checkCutsRapid(t, v.Stdout.Text, res.Stdout)
 		checkCutsRapid(t, v.Stderr.Text, res.Stderr)
@@ -398,7 +400,7 @@ func BenchmarkRenderFullTails(b *testing.B) {
 	res := shell.Result{ExitCode: exit(1),
 		Stdout: kept(stream, 64000, "/spill/o-stdout", nil), Stderr: kept(stream, 64000, "/spill/e-stderr", nil)}
 	for b.Loop() {
-		if text := tools.RenderForeground(res, tools.DefaultMaxResultBytes); len(text) > tools.DefaultMaxResultBytes {
+		if text := tools.RenderForeground(res, tools.DefaultMaxResultBytes); tools.EncodedLen(text) > tools.DefaultMaxResultBytes {
 			b.Fatal(len(text))
 		}
 	}
@@ -415,12 +417,12 @@ func FuzzRenderBudget(f *testing.F) {
 		res := shell.Result{ExitCode: exit(3),
 			Stdout: kept(stdout, int(max)+1, "/spill/o-stdout", nil), Stderr: kept(stderr, int(max)+1, "", nil)}
 		text := tools.RenderForeground(res, budget)
-		if len(text) > budget || !utf8.ValidString(text) || strings.ContainsRune(text, 0x1b) {
+		if tools.EncodedLen(text) > budget || !utf8.ValidString(text) || strings.ContainsRune(text, 0x1b) {
 			t.Fatalf("%d bytes (budget %d), valid %v: %q", len(text), budget, utf8.ValidString(text), text)
 		}
 		read := tools.RenderRead(shell.ReadResult{Stdout: stdout, Stderr: stderr, Lossy: true,
 			StdoutSkipped: shell.Omission{Bytes: int64(max), Lines: 1}}, budget)
-		if len(read) > budget || !utf8.ValidString(read) {
+		if tools.EncodedLen(read) > budget || !utf8.ValidString(read) {
 			t.Fatalf("read: %d bytes (budget %d): %q", len(read), budget, read)
 		}
 	})
@@ -451,4 +453,50 @@ func TestHostPath(t *testing.T) {
 			t.Errorf("HostPath(%q, %q) = %q, want %q", tc.host, tc.path, got, tc.want)
 		}
 	}
+}
+
+// FuzzEncodedLen: encodedLen counts what json.Marshal writes for a string
+// (quotes aside), and encodedPrefix and encodedSuffix give the longest
+// prefix and suffix, cut at a character, that encode within a size.
+func FuzzEncodedLen(f *testing.F) {
+	for _, s := range []string{"", "plain", "\"quoted\"\\", "\x01\x1f\x7f\b\f\n\r\t", "<a>&b", "\u2028\u2029", "é日本", "\xff\xfe bad", "\xe2\x80"} {
+		f.Add(s, uint16(7))
+	}
+	f.Fuzz(func(t *testing.T, s string, n uint16) {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tools.EncodedLen(s); got != len(b)-2 {
+			t.Fatalf("EncodedLen(%q) = %d, json.Marshal writes %d bytes: %s", s, got, len(b)-2, b)
+		}
+		limit := int(n) % (len(b) + 2)
+		p := tools.EncodedPrefix(s, limit)
+		if tools.EncodedLen(s[:p]) > limit || (p < len(s) && tools.EncodedLen(s[:p+runeLen(s[p:])]) <= limit) || !boundary(s, p) {
+			t.Fatalf("EncodedPrefix(%q, %d) = %d", s, limit, p)
+		}
+		q := tools.EncodedSuffix(s, limit)
+		if tools.EncodedLen(s[q:]) > limit || !boundary(s, q) {
+			t.Fatalf("EncodedSuffix(%q, %d) = %d", s, limit, q)
+		}
+		if q > 0 {
+			_, size := utf8.DecodeLastRuneInString(s[:q])
+			if tools.EncodedLen(s[q-size:]) <= limit {
+				t.Fatalf("EncodedSuffix(%q, %d) = %d, one more character fits", s, limit, q)
+			}
+		}
+	})
+}
+
+func runeLen(s string) int { _, n := utf8.DecodeRuneInString(s); return n }
+
+// boundary reports whether i starts a character of s as DecodeRune steps
+// through it (an invalid byte is a character of its own).
+func boundary(s string, i int) bool {
+	for j := 0; j < len(s); j += runeLen(s[j:]) {
+		if j == i {
+			return true
+		}
+	}
+	return i == len(s)
 }

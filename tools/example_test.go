@@ -65,7 +65,7 @@ func Example() {
 
 	// Output:
 	// bash -> "hello\n[exit code: 3]" (error: false)
-	// value: {"kind":"foreground","exitCode":3,"signal":null,"timedOut":false,"aborted":false,"timeoutMs":120000,"stdout":{"text":"hello\n","truncated":false},"stderr":{"text":"","truncated":false}}
+	// value: {"text":"hello\n[exit code: 3]","kind":"foreground","exitCode":3,"signal":null,"timedOut":false,"aborted":false,"timeoutMs":120000,"stdout":{"truncated":false,"bytes":6,"lines":1},"stderr":{"truncated":false,"bytes":0,"lines":0}}
 	// bash -> "Error: invalid command: expected a non-empty string" (error: true)
 	// bash -> "started background task bash-1" (error: false)
 	// task_list -> bash-1 completed exit code: 0 (sleep 0.1; echo built)

@@ -17,6 +17,9 @@ var (
 	ParseExitStatus   = parseExitStatus
 	NewTerminalHandle = newTerminalHandle
 	DeniedBySandbox   = deniedBySandbox
+	EncodedLen        = encodedLen
+	EncodedPrefix     = encodedPrefix
+	EncodedSuffix     = encodedSuffix
 )
 
 // Internal types the external tests name.
@@ -43,3 +46,8 @@ func RenderForegroundValue(r shell.Result, budget int) (string, ForegroundValue)
 
 // Request is t.request.
 func (t *Toolset) Request(sess Session, b bashArgs) shell.Request { return t.request(sess, b) }
+
+// Deliver is t.deliver.
+func (t *Toolset) Deliver(session string, r Result, render func(int) Result, notices []Notice) Result {
+	return t.deliver(session, r, render, notices)
+}

@@ -4,6 +4,7 @@ package tools_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -391,16 +392,32 @@ func TestBudgetWithNotices(t *testing.T) {
 	if len(r.Notices) != 1 || !strings.HasPrefix(r.Notices[0].Text, "background task "+id) {
 		t.Fatalf("notices = %q", r.Notices)
 	}
-	if n := len(r.Text) + len(r.Notices[0].Text); n > 2000 {
-		t.Errorf("text %d + notice %d = %d bytes, over the budget of 2000", len(r.Text), len(r.Notices[0].Text), n)
+	// The value as sent says it all, the notice after a blank line, and
+	// fits the budget.
+	v := r.Value.(tools.ForegroundValue)
+	if v.Text != r.Text+"\n"+r.Notices[0].Text {
+		t.Errorf("value text = %q, want the text, a blank line and the notice", v.Text)
+	}
+	if n := encoded(t, v); n > 2000 {
+		t.Errorf("value of %d bytes encoded, over the budget of 2000", n)
 	}
 	if !strings.Contains(r.Text, " omitted; full output: ") || !strings.HasSuffix(r.Text, "2999\n3000\n") {
 		t.Errorf("text = %q", r.Text)
 	}
 	// Without notices the text takes the whole budget.
-	if alone := e.bash("seq 1 3000"); len(alone.Text) < 1900 || len(alone.Text) > 2000 || alone.Notices != nil {
-		t.Errorf("text alone: %d bytes, notices %q", len(alone.Text), alone.Notices)
+	if alone := e.bash("seq 1 3000"); encoded(t, alone.Value) < 1900 || encoded(t, alone.Value) > 2000 || alone.Notices != nil {
+		t.Errorf("value alone: %d bytes encoded, notices %q", encoded(t, alone.Value), alone.Notices)
 	}
+}
+
+// encoded is the size of v as json.Marshal writes it (the MCP SDK does).
+func encoded(t testing.TB, v any) int {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(b)
 }
 
 // TestWorkdirHome: "~" and "~/…" in workdir are the home directory.

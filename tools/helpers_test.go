@@ -215,14 +215,15 @@ func golden(t testing.TB, name, got string) {
 }
 
 // goldenJSON pins v's JSON (indented) in a golden file. A task's
-// elapsedMs varies from run to run: it reads "<ms>".
+// elapsedMs varies from run to run: it reads "<ms>", and the run times in
+// the text read "<T>" (testutil.NoElapsed).
 func goldenJSON(t testing.TB, name string, v any) {
 	t.Helper()
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		t.Fatalf("marshal %#v: %v", v, err)
 	}
-	golden(t, name, elapsedMs.ReplaceAllString(string(b), `"elapsedMs": "<ms>"`)+"\n")
+	golden(t, name, testutil.NoElapsed(elapsedMs.ReplaceAllString(string(b), `"elapsedMs": "<ms>"`))+"\n")
 }
 
 var elapsedMs = regexp.MustCompile(`"elapsedMs": \d+`)

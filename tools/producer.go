@@ -3,6 +3,7 @@ package tools
 import (
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/tasks"
@@ -15,6 +16,9 @@ const kindBash = "bash"
 type processHandle struct {
 	p      shell.Process
 	budget int
+	// began is when the command started, for one that ran in the
+	// foreground first (tasks.Begun); zero for a task from the start.
+	began time.Time
 	// endShown is set once a read after the command ended has shown the
 	// markers that follow its last output, so that they are shown once.
 	endShown atomic.Bool
@@ -24,6 +28,9 @@ var (
 	_ tasks.Handle    = (*processHandle)(nil)
 	_ tasks.Leftovers = (*processHandle)(nil)
 )
+
+// Began is when the command started (tasks.Begun).
+func (h *processHandle) Began() time.Time { return h.began }
 
 // newProcessHandle makes p a task the runtime can own; each read's text
 // is held to budget bytes (see renderRead), its end markers aside.

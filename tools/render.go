@@ -20,7 +20,7 @@ const (
 )
 
 // renderForeground is the model-facing text of a foreground result within
-// budget bytes: the body (or "(no output)"), then the markers, each on
+// budget bytes as JSON encodes it (encodedLen): the body (or "(no output)"), then the markers, each on
 // its own line, the exit or signal marker last. Streams that do not fit
 // are cut (see fitStreams). The structured value carries the same stream
 // texts.
@@ -47,12 +47,13 @@ func timedOutMarker(d time.Duration) string {
 	return "[timed out after " + strconv.FormatInt(d.Milliseconds(), 10) + "ms]"
 }
 
-// markersLen is what markers add to a body at most: each on its own line.
+// markersLen is what markers add to a body at most, encoded
+// (encodedLen): each on its own line.
 func markersLen(markers []string) int {
 	if len(markers) == 0 {
 		return 0
 	}
-	return len("\n") + len(strings.Join(markers, "\n"))
+	return encodedLen("\n" + strings.Join(markers, "\n"))
 }
 
 // withMarkers puts markers after body, each on its own line; an empty body

@@ -187,7 +187,13 @@ var (
 	bashInputSchemaNoBackground = json.RawMessage(`{"type":"object","properties":{` + bashInputProperties +
 		`},"required":["command","description"],"additionalProperties":false}`)
 
-	streamSchema = `{"type":"object","properties":{"text":{"type":"string"},"truncated":{"type":"boolean"},"spillPath":{"type":"string"}},"required":["text","truncated"]}`
+	// streamSchema is StreamValue: the facts of a stream the value's text
+	// shows (the text itself is not repeated).
+	streamSchema = `{"type":"object","properties":{"truncated":{"type":"boolean"},"spillPath":{"type":"string"},"bytes":{"type":"integer"},"lines":{"type":"integer"}},"required":["truncated","bytes","lines"]}`
+
+	// textProperty is the first member of every tool's value: the whole
+	// text of the result, notices included (docs/tools.md).
+	textProperty = `"text":{"type":"string","description":"The result as the model reads it: the output and its markers, then each completion notice after a blank line."}`
 
 	// sandboxSchema is shell.SandboxReport: the sandbox a command ran
 	// under and what it denied (docs/sandbox.md).
@@ -197,7 +203,7 @@ var (
 		`"denied":{"type":"array","items":{"type":"object","properties":{"path":{"type":"string"},"host":{"type":"string"},"port":{"type":"integer"},"op":{"type":"string","enum":["write","read","network","connect"]},"reason":{"type":"string"}},"required":["op"]}}` +
 		`},"required":["mode","network","denied"]}`
 
-	bashOutputSchema = json.RawMessage(`{"type":"object","properties":{` +
+	bashOutputSchema = json.RawMessage(`{"type":"object","properties":{` + textProperty + `,` +
 		`"kind":{"type":"string","enum":["foreground","background","yielded"]},` +
 		`"exitCode":{"type":["integer","null"]},` +
 		`"signal":{"type":["string","null"]},` +
@@ -209,20 +215,20 @@ var (
 		`"taskId":{"type":"string"},` +
 		`"yieldedAfterMs":{"type":"integer"},` +
 		`"sandbox":` + sandboxSchema +
-		`},"required":["kind"]}`)
+		`},"required":["text","kind"]}`)
 
 	// taskStateProperties are TaskState's fields in an output schema.
 	taskStateProperties = `"status":{"type":"string"},"detail":{"type":"string"},"exitCode":{"type":"integer"},"signal":{"type":"string"},` +
 		`"timedOut":{"type":"boolean"},"timeoutMs":{"type":"integer"},"elapsedMs":{"type":"integer"},"leftRunning":{"type":"integer"}`
 
-	taskOutputOutputSchema = json.RawMessage(`{"type":"object","properties":{` +
-		`"taskId":{"type":"string"},` + taskStateProperties + `,"output":{"type":"string"},"sandbox":` + sandboxSchema +
-		`},"required":["taskId","status","elapsedMs","output"]}`)
+	taskOutputOutputSchema = json.RawMessage(`{"type":"object","properties":{` + textProperty + `,` +
+		`"taskId":{"type":"string"},` + taskStateProperties + `,"sandbox":` + sandboxSchema +
+		`},"required":["text","taskId","status","elapsedMs"]}`)
 
 	taskListInputSchema  = json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)
-	taskListOutputSchema = json.RawMessage(`{"type":"object","properties":{"tasks":{"type":"array","items":{"type":"object","properties":{` +
+	taskListOutputSchema = json.RawMessage(`{"type":"object","properties":{` + textProperty + `,"tasks":{"type":"array","items":{"type":"object","properties":{` +
 		`"id":{"type":"string"},"kind":{"type":"string"},` + taskStateProperties + `,"label":{"type":"string"}` +
-		`},"required":["id","kind","status","elapsedMs","label"]}}},"required":["tasks"]}`)
+		`},"required":["id","kind","status","elapsedMs","label"]}}},"required":["text","tasks"]}`)
 
 	taskKillInputSchema = json.RawMessage(`{"type":"object","properties":{` +
 		`"task_id":{"type":"string","description":"The id of the background task to stop."},` +
@@ -234,9 +240,9 @@ var (
 	taskListParams         = schemaParams(taskListInputSchema)
 	taskKillParams         = schemaParams(taskKillInputSchema)
 
-	taskKillOutputSchema = json.RawMessage(`{"type":"object","properties":{` +
+	taskKillOutputSchema = json.RawMessage(`{"type":"object","properties":{` + textProperty + `,` +
 		`"taskId":{"type":"string"},` + taskStateProperties + `,"alreadyFinished":{"type":"boolean"},"killedLeftovers":{"type":"integer"}` +
-		`},"required":["taskId","status","elapsedMs","alreadyFinished"]}`)
+		`},"required":["text","taskId","status","elapsedMs","alreadyFinished"]}`)
 )
 
 // taskOutputInputSchema is task_output's input schema; timeout_ms states

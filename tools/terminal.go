@@ -20,6 +20,7 @@ type terminalHandle struct {
 	cancelled atomic.Bool
 	timedOut  atomic.Bool   // the call's timeout killed it
 	timeout   time.Duration // the call's timeout, once armed
+	began     time.Time     // when a call moved to a task started (tasks.Begun)
 
 	mu      sync.Mutex
 	answer  string // the read Input took, for the next Read
@@ -48,6 +49,10 @@ func (h *terminalHandle) Read() string {
 	}
 	return fitTerminal(h.t, s, h.budget)
 }
+
+// Began is when the command started, for a foreground call moved to a
+// task (tasks.Begun); zero otherwise.
+func (h *terminalHandle) Began() time.Time { return h.began }
 
 // Peek returns the end of the screen, at most maxBytes bytes.
 func (h *terminalHandle) Peek(maxBytes int) string { return h.t.Peek(min(maxBytes, h.budget)) }
@@ -117,15 +122,15 @@ func (h *terminalHandle) Input(text string, keys []string, wait time.Duration) e
 	return nil
 }
 
-// fitTerminal holds read, a read of tm, to budget bytes, ending with
-// markers (none for a task's read). Where text was lost, the model is
-// told where the whole output is, the raw stream's spill file (written
-// as the program runs), or why there is none: a read over the budget is
-// cut as any stream is, its cut line naming it, and the line that says
-// lines scrolled away before the read names it too,
-// "[… <N> lines scrolled away; full output: <path>]".
+// fitTerminal holds read, a read of tm, to budget bytes as JSON encodes
+// them (encodedLen), ending with markers (none for a task's read). Where
+// text was lost, the model is told where the whole output is, the raw
+// stream's spill file (written as the program runs), or why there is
+// none: a read over the budget is cut as any stream is, its cut line
+// naming it, and the line that says lines scrolled away before the read
+// names it too, "[… <N> lines scrolled away; full output: <path>]".
 func fitTerminal(tm shell.Terminal, read string, budget int, markers ...string) string {
-	if !scrolled(read) && len(withMarkers(read, markers...)) <= budget {
+	if !scrolled(read) && encodedLen(withMarkers(read, markers...)) <= budget {
 		return read
 	}
 	at := rawWhere(tm.Raw())

@@ -148,6 +148,7 @@ type Toolset struct {
 	opts     Options
 	limits   bashLimits
 	approved approvals
+	deferred noticeQueue
 	grants   grants
 	projects projects
 	hosts    map[string]shell.Executor
@@ -297,10 +298,14 @@ type Result struct {
 	// IsError marks a tool error (bad arguments, infrastructure failure,
 	// cancellation); a failing command is not one.
 	IsError bool
-	// Value is the structured value (a JSON object), nil for errors.
+	// Value is the structured value (a JSON object), nil for errors. Its
+	// first member, "text", is Text followed by each notice after a blank
+	// line; the whole value, JSON-encoded, fits Options.MaxResultBytes.
 	Value any
 	// Notices are completion notices for the calling session's tasks that
-	// finished on their own; a transport delivers them after Text.
+	// finished on their own; a transport delivers them after Text (and
+	// Value's text carries them). Notices that did not fit ride on the
+	// session's next result.
 	Notices []Notice
 }
 
@@ -377,9 +382,7 @@ func (t *Toolset) Call(ctx context.Context, sess Session, name string, args json
 		co = *o
 	}
 	if err := checkTaskKeys(name, args); err != nil {
-		r := errorResult(err.Error())
-		r.Notices = t.Notices(sess.ID)
-		return r
+		return t.deliver(sess.ID, errorResult(err.Error()), nil, t.Notices(sess.ID))
 	}
 	var r Result
 	var render func(budget int) Result
@@ -409,11 +412,7 @@ func (t *Toolset) Call(ctx context.Context, sess Session, name string, args json
 	if !drained {
 		notices = t.Notices(sess.ID)
 	}
-	if render != nil {
-		r = render(t.textBudget(notices))
-	}
-	r.Notices = notices
-	return r
+	return t.deliver(sess.ID, r, render, notices)
 }
 
 // checkTaskKeys refuses a task tool's call with a key the tool does not
@@ -433,19 +432,6 @@ func checkTaskKeys(name string, args json.RawMessage) error {
 	return nil
 }
 
-// textBudget is what a bash result's text may take: the result budget
-// less the notices that ride with it, but never less than half of it, so
-// a burst of notices cannot crowd out the command's own output (the
-// whole may then exceed the budget by what the notices take beyond the
-// other half).
-func (t *Toolset) textBudget(notices []Notice) int {
-	n := 0
-	for _, s := range notices {
-		n += len(s.Text)
-	}
-	return max(t.opts.MaxResultBytes-n, t.opts.MaxResultBytes/2)
-}
-
 // EndSession ends the session id: what its user allowed for the session
 // is forgotten, its background tasks are disposed of (cancelled, awaited
 // and forgotten), and then, on this machine and on every remote host
@@ -453,6 +439,7 @@ func (t *Toolset) textBudget(notices []Notice) int {
 // left running is killed. It returns once all of it is gone.
 func (t *Toolset) EndSession(id string) {
 	t.approved.forget(id)
+	t.deferred.take(id)
 	t.grants.forget(id)
 	if t.opts.Tasks != nil {
 		t.opts.Tasks.Dispose(id)
@@ -486,12 +473,14 @@ func (t *Toolset) HostCwds() map[string]string {
 	return m
 }
 
-// Notices drains and words the completion notices pending for a session.
+// Notices drains and words the completion notices pending for a session:
+// first those that waited for room in an earlier result (or were given
+// back with Requeue), then new ones.
 func (t *Toolset) Notices(session string) []Notice {
 	if t.opts.Tasks == nil {
 		return nil
 	}
-	var out []Notice
+	out := t.deferred.take(session)
 	for _, n := range t.opts.Tasks.Notices(session) {
 		out = append(out, Notice{TaskID: n.ID, Text: renderNotice(n), Task: n})
 	}

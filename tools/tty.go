@@ -190,7 +190,7 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 		if !movable || ended(tm) {
 			return nil, false
 		}
-		render, err := t.moveTerminal(sess, b, on, tm, time.Since(start), spec.Timeout)
+		render, err := t.moveTerminal(sess, b, on, tm, start, spec.Timeout)
 		if err != nil {
 			movable = false // the session is at its task limit: stay in the foreground
 			return nil, false
@@ -238,11 +238,14 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 	}
 }
 
-// moveTerminal makes the running terminal tm, started after ago with
-// the given timeout, a task of sess that the rest of the timeout kills;
-// the result shows the screen so far and says how to go on.
-func (t *Toolset) moveTerminal(sess Session, b bashArgs, on target, tm shell.Terminal, after, timeout time.Duration) (func(int) Result, error) {
+// moveTerminal makes the running terminal tm, started at start with the
+// given timeout, a task of sess that the rest of the timeout kills; the
+// result shows the screen so far and says how to go on. The task's run
+// time counts from start.
+func (t *Toolset) moveTerminal(sess Session, b bashArgs, on target, tm shell.Terminal, start time.Time, timeout time.Duration) (func(int) Result, error) {
 	h := t.terminalHandle(tm)
+	h.began = start
+	after := time.Since(start)
 	info, err := t.opts.Tasks.Start(sess.ID, on.kind, b.Command, func() (tasks.Handle, error) {
 		h.expire(timeout-after, timeout)
 		return h, nil
@@ -257,10 +260,11 @@ func (t *Toolset) moveTerminal(sess Session, b bashArgs, on target, tm shell.Ter
 	marker := waitingMarker(info.ID)
 	return func(budget int) Result {
 		shown := fitTerminal(tm, screen, budget, marker)
+		raw := tm.Raw()
 		return Result{
 			Text: withMarkers(shown, marker),
-			Value: YieldedValue{Kind: "yielded", TaskID: info.ID, YieldedAfterMs: after.Milliseconds(),
-				Stdout: StreamValue{Text: shown, Truncated: shown != screen}},
+			Value: YieldedValue{Kind: "yielded", TaskID: info.ID, YieldedAfterMs: after.Milliseconds(), TimeoutMs: timeout.Milliseconds(),
+				Stdout: streamValue(shown, shown != screen, HostPath(raw.Host, raw.SpillPath), int64(len(screen)), int64(strings.Count(screen, "\n")))},
 		}
 	}, nil
 }

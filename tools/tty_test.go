@@ -78,6 +78,24 @@ func TestTTYSession(t *testing.T) {
 	wantError(t, e.input(id, "more", "Enter"), "task "+id+" has already finished [status: completed, exit code: 0]")
 }
 
+// A tty call moved to a task says so with its real timeout, and the
+// task's run time counts from the command's start, not from the move.
+func TestTTYMovedValue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	r := e.call(tools.NameBash, map[string]any{"command": "echo ready; read line", "description": "Wait for a line", "tty": true, "timeoutMs": 60000})
+	id := moved(t, r, "ready")
+	v := r.Value.(tools.YieldedValue)
+	if v.TimeoutMs != 60000 || v.Text != r.Text || v.YieldedAfterMs < tools.InputIdle.Milliseconds() {
+		t.Errorf("value %+v, want timeoutMs 60000, the result's text, yieldedAfterMs at least %d", v, tools.InputIdle.Milliseconds())
+	}
+	out := e.call(tools.NameTaskOutput, map[string]any{"task_id": id})
+	if ov := out.Value.(tools.TaskOutputValue); ov.ElapsedMs < v.YieldedAfterMs {
+		t.Errorf("task elapsedMs %d, less than the %d ms the command ran before it moved", ov.ElapsedMs, v.YieldedAfterMs)
+	}
+	e.call(tools.NameTaskKill, map[string]any{"task_id": id})
+}
+
 // A tty command that ends by itself is a foreground result like any other:
 // the terminal's lines, the exit marker; it ran on a terminal.
 func TestTTYForeground(t *testing.T) {

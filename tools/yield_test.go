@@ -36,11 +36,13 @@ func TestYield(t *testing.T) {
 	if !ok || v.Kind != "yielded" || v.TaskID != "bash-1" || v.YieldedAfterMs != 300 || v.TimeoutMs != 120000 {
 		t.Errorf("value = %#v", r.Value)
 	}
-	// The value carries the output so far, as the text shows it.
-	if so := v.Stdout.Text; so == "" || r.Text != so+marker || v.Stderr.Text != "" || v.Stdout.Truncated {
+	// The value's text is the result's; its streams' facts count the
+	// output so far.
+	if so := v.Stdout.Text; so == "" || r.Text != so+marker || v.Text != r.Text || v.Stderr.Text != "" || v.Stdout.Truncated ||
+		v.Stdout.Bytes != int64(len(so)) || v.Stdout.Lines != int64(strings.Count(so, "\n")) {
 		t.Errorf("value streams %+v, text %q", v, r.Text)
 	}
-	v.Stdout.Text = "<lines so far>"
+	v.Text, v.Stdout.Bytes, v.Stdout.Lines = "<lines so far>\n"+marker, 0, 0
 	goldenJSON(t, "yielded.json", v)
 	// The lines so far vary with timing; the shape does not.
 	golden(t, "yielded_marker.txt", marker)
@@ -62,7 +64,13 @@ func TestYield(t *testing.T) {
 	if !strings.HasSuffix(out.Text, "\n[status: completed, exit code: 0]") {
 		t.Fatalf("task_output = %q", out.Text)
 	}
-	got += out.Value.(tools.TaskOutputValue).Output
+	ov := out.Value.(tools.TaskOutputValue)
+	got += ov.Output
+	// Its run time counts from the command's start, not from the yield:
+	// fifteen lines 0.1 s apart.
+	if ov.ElapsedMs < 1400 {
+		t.Errorf("elapsedMs = %d, want the whole run of at least 1400", ov.ElapsedMs)
+	}
 	var want strings.Builder
 	for i := 1; i <= 15; i++ {
 		want.WriteString("line-" + itoa(i) + "\n")

@@ -146,9 +146,9 @@ func testForeground(t *testing.T, tr transport) {
 		t.Fatalf("echo hello: %q (isError %v)", got, r.IsError)
 	}
 	want := map[string]any{
-		"kind": "foreground", "exitCode": 0.0, "signal": nil, "timedOut": false, "aborted": false, "timeoutMs": 120000.0,
-		"stdout": map[string]any{"text": "hello\n", "truncated": false},
-		"stderr": map[string]any{"text": "", "truncated": false},
+		"text": "hello\n", "kind": "foreground", "exitCode": 0.0, "signal": nil, "timedOut": false, "aborted": false, "timeoutMs": 120000.0,
+		"stdout": map[string]any{"truncated": false, "bytes": 6.0, "lines": 1.0},
+		"stderr": map[string]any{"truncated": false, "bytes": 0.0, "lines": 0.0},
 	}
 	if tr.name == "stdio" {
 		// conch serve runs commands under its default sandbox
@@ -198,7 +198,7 @@ func testBackgroundWait(t *testing.T, tr transport) {
 	if got := text(t, r); got != "started background task bash-1" {
 		t.Fatalf("background start: %q", got)
 	}
-	if diff := cmp.Diff(map[string]any{"kind": "background", "taskId": "bash-1"}, r.StructuredContent); diff != "" {
+	if diff := cmp.Diff(map[string]any{"text": "started background task bash-1", "kind": "background", "taskId": "bash-1"}, r.StructuredContent); diff != "" {
 		t.Errorf("structuredContent (-want +got):\n%s", diff)
 	}
 	r = callTool(t, cs, "task_output", map[string]any{"task_id": "bash-1", "wait": true})
@@ -352,12 +352,14 @@ func testYield(t *testing.T, tr transport) {
 	if !ok || r.IsError {
 		t.Fatalf("yielded result: %q (isError %v)", got, r.IsError)
 	}
-	if diff := cmp.Diff(map[string]any{"kind": "yielded", "taskId": "bash-1", "yieldedAfterMs": 500.0, "timeoutMs": 120000.0,
-		"stdout": map[string]any{"text": body, "truncated": false}, "stderr": map[string]any{"text": "", "truncated": false}}, r.StructuredContent); diff != "" {
-		t.Errorf("structuredContent (-want +got):\n%s", diff)
-	}
 	if body == "(no output)\n" {
 		body = ""
+	}
+	// The value says what the text says, first; the streams' facts follow.
+	if diff := cmp.Diff(map[string]any{"text": got, "kind": "yielded", "taskId": "bash-1", "yieldedAfterMs": 500.0, "timeoutMs": 120000.0,
+		"stdout": map[string]any{"truncated": false, "bytes": float64(len(body)), "lines": float64(strings.Count(body, "\n"))},
+		"stderr": map[string]any{"truncated": false, "bytes": 0.0, "lines": 0.0}}, r.StructuredContent); diff != "" {
+		t.Errorf("structuredContent (-want +got):\n%s", diff)
 	}
 	if !strings.HasPrefix(body, "line1\n") {
 		t.Errorf("output so far %q, want it to start with line1", body)
@@ -366,7 +368,15 @@ func testYield(t *testing.T, tr transport) {
 	for range 10 {
 		r = callTool(t, cs, "task_output", map[string]any{"task_id": "bash-1", "wait": true})
 		sc := r.StructuredContent.(map[string]any)
-		all += sc["output"].(string)
+		read := text(t, r)
+		if sc["text"] != read {
+			t.Errorf("task_output value text %q, text %q", sc["text"], read)
+		}
+		read = read[:strings.LastIndex(read, "[status: ")]
+		if read == "(no new output)\n" {
+			read = ""
+		}
+		all += read
 		if sc["status"] != "running" {
 			if got := text(t, r); !strings.HasSuffix(got, "[status: completed, exit code: 0]") {
 				t.Errorf("final read: %q", got)

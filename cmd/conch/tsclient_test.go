@@ -128,9 +128,9 @@ func checkTSClient(t *testing.T, tr string, got map[string]any, root, denied str
 	expect("echo", obj{
 		"texts": list{"hello\n"}, "isError": false,
 		"structuredContent": obj{
-			"kind": "foreground", "exitCode": 0.0, "signal": nil, "timedOut": false, "aborted": false, "timeoutMs": 120000.0,
-			"stdout":  obj{"text": "hello\n", "truncated": false},
-			"stderr":  obj{"text": "", "truncated": false},
+			"text": "hello\n", "kind": "foreground", "exitCode": 0.0, "signal": nil, "timedOut": false, "aborted": false, "timeoutMs": 120000.0,
+			"stdout":  obj{"truncated": false, "bytes": 6.0, "lines": 1.0},
+			"stderr":  obj{"truncated": false, "bytes": 0.0, "lines": 0.0},
 			"sandbox": noDenial,
 		},
 	})
@@ -140,20 +140,21 @@ func checkTSClient(t *testing.T, tr string, got map[string]any, root, denied str
 
 	expect("background", obj{
 		"start":       list{"started background task bash-1"},
-		"startValue":  obj{"kind": "background", "taskId": "bash-1"},
+		"startValue":  obj{"text": "started background task bash-1", "kind": "background", "taskId": "bash-1"},
 		"output":      list{"done\n[status: completed, exit code: 0]"},
-		"outputValue": obj{"taskId": "bash-1", "status": "completed", "detail": "exit code: 0", "exitCode": 0.0, "elapsedMs": "<ms>", "output": "done\n", "sandbox": noDenial},
+		"outputValue": obj{"text": "done\n[status: completed, exit code: 0]", "taskId": "bash-1", "status": "completed", "detail": "exit code: 0", "exitCode": 0.0, "elapsedMs": "<ms>", "sandbox": noDenial},
 	})
 	expect("taskList", obj{
 		"texts": list{"bash-1 [bash] completed, exit code: 0, <T> — sleep 0.3; echo done"},
-		"structuredContent": obj{"tasks": list{
+		"structuredContent": obj{"text": "bash-1 [bash] completed, exit code: 0, <T> — sleep 0.3; echo done", "tasks": list{
 			obj{"id": "bash-1", "kind": "bash", "status": "completed", "detail": "exit code: 0", "exitCode": 0.0, "elapsedMs": "<ms>", "label": "sleep 0.3; echo done"},
 		}},
 	})
 	expect("notice", obj{"taskId": "bash-2", "texts": list{
 		"bash-1 [bash] completed, exit code: 0, <T> — sleep 0.3; echo done\nbash-2 [bash] completed, exit code: 0, <T> — echo x",
 		"background task bash-2 (bash: echo x) finished [status: completed, exit code: 0] after <T>. Last output:\nx\nRead all of it with task_output.",
-	}})
+	}, "valueText": "bash-1 [bash] completed, exit code: 0, <T> — sleep 0.3; echo done\nbash-2 [bash] completed, exit code: 0, <T> — echo x\n\n" +
+		"background task bash-2 (bash: echo x) finished [status: completed, exit code: 0] after <T>. Last output:\nx\nRead all of it with task_output."})
 
 	// 2.5 s of ticks: a report after each full second, never two within
 	// a second (the client's clock may jitter a little).
@@ -168,16 +169,18 @@ func checkTSClient(t *testing.T, tr string, got map[string]any, root, denied str
 
 	// 100 MB of mixed output: one block within the 30,000-byte budget (the
 	// cut lines' ellipses are one character, three bytes), both streams
-	// cut, and a structured value no larger than the text.
+	// cut, and a structured value whose text is the block's, within the
+	// budget as JSON.stringify gives it.
 	expect("large.blocks", 1.0)
 	expect("large.cutLines", 2.0)
+	expect("large.valueIsText", true)
 	if large, _ := got["large"].(map[string]any); large == nil {
 		t.Error("no large-output result")
 	} else {
 		text, st := large["textChars"].(float64), large["structuredChars"].(float64)
 		t.Logf("100 MB of output: %v characters of text, %v in the structured value", text, st)
-		if text > 30000 || text < 25000 || st > text {
-			t.Errorf("100 MB of output: %v characters of text, %v in the structured value; want at most 30,000 (and most of it used), structured no larger", text, st)
+		if text < 25000 || st > 30000 {
+			t.Errorf("100 MB of output: %v characters of text, %v in the structured value; want most of the 30,000 used, the value within it", text, st)
 		}
 	}
 
@@ -193,21 +196,22 @@ func checkTSClient(t *testing.T, tr string, got map[string]any, root, denied str
 	expect("kill", obj{
 		"taskId": "bash-3",
 		"texts":  list{"killed task bash-3 [status: killed, signal: SIGTERM]"},
-		"value":  obj{"taskId": "bash-3", "status": "killed", "detail": "signal: SIGTERM", "signal": "SIGTERM", "elapsedMs": "<ms>", "alreadyFinished": false},
+		"value":  obj{"text": "killed task bash-3 [status: killed, signal: SIGTERM]", "taskId": "bash-3", "status": "killed", "detail": "signal: SIGTERM", "signal": "SIGTERM", "elapsedMs": "<ms>", "alreadyFinished": false},
 		"output": list{"(no new output)\n[status: killed, signal: SIGTERM]"},
 	})
 
 	const yieldMarker = "[still running after 3000ms; moved to background task bash-4 (its 120000ms timeout still applies): read it with task_output, stop it with task_kill]"
 	expect("yield.value", func() any {
-		// The value carries the output so far as the text shows it.
+		// The value's text is the result's; its stdout counts the output so
+		// far.
 		v, _ := got["yield"].(map[string]any)["value"].(map[string]any)
 		texts, _ := got["yield"].(map[string]any)["texts"].([]any)
 		stdout, _ := v["stdout"].(map[string]any)
 		if v["kind"] == "yielded" && v["taskId"] == "bash-4" && v["yieldedAfterMs"] == 3000.0 && v["timeoutMs"] == 120000.0 &&
-			len(texts) == 1 && fmt.Sprint(stdout["text"])+yieldMarker == fmt.Sprint(texts[0]) {
+			len(texts) == 1 && v["text"] == texts[0] && stdout["bytes"] == float64(len(strings.TrimSuffix(fmt.Sprint(texts[0]), yieldMarker))) {
 			return v
 		}
-		return "a yielded value of bash-4 whose stdout text is the text before the marker"
+		return "a yielded value of bash-4 whose text is the result's and whose stdout counts the bytes before the marker"
 	}())
 	expect("yield.final", func() any {
 		final, _ := got["yield"].(map[string]any)["final"].([]any)

@@ -169,11 +169,14 @@ async function scenarios(client, seen, tag) {
   r = await call(client, 'bash', bash('echo x', { run_in_background: true }));
   const noticeTask = r.structuredContent.taskId;
   let blocks = [];
+  let noticeValue;
   await waitUntil('a completion notice', async () => {
-    blocks = texts(await call(client, 'task_list', {}));
+    const listed = await call(client, 'task_list', {});
+    blocks = texts(listed);
+    noticeValue = listed.structuredContent;
     return blocks.length > 1;
   });
-  out.notice = { taskId: noticeTask, texts: blocks };
+  out.notice = { taskId: noticeTask, texts: blocks, valueText: noticeValue.text };
 
   // Progress: the client's onprogress makes it send a progress token.
   const progress = [];
@@ -227,7 +230,9 @@ async function scenarios(client, seen, tag) {
   out.yield = { texts: texts(r), value: r.structuredContent, reads: [] };
   for (let i = 0; i < 20; i++) {
     r = await call(client, 'task_output', { task_id: out.yield.value.taskId, wait: true });
-    out.yield.reads.push(r.structuredContent.output);
+    // The value's text is the read, then the status line.
+    const read = r.structuredContent.text;
+    out.yield.reads.push(read.slice(0, read.lastIndexOf('[status: ')).replace(/^\(no new output\)\n$/, ''));
     if (r.structuredContent.status !== 'running') {
       out.yield.final = texts(r);
       break;
@@ -246,7 +251,8 @@ async function scenarios(client, seen, tag) {
   out.denied.taskSandbox = r.structuredContent.sandbox;
 
   // 100 MB of mixed stdout and stderr: the result fits the budget, and the
-  // structured value carries no second, larger copy. Last: on a loaded
+  // structured value, as a host forwards it (JSON.stringify), fits it too
+  // and says what the text says, once. Last: on a loaded
   // machine it may pass the yield window, and the task it then becomes
   // must not change the ids the scenarios above expect.
   r = await call(client, 'bash', bash(
@@ -254,7 +260,8 @@ async function scenarios(client, seen, tag) {
   out.large = {
     textChars: texts(r).join('').length,
     blocks: r.content.length,
-    structuredChars: r.structuredContent.stdout.text.length + r.structuredContent.stderr.text.length,
+    structuredChars: JSON.stringify(r.structuredContent).length,
+    valueIsText: r.structuredContent.text === texts(r).join(''),
     cutLines: (texts(r)[0].match(/\[… \d+ bytes \(\d+ lines\) omitted; full output: /g) || []).length,
   };
   return out;
