@@ -138,3 +138,49 @@ func TestServeRuleBypasses(t *testing.T) {
 		})
 	}
 }
+
+// scrubEnv are server variables of issue 19 item 15, each of which
+// reached commands: a name or a value the scrub now removes.
+var scrubEnv = []string{
+	"GITHUB_PAT=pat-value-1", "DB_PASS=pass-value-2", "MY_PASS=pass-value-3", "AUTHORIZATION=Basic auth-value-4",
+	"BEARER=bearer-value-5", "SESSION=session-value-6", "SESSIONID=session-value-7", "PRIVATE=private-value-8",
+	"NPM=npm_abcdefghijklmnopqrstuvwxyzABCDEFGHIJ", "STRIPE=sk_live_abcdefghijklmnopqrstuvwx",
+	"STRIPE_R=rk_live_abcdefghijklmnopqrstuvwx", "STRIPE_T=sk_test_abcdefghijklmnopqrstuvwx",
+	"AZURE=DefaultEndpointsProtocol=https;AccountName=a;AccountKey=account-key-value-9==;EndpointSuffix=x",
+	"DOCKER_HOST=tcp://build.invalid:2376",
+}
+
+// keptEnv must still reach commands.
+var keptEnv = []string{
+	"GIT_AUTHOR_NAME=A U Thor", "XDG_SESSION_ID=7", "PYTHONPATH=src", "GIT_PATCH_LEVEL=1",
+	"GIT_SSH_COMMAND=ssh -o IdentitiesOnly=yes",
+}
+
+// TestServeScrub: a command of conch serve --http, as root and as uid
+// 65534, sees none of scrubEnv and all of keptEnv (and PATH).
+func TestServeScrub(t *testing.T) {
+	t.Parallel()
+	for _, nobody := range []bool{false, true} {
+		t.Run(fmt.Sprintf("nobody=%v", nobody), func(t *testing.T) {
+			t.Parallel()
+			s := newAttackSetup(t, nobody)
+			t.Cleanup(func() { testutil.AssertNoProcesses(t, s.marker) })
+			env := append(append(s.env(), scrubEnv...), keptEnv...)
+			srv := startHTTPServeAs(t, s.marker, "127.0.0.1:0", nobody, env...)
+			b := s.connect(t, srv, s.wsB)
+			defer b.Close()
+			got := text(t, callTool(t, b, "bash", bash("env")))
+			for _, kv := range scrubEnv {
+				name, value, _ := strings.Cut(kv, "=")
+				if strings.Contains(got, name+"=") || strings.Contains(got, value) {
+					t.Errorf("%s reached the command", name)
+				}
+			}
+			for _, kv := range append(keptEnv, "PATH=") {
+				if !strings.Contains("\n"+got, "\n"+kv) {
+					t.Errorf("%s did not reach the command", kv)
+				}
+			}
+		})
+	}
+}
