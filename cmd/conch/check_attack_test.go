@@ -156,9 +156,11 @@ var keptEnv = []string{
 	"GIT_SSH_COMMAND=ssh -o IdentitiesOnly=yes",
 }
 
-// TestServeScrub: a command of conch serve --http, as root and as uid
-// 65534, sees none of scrubEnv and all of keptEnv (and PATH).
-func TestServeScrub(t *testing.T) {
+// TestServeScrubAndClean: a command of conch serve --http, as root and
+// as uid 65534, sees none of scrubEnv and all of keptEnv (and PATH); and
+// the controls it prints to hide text on a terminal (BS, BEL, VT, FF,
+// DEL, 8-bit CSI, OSC and ST) do not reach the result (issue 19 item 16).
+func TestServeScrubAndClean(t *testing.T) {
 	t.Parallel()
 	for _, nobody := range []bool{false, true} {
 		t.Run(fmt.Sprintf("nobody=%v", nobody), func(t *testing.T) {
@@ -180,6 +182,10 @@ func TestServeScrub(t *testing.T) {
 				if !strings.Contains("\n"+got, "\n"+kv) {
 					t.Errorf("%s did not reach the command", kv)
 				}
+			}
+			hide := `printf 'safe\b\b\b\bEVIL\a\v\f\x7f|\xc2\x9b2J|\xc2\x9d0;title\xc2\x9c|\tend\n'`
+			if got := text(t, callTool(t, b, "bash", bash(hide))); got != "safeEVIL|||\tend\n" {
+				t.Errorf("controls in the result: %q", got)
 			}
 		})
 	}
