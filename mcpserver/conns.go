@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -38,6 +39,7 @@ type connLimiter struct {
 	net.Listener
 	n     int
 	grace time.Duration
+	log   *slog.Logger
 
 	mu     sync.Mutex
 	conns  map[*limitedConn]struct{}
@@ -46,8 +48,8 @@ type connLimiter struct {
 	once   sync.Once
 }
 
-func newConnLimiter(ln net.Listener, n int, grace time.Duration) *connLimiter {
-	return &connLimiter{Listener: ln, n: n, grace: grace, conns: map[*limitedConn]struct{}{},
+func newConnLimiter(ln net.Listener, n int, grace time.Duration, log *slog.Logger) *connLimiter {
+	return &connLimiter{Listener: ln, n: n, grace: grace, log: log, conns: map[*limitedConn]struct{}{},
 		wake: make(chan struct{}, 1), closed: make(chan struct{})}
 }
 
@@ -73,9 +75,10 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			l.mu.Unlock()
 			return lc, nil
 		}
-		victim, wait := l.victimLocked(now)
+		victim, why, wait := l.victimLocked(now)
 		l.mu.Unlock()
 		if victim != nil {
+			l.log.Debug("http connection cut to make room", "remote", victim.RemoteAddr().String(), "why", why)
 			victim.Close() // frees its place at once
 			continue
 		}
@@ -99,21 +102,25 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 }
 
 // victimLocked is the connection to cut for a newcomer at now (see
-// connLimiter), or nil and how long until one may be cut (0: not until a
-// place frees).
-func (l *connLimiter) victimLocked(now time.Time) (victim *limitedConn, wait time.Duration) {
+// connLimiter) and why, or nil and how long until one may be cut (0: not
+// until a place frees).
+func (l *connLimiter) victimLocked(now time.Time) (victim *limitedConn, why string, wait time.Duration) {
 	rank := 4
 	for c := range l.conns {
 		if c.busy > 0 {
 			continue
 		}
+		// readAny before headersDone: Read sets them the other way
+		// round, so a connection whose one read brought its whole
+		// headers is never seen as having sent a part of them.
+		readAny := c.readAny.Load()
 		r := 1
 		switch {
 		case c.idle:
 			r = 3
 		case c.headersDone.Load():
 			continue // its handler is about to start
-		case !c.readAny.Load():
+		case !readAny:
 			r = 2
 		}
 		if r > 1 {
@@ -133,8 +140,9 @@ func (l *connLimiter) victimLocked(now time.Time) (victim *limitedConn, wait tim
 	}
 	if victim != nil {
 		wait = 0
+		why = [...]string{1: "part of its headers", 2: "nothing sent", 3: "idle"}[rank]
 	}
-	return victim, wait
+	return victim, why, wait
 }
 
 func (l *connLimiter) Close() error {
@@ -179,9 +187,6 @@ type limitedConn struct {
 func (c *limitedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 && !c.headersDone.Load() {
-		if !c.readAny.Swap(true) {
-			c.l.poke() // it may be cut now, if it sends too little
-		}
 		c.scan.Lock()
 		for _, b := range p[:n] {
 			switch b {
@@ -197,6 +202,11 @@ func (c *limitedConn) Read(p []byte) (int, error) {
 			}
 		}
 		c.scan.Unlock()
+		// After headersDone: who sees readAny set sees whether these
+		// bytes ended the headers (see victimLocked).
+		if !c.readAny.Swap(true) {
+			c.l.poke() // it may be cut now, if it sends too little
+		}
 	}
 	return n, err
 }
@@ -205,7 +215,7 @@ func (c *limitedConn) Read(p []byte) (int, error) {
 func (c *limitedConn) awaitRequest() {
 	c.scan.Lock()
 	c.lineLen, c.sawLine = 0, false
-	c.readAny.Store(false)
+	c.readAny.Store(false) // first: a connection between requests has sent nothing
 	c.headersDone.Store(false)
 	c.scan.Unlock()
 }

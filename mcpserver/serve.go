@@ -34,7 +34,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// round trip after its connection), or its header timeout if that
 	// is shorter.
 	grace := min(time.Second/2, s.opts.HeaderTimeout)
-	go func() { errc <- hs.Serve(newConnLimiter(ln, s.opts.MaxConns, grace)) }()
+	go func() { errc <- hs.Serve(newConnLimiter(ln, s.opts.MaxConns, grace, s.log)) }()
 	select {
 	case <-ctx.Done():
 		// Close, not Shutdown: event streams never go idle. Calls in
