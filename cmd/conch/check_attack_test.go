@@ -189,8 +189,11 @@ func TestServeScrubAndClean(t *testing.T) {
 					t.Errorf("%s did not reach the command", kv)
 				}
 			}
-			hide := `printf 'safe\b\b\b\bEVIL\a\v\f\x7f|\xc2\x9b2J|\xc2\x9d0;title\xc2\x9c|\tend\n'`
-			if got := text(t, callTool(t, b, "bash", bash(hide))); got != "safeEVIL|||\tend\n" {
+			// Text around the controls keeps them under a tenth of the
+			// output, which would otherwise be binary output, named, not shown.
+			pad := strings.Repeat("ordinary text ", 12)
+			hide := `printf 'safe\b\b\b\bEVIL\a\v\f\x7f|\xc2\x9b2J|\xc2\x9d0;title\xc2\x9c|\tend ` + pad + `\n'`
+			if got := text(t, callTool(t, b, "bash", bash(hide))); got != "safeEVIL|||\tend "+pad+"\n" {
 				t.Errorf("controls in the result: %q", got)
 			}
 		})
