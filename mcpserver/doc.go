@@ -76,7 +76,10 @@
 // body must arrive within Options.BodyTimeout and hold at most 4 MiB.
 // [Server.Serve] adds the header and idle timeouts and holds at most
 // Options.MaxConns connections at once, so that slow or flooding clients
-// cannot exhaust the server's descriptors.
+// cannot exhaust the server's descriptors; when they are all taken, a
+// connection that sends its headers too slowly (or nothing, or sits
+// idle) gives up its place to a newcomer, so that a slowloris cannot
+// lock legitimate clients out.
 //
 // Whatever answers a POST is JSON-RPC: a method the server does not know
 // gets -32601 (Method not found), and the transport's refusals (401, 403,

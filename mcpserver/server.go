@@ -64,7 +64,9 @@ type Options struct {
 	// (default 10 s; Serve) and a POST body within BodyTimeout (default
 	// 30 s); an idle keep-alive connection is closed after IdleTimeout
 	// (default 2 min; Serve). Serve holds at most MaxConns connections at
-	// once (default 256): more wait, unaccepted, until one closes.
+	// once (default 256): a newcomer takes the place of one that sent part
+	// of its headers and not their end, or nothing or no request for half
+	// a second; else it waits until one closes.
 	HeaderTimeout, BodyTimeout, IdleTimeout time.Duration
 	MaxConns                                int
 }

@@ -14,7 +14,8 @@ import (
 const (
 	// ReasonDynamic: what runs is only known when the line runs (a
 	// command name that is not a literal, eval, source of a non-literal
-	// file, a shell given a non-literal script or reading one from stdin).
+	// file, a shell given a non-literal script or reading one from stdin,
+	// text evaluated as code, a command name rebound).
 	ReasonDynamic = "dynamic command"
 	// ReasonUnparsable: the line is not valid bash.
 	ReasonUnparsable = "cannot parse"
@@ -28,15 +29,6 @@ const (
 	ReasonNoCommands = "no commands"
 )
 
-// dangerousVars change what later commands run, so assigning them makes
-// the line dynamic.
-var dangerousVars = map[string]bool{
-	"PATH": true, "BASH_ENV": true, "ENV": true, "LD_PRELOAD": true, "PROMPT_COMMAND": true,
-}
-
-// assignmentReason is the reason for an assignment to a dangerous variable.
-func assignmentReason(name string) string { return "assignment to " + name }
-
 // maxDepth bounds the re-parsing of `bash -c` scripts inside scripts; a
 // line nested deeper is dynamic.
 const maxDepth = 16
@@ -44,8 +36,9 @@ const maxDepth = 16
 // Command is one simple command found in a line, with its verdict.
 type Command struct {
 	// Text is the command's words joined by single spaces: a literal word
-	// after quote removal (the first word reduced to its basename), any
-	// other word as written (`"$f"`, `$(ls)`).
+	// after quote removal, any other word as written (`"$f"`, `$(ls)`).
+	// A finding that is not a simple command (an arithmetic command, a
+	// [[ ]] test, a declaration) is shown as written.
 	Text string
 	// Verdict is what the rules say about this command alone.
 	Verdict Verdict
@@ -57,6 +50,9 @@ type Command struct {
 	// Wrapper marks a wrapper (env, sudo, timeout, xargs, bash -c…) whose
 	// inner command is a Command of its own.
 	Wrapper bool
+
+	base string // Text with the command name reduced to its basename
+	name string // the command name as written, after quote removal
 }
 
 // Decision is the checker's answer for a whole command line.
@@ -73,6 +69,8 @@ type Decision struct {
 	Rule string
 	// Reason is why when no rule decided.
 	Reason string
+
+	name string // the deciding command's name, as in Command
 }
 
 // Why is the deciding rule as `rule <rule>`, else the reason.
@@ -91,16 +89,29 @@ func (d Decision) Why() string {
 // the commands run by env, command, builtin, exec, nohup, nice, timeout,
 // time, stdbuf, sudo, doas, xargs, find -exec and trap, and inside a
 // literal `bash|sh|zsh -c <script>` (parsed again). Each is matched
-// against r: deny, then ask, then allow, then r.Unmatched; a dynamic
-// command or an assignment to PATH, BASH_ENV, ENV, LD_PRELOAD or
-// PROMPT_COMMAND is ask; an unparsable line is ask. The strictest verdict
-// wins.
+// against r: deny, then ask, then allow, then r.Unmatched (deny and ask
+// rules match a command by its basename; an allow rule matches a command
+// named with a "/" only when it names that path). These are ask whatever
+// the rules say: a dynamic command (a name that is not a literal, eval,
+// source of a non-literal file, a shell given a non-literal script);
+// what evaluates text the line does not show as code (arithmetic or an
+// indirection reading a variable the line gave text, ${x@P}, mapfile -C,
+// compgen -C or -W, fc, declare -i); what rebinds a command name (alias,
+// hash -p, enable -f); an assignment to a variable that changes what a
+// later command runs (PATH, GIT_CONFIG_*, LD_PRELOAD…, see
+// dangerousVars), however it is made; an unparsable line. The strictest
+// verdict wins.
 func (r *Rules) Check(line string) Decision {
 	if r == nil {
 		r = &Rules{}
 	}
-	c := checker{rules: r}
-	return decide(c.found, c.script(line, 0))
+	// About one simple command per 16 bytes of a long line (115 in the
+	// 2 KB line of BenchmarkCheck): growing the list dominated its
+	// allocations.
+	c := checker{rules: r, found: make([]Command, 0, 4+len(line)/16)}
+	parsed := c.script(line, 0)
+	c.resolveUses()
+	return decide(c.found, parsed)
 }
 
 // decide picks the deciding command among found; parsed is false when the
@@ -121,7 +132,7 @@ func decide(found []Command, parsed bool) Decision {
 		return Decision{Verdict: Allow, Reason: ReasonNoCommands}
 	}
 	d := found[best]
-	return Decision{Verdict: d.Verdict, Commands: found, Command: d.Text, Rule: d.Rule, Reason: d.Reason}
+	return Decision{Verdict: d.Verdict, Commands: found, Command: d.Text, Rule: d.Rule, Reason: d.Reason, name: d.name}
 }
 
 // Allowing returns d with every command that asks because of an ask rule
@@ -139,7 +150,7 @@ func (d Decision) Allowing(allowed []Rule) Decision {
 			continue
 		}
 		for _, r := range allowed {
-			if r.Match(c.Text) {
+			if r.allows(c.Text, c.name) {
 				cmds[i].Verdict, cmds[i].Rule, cmds[i].Reason = Allow, r.raw, ""
 				break
 			}
@@ -167,10 +178,21 @@ func (d Decision) SessionRule() (r Rule, ok bool) {
 		if d.Reason != ReasonUnmatched {
 			return Rule{}, false
 		}
-		words := strings.SplitN(d.Command, " ", 3)
-		prefix := words[0]
-		if len(words) > 1 && subcommand.MatchString(words[1]) {
-			prefix += " " + words[1]
+		// The name as written, quoted when it must be: a command named
+		// with a "/" is allowed only by a rule that names its path.
+		name, rest := d.name, ""
+		if r, ok := strings.CutPrefix(d.Command, name+" "); name != "" && ok {
+			rest = r
+		} else if name == "" || d.Command != name {
+			name, rest, _ = strings.Cut(d.Command, " ")
+		}
+		q, err := syntax.Quote(name, syntax.LangBash)
+		if err != nil {
+			return Rule{}, false
+		}
+		prefix := q
+		if w, _, _ := strings.Cut(rest, " "); subcommand.MatchString(w) {
+			prefix += " " + w
 		}
 		text = "Bash(" + prefix + ":*)"
 	}
@@ -188,9 +210,33 @@ func rank(c Command) int {
 	return r
 }
 
+// entry is the index in found of the first Command call added.
+type entry struct {
+	call  *syntax.CallExpr
+	index int
+}
+
 type checker struct {
 	rules *Rules
 	found []Command
+	// entries are the first Command each simple command added, which
+	// what its words do (arithmetic fed by a variable…) may make ask.
+	entries []entry
+	// stack is the path from the statement being walked to the node
+	// being visited, for naming the command a finding belongs to.
+	stack []syntax.Node
+	// Variables (see vars.go): those the line may have given text that
+	// is not a number, those arithmetic or an indirection reads, and
+	// whether the line declares a nameref (through which any variable
+	// may be written).
+	tainted  map[string]bool
+	uses     []varUse
+	namerefs bool
+	// fill is the text xargs -I or find -exec puts into the words of
+	// the command being checked, "" for none; appends is set when xargs
+	// adds arguments of its own after them.
+	fill    string
+	appends bool
 }
 
 var parsers = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash)) }}
@@ -203,25 +249,183 @@ func (c *checker) script(src string, depth int) bool {
 	// after an error ("0&0\xba").
 	p := parsers.Get().(*syntax.Parser)
 	defer parsers.Put(p)
+	fill, appends := c.fill, c.appends
+	c.fill, c.appends = "", false // a script's own words are its own
+	defer func() { c.fill, c.appends = fill, appends }()
 	for st, err := range p.StmtsSeq(strings.NewReader(src)) {
 		if err != nil || !parsed {
 			parsed = false
 			continue
 		}
 		syntax.Walk(st, func(n syntax.Node) bool {
-			switch n := n.(type) {
-			case *syntax.CallExpr:
-				c.assigns(n.Assigns, n.Args)
-				if len(n.Args) > 0 {
-					c.command(n.Args, depth)
-				}
-			case *syntax.DeclClause:
-				c.assigns(n.Args, nil)
+			if n == nil {
+				c.stack = c.stack[:len(c.stack)-1]
+				return true
 			}
+			c.stack = append(c.stack, n)
+			c.visit(n, depth)
 			return true
 		})
 	}
 	return parsed
+}
+
+// visit checks one node of the syntax tree; the walk goes on into its
+// children.
+func (c *checker) visit(n syntax.Node, depth int) {
+	switch n := n.(type) {
+	case *syntax.CallExpr:
+		c.assigns(n.Assigns, n.Args)
+		if len(n.Args) > 0 {
+			c.entries = append(c.entries, entry{n, len(c.found)})
+			c.command(n.Args, depth)
+		}
+	case *syntax.DeclClause:
+		c.assigns(n.Args, nil)
+		c.declClause(n)
+	case *syntax.Assign:
+		c.assignNode(n)
+		if n.Index != nil {
+			c.arith(n.Index)
+		}
+	case *syntax.ArrayElem:
+		if n.Index != nil {
+			c.arith(n.Index)
+		}
+	case *syntax.ArithmExp:
+		c.arith(n.X)
+	case *syntax.ArithmCmd:
+		c.arith(n.X)
+	case *syntax.LetClause:
+		for _, x := range n.Exprs {
+			c.arith(x)
+		}
+	case *syntax.CStyleLoop:
+		for _, x := range []syntax.ArithmExpr{n.Init, n.Cond, n.Post} {
+			if x != nil {
+				c.arith(x)
+			}
+		}
+	case *syntax.WordIter:
+		c.forLoop(n)
+	case *syntax.ParamExp:
+		c.paramExp(n)
+	case *syntax.BinaryTest:
+		switch n.Op {
+		case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
+			for _, x := range []syntax.TestExpr{n.X, n.Y} {
+				if w, ok := x.(*syntax.Word); ok {
+					c.arithWord(w)
+				}
+			}
+		}
+	case *syntax.UnaryTest:
+		if w, ok := n.X.(*syntax.Word); ok && n.Op == syntax.TsVarSet {
+			if _, reason := varName(w); reason != "" {
+				c.ask(c.context(), reason)
+			}
+		}
+	}
+}
+
+// forLoop: a for or select loop assigns its variable each word of its
+// list (the positional parameters without one); select reads the
+// choice.
+func (c *checker) forLoop(n *syntax.WordIter) {
+	numeric := n.InPos.IsValid()
+	if len(c.stack) > 1 {
+		if f, ok := c.stack[len(c.stack)-2].(*syntax.ForClause); ok && f.Select {
+			numeric = false
+		}
+	}
+	for _, w := range n.Items {
+		numeric = numeric && numericWord(w)
+	}
+	c.assigned(n.Name.Value, numeric, c.context())
+}
+
+// paramExp checks a parameter expansion: its subscript and substring
+// bounds are arithmetic; ${x@P} expands x's value as a prompt, which
+// runs its command substitutions; ${!x} reads the variable x names
+// (a subscript in that name is evaluated); ${x:=v} assigns x.
+func (c *checker) paramExp(p *syntax.ParamExp) {
+	if p.Index != nil {
+		c.arith(p.Index)
+	}
+	if p.Slice != nil {
+		for _, x := range []syntax.ArithmExpr{p.Slice.Offset, p.Slice.Length} {
+			if x != nil {
+				c.arith(x)
+			}
+		}
+	}
+	if p.Param == nil {
+		return
+	}
+	if p.Excl && p.Names == 0 && p.Index == nil {
+		c.use(p.Param.Value)
+	}
+	if p.Exp == nil {
+		return
+	}
+	switch p.Exp.Op {
+	case syntax.OtherParamOps:
+		if s, _ := literal(p.Exp.Word); s == "P" {
+			c.ask(c.context(), ReasonDynamic)
+		}
+	case syntax.AssignUnset, syntax.AssignUnsetOrNull:
+		c.assigned(p.Param.Value, numericWord(p.Exp.Word), c.context())
+	}
+}
+
+// context is the node a finding is attributed to: the innermost simple
+// command, arithmetic command, let, [[ ]], loop, declaration or, failing
+// those, statement being walked.
+func (c *checker) context() syntax.Node {
+	for i := len(c.stack) - 1; i >= 0; i-- {
+		switch n := c.stack[i].(type) {
+		case *syntax.CallExpr, *syntax.ArithmCmd, *syntax.LetClause, *syntax.TestClause,
+			*syntax.ForClause, *syntax.DeclClause, *syntax.Stmt:
+			return n
+		}
+	}
+	return nil
+}
+
+// ask makes the command at asks for reason: the Command its simple
+// command added (unless a rule denies it), else a new one showing it.
+func (c *checker) ask(at syntax.Node, reason string) {
+	if call, ok := at.(*syntax.CallExpr); ok {
+		for j := len(c.entries) - 1; j >= 0; j-- {
+			if e := c.entries[j]; e.call == call {
+				if e.index < len(c.found) {
+					c.found[e.index] = c.decided(c.found[e.index], reason)
+					return
+				}
+				break
+			}
+		}
+	}
+	c.add(Command{Text: nodeText(at), Verdict: Ask, Reason: reason})
+}
+
+// nodeText is how a node is shown as a command: a simple command as its
+// Command text, anything else as written.
+func nodeText(n syntax.Node) string {
+	if call, ok := n.(*syntax.CallExpr); ok && len(call.Args) > 0 {
+		text, _ := commandText(call.Args)
+		return text
+	}
+	if n == nil {
+		return ""
+	}
+	p := printers.Get().(*syntax.Printer)
+	defer printers.Put(p)
+	var b strings.Builder
+	if err := p.Print(&b, n); err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // assigns records an assignment to a dangerous variable as an ask,
@@ -238,12 +442,12 @@ func (c *checker) assigns(as []*syntax.Assign, args []*syntax.Word) {
 				name, _, _ = strings.Cut(v, "=")
 			}
 		}
-		if !dangerousVars[name] {
+		if !dangerousVar(name) {
 			continue
 		}
 		text := name + "="
 		if len(args) > 0 {
-			text = commandText(args)
+			text, _ = commandText(args)
 		}
 		c.add(Command{Text: text, Verdict: Ask, Reason: assignmentReason(name)})
 	}
@@ -251,44 +455,89 @@ func (c *checker) assigns(as []*syntax.Assign, args []*syntax.Word) {
 
 // command records the simple command words and whatever it runs.
 func (c *checker) command(words []*syntax.Word, depth int) {
-	text := commandText(words)
+	text, base := commandText(words)
+	written, _ := literal(words[0])
+	cmd := Command{Text: text, base: base, name: written}
 	name, ok := commandName(words[0])
-	if !ok {
+	if !ok || c.fill != "" && strings.Contains(printWord(words[0]), c.fill) {
 		c.add(Command{Text: text, Verdict: Ask, Reason: ReasonDynamic})
 		return
 	}
 	u := unwrap(name, words)
+	if u.how == runsScript && c.fill != "" && strings.Contains(printWord(u.inner[0]), c.fill) {
+		u.how = dynamic // xargs -I or find -exec writes the script
+	}
+	if u.how == shellNoScript && c.appends {
+		u.how = dynamic // xargs gives bash -c its script
+	}
+	wrapper := cmd
+	wrapper.Wrapper = true
 	switch u.how {
-	case notWrapper:
-		c.add(c.match(Command{Text: text}))
+	case notWrapper, shellNoScript:
+		c.add(c.decided(c.match(cmd), c.builtin(name, words)))
 	case dynamic:
-		c.add(Command{Text: text, Verdict: Ask, Reason: ReasonDynamic})
+		c.add(c.decided(c.match(cmd), ReasonDynamic))
 	case wraps:
-		c.add(c.match(Command{Text: text, Wrapper: true}))
+		c.add(c.decided(c.match(wrapper), c.wrapperAssigns(u.assigns)))
 		if len(u.inner) > 0 {
+			fill, appends := c.fill, c.appends
+			if u.fill != "" {
+				c.fill, c.appends = u.fill, u.appends
+			} else if u.appends {
+				c.appends = true
+			}
 			c.command(u.inner, depth)
+			c.fill, c.appends = fill, appends
 		}
 	case runsScript:
-		c.add(c.match(Command{Text: text, Wrapper: true}))
+		c.add(c.match(wrapper))
 		src, _ := literal(u.inner[0])
 		if depth >= maxDepth || !c.script(src, depth+1) {
 			c.add(Command{Text: text, Verdict: Ask, Reason: ReasonUnparsable})
 		}
 	case findExec:
-		c.add(c.match(Command{Text: text}))
+		c.add(c.match(cmd))
+		fill, appends := c.fill, c.appends
+		c.fill, c.appends = "{}", false
 		for _, ws := range u.execs {
 			c.command(ws, depth)
 		}
-	case assignsDangerous:
-		c.add(Command{Text: text, Verdict: Ask, Reason: assignmentReason(u.assigned)})
+		c.fill, c.appends = fill, appends
 	}
+}
+
+// decided is cmd asking for reason, unless reason is "", a rule denies
+// cmd or it asks already for a reason no session answer lifts.
+func (c *checker) decided(cmd Command, reason string) Command {
+	if reason != "" && cmd.Verdict < Deny && !(cmd.Verdict == Ask && cmd.Rule == "" && cmd.Reason != ReasonUnmatched) {
+		cmd.Verdict, cmd.Rule, cmd.Reason, cmd.Wrapper = Ask, "", reason, false
+	}
+	return cmd
+}
+
+// wrapperAssigns checks the NAME=VALUE words of env, sudo or doas: the
+// reason to ask for the first dangerous name, "" for none.
+func (c *checker) wrapperAssigns(words []*syntax.Word) string {
+	reason := ""
+	for _, w := range words {
+		s, ok := literal(w)
+		if !ok {
+			s = printWord(w)
+		}
+		name, value, _ := strings.Cut(s, "=")
+		if dangerousVar(name) && reason == "" {
+			reason = assignmentReason(name)
+		}
+		c.taintOnly(name, ok && numericString(value))
+	}
+	return reason
 }
 
 func (c *checker) add(cmd Command) { c.found = append(c.found, cmd) }
 
 // match sets cmd's verdict from the rules.
 func (c *checker) match(cmd Command) Command {
-	if x, ok := c.rules.lookup(cmd.Text); ok {
+	if x, ok := c.rules.lookup(cmd.Text, cmd.base, cmd.name); ok {
 		cmd.Verdict, cmd.Rule = x.verdict, x.rule.raw
 		return cmd
 	}
@@ -301,13 +550,15 @@ func (c *checker) match(cmd Command) Command {
 }
 
 // commandText is the text rules are matched against: literal words after
-// quote removal, other words as written, joined by single spaces, the
-// first word reduced to its basename.
-func commandText(words []*syntax.Word) string {
+// quote removal, other words as written, joined by single spaces. base
+// is the same text with the first word reduced to its basename, which
+// deny and ask rules match; it is text itself when the name has no "/".
+func commandText(words []*syntax.Word) (text, base string) {
 	var b strings.Builder
 	if n := int(words[len(words)-1].End().Offset()) - int(words[0].Pos().Offset()); n > 0 {
 		b.Grow(n)
 	}
+	name := ""
 	for i, w := range words {
 		if i > 0 {
 			b.WriteByte(' ')
@@ -316,11 +567,15 @@ func commandText(words []*syntax.Word) string {
 		if !ok {
 			s = printWord(w)
 		} else if i == 0 {
-			s = path.Base(s)
+			name = s
 		}
 		b.WriteString(s)
 	}
-	return b.String()
+	text = b.String()
+	if !strings.Contains(name, "/") {
+		return text, text
+	}
+	return text, path.Base(name) + text[len(name):]
 }
 
 // printers are reused: a new Printer allocates a 4 KB buffer, which

@@ -53,7 +53,7 @@ func TestCheckTable(t *testing.T) {
 		{"PATH=/tmp/evil:$PATH ls", Ask, "ls", "assignment to PATH"},
 		{"echo 'unterminated", Ask, "", ReasonUnparsable},
 		{"ls -la # rm -rf x", Allow, "ls -la", "rule Bash(ls:*)"},
-		{"/bin/rm -rf x", Deny, "rm -rf x", "rule Bash(rm -rf:*)"},
+		{"/bin/rm -rf x", Deny, "/bin/rm -rf x", "rule Bash(rm -rf:*)"},
 		{`\rm -rf x`, Deny, "rm -rf x", "rule Bash(rm -rf:*)"},
 		{`'r'm -rf x`, Deny, "rm -rf x", "rule Bash(rm -rf:*)"},
 
@@ -123,7 +123,7 @@ func TestCheckTable(t *testing.T) {
 
 		// Names that are not what they seem.
 		{"$'\\x72m' -rf x", Ask, "$'\\x72m' -rf x", ReasonDynamic},
-		{"/bin/r? -rf x", Ask, "r? -rf x", ReasonDynamic},
+		{"/bin/r? -rf x", Ask, "/bin/r? -rf x", ReasonDynamic},
 		{"{rm,-rf,x}", Ask, "{rm,-rf,x}", ReasonDynamic},
 		{"[ -f x ] && ls", Allow, "[ -f x ]", ReasonUnmatched},
 

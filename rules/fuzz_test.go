@@ -21,6 +21,10 @@ func FuzzCheck(f *testing.F) {
 		"git status && git push", `eval "$CMD"`, "$CMD x", `"$(which rm)" -rf x`, "PATH=/tmp/evil:$PATH ls",
 		"echo 'unterminated", "ls -la # rm -rf x", "/bin/rm -rf x", `\rm -rf x`, `'r'm -rf x`,
 		"sudo -u root env X=1 rm -rf x", "trap 'git push' EXIT", "ls \\\n-la",
+		// the bypasses of docs/rules.md#what-asks-whatever-the-rules-say
+		"./ls -rf x", "x='a[$(rm -rf x)]'; echo $((x))", "let y=x; declare -i z; [[ -v a[x] ]]", "echo ${!x} ${x@P} ${a[x]:y}",
+		"printf -v PATH x; read -a GIT_SSH < f; declare -n r=PATH", "hash -p /bin/rm ls; alias ls=rm; mapfile -C cb a",
+		"GIT_CONFIG_COUNT=1 git status", "xargs -I% bash -c %; find -exec sh -c {} +",
 	} {
 		f.Add(s)
 	}

@@ -12,6 +12,7 @@ package rules
 import (
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 	"sync"
 
@@ -66,25 +67,34 @@ const (
 //
 // A rule's command is normalised like the commands it is matched against
 // (see [Check]): its words are joined by single spaces after quote
-// removal, and its first word is reduced to its basename. An exact rule
-// matches that text only; a prefix rule matches the prefix alone or
-// followed by a space and anything (`git push:*` matches `git push` and
-// `git push origin main`, not `git pushx`); in a glob rule each `*`
-// matches any run of characters, spaces included, and the glob must match
-// the whole text.
+// removal. An exact rule matches that text only; a prefix rule matches
+// the prefix alone or followed by a space and anything (`git push:*`
+// matches `git push` and `git push origin main`, not `git pushx`); in a
+// glob rule each `*` matches any run of characters, spaces included, and
+// the glob must match the whole text.
+//
+// Command names: a command named without a "/" is compared with the
+// rule's name reduced to its basename (`Bash(/usr/bin/npm publish:*)`
+// matches `npm publish`). A command named with a "/" is compared by its
+// basename in deny and ask rules (`Bash(rm:*)` denies `/bin/rm` and
+// `./rm`), and as written in allow rules ([Rule.Match]): `Bash(ls:*)`
+// does not allow `./ls`, which may be any program.
 type Rule struct {
 	raw     string
 	kind    ruleKind
-	pattern string
-	name    string // the command name every match starts with, "" for a glob starting with *
+	pattern string // the command, its name reduced to its basename
+	full    string // the command, its name as written
+	name    string // the basename every match starts with, "" for a glob starting with *
+	written string // the name as written, "" when it is a glob or not a literal
 }
 
 // String returns the rule as it was written.
 func (r Rule) String() string { return r.raw }
 
 // Pattern is the rule's normalised command: `git push` for
-// `Bash(git push:*)`, `git * main` for `Bash(git * main)`.
-func (r Rule) Pattern() string { return r.pattern }
+// `Bash(git push:*)`, `git * main` for `Bash(git * main)`, `./gradlew
+// build` for `Bash(./gradlew build)`.
+func (r Rule) Pattern() string { return r.full }
 
 // ParseRule parses one rule.
 func ParseRule(s string) (Rule, error) {
@@ -97,9 +107,12 @@ func ParseRule(s string) (Rule, error) {
 	if p, ok := strings.CutSuffix(body, ":*"); ok {
 		kind, body = prefix, p
 	}
-	text, err := normaliseRule(body)
+	full, text, written, err := normaliseRule(body)
 	if err != nil {
 		return Rule{}, fmt.Errorf("rule %q: %w", s, err)
+	}
+	if strings.Contains(written, "*") {
+		written = ""
 	}
 	if kind == exact && strings.Contains(text, "*") {
 		kind = glob
@@ -108,42 +121,70 @@ func ParseRule(s string) (Rule, error) {
 	if strings.Contains(name, "*") {
 		name = ""
 	}
-	return Rule{raw: s, kind: kind, pattern: text, name: name}, nil
+	return Rule{raw: s, kind: kind, pattern: text, full: full, name: name, written: written}, nil
 }
 
 // normaliseRule gives a rule's command the text a command line's simple
 // command would have, so that `Bash(/bin/rm -rf:*)` and `Bash('git' push)`
-// mean what they say.
-func normaliseRule(body string) (string, error) {
+// mean what they say: as written (full) and with the name reduced to its
+// basename (base); written is the name after quote removal.
+func normaliseRule(body string) (full, base, written string, err error) {
 	if strings.TrimSpace(body) == "" {
-		return "", errors.New("empty command")
+		return "", "", "", errors.New("empty command")
 	}
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(body), "")
 	if err != nil {
-		return "", fmt.Errorf("cannot parse: %w", err)
+		return "", "", "", fmt.Errorf("cannot parse: %w", err)
 	}
 	if len(f.Stmts) != 1 {
-		return "", errors.New("a rule names one simple command")
+		return "", "", "", errors.New("a rule names one simple command")
 	}
 	st := f.Stmts[0]
 	call, ok := st.Cmd.(*syntax.CallExpr)
 	if !ok || st.Negated || st.Background || st.Coprocess || len(st.Redirs) > 0 || len(call.Assigns) > 0 || len(call.Args) == 0 {
-		return "", errors.New("a rule names one simple command")
+		return "", "", "", errors.New("a rule names one simple command")
 	}
-	return commandText(call.Args), nil
+	full, base = commandText(call.Args)
+	written, _ = literal(call.Args[0])
+	return full, base, written, nil
 }
 
-// Match reports whether the rule matches a simple command's text as
-// [Check] builds it.
+// Match reports whether the rule, as an allow rule, matches a simple
+// command's text as [Check] builds it (its first word taken as the
+// command's name): a command named with a "/" only when the rule names
+// that path (or a glob of the rule matches it).
 func (r Rule) Match(text string) bool {
+	name, _, _ := strings.Cut(text, " ")
+	return r.allows(text, name)
+}
+
+// allows is Match for a command whose name, as written, is name: a rule
+// that names a command matches only that name (its basename for a
+// command named without a "/", the same path for one named with it); a
+// rule whose name is a glob matches the whole text.
+func (r Rule) allows(text, name string) bool {
+	slash := strings.Contains(name, "/")
+	if r.written != "" {
+		if slash && r.written != name || !slash && path.Base(r.written) != name {
+			return false
+		}
+	}
+	if slash {
+		return r.matches(r.full, text)
+	}
+	return r.matches(r.pattern, text)
+}
+
+// matches matches text against pattern, this rule's kind of pattern.
+func (r Rule) matches(pattern, text string) bool {
 	switch r.kind {
 	case exact:
-		return text == r.pattern
+		return text == pattern
 	case prefix:
-		rest, ok := strings.CutPrefix(text, r.pattern)
+		rest, ok := strings.CutPrefix(text, pattern)
 		return ok && (rest == "" || rest[0] == ' ')
 	}
-	return globMatch(r.pattern, text)
+	return globMatch(pattern, text)
 }
 
 // globMatch matches s against a pattern whose only special character is
@@ -218,17 +259,20 @@ func (r *Rules) buildIndex() {
 	}
 }
 
-// lookup returns the strictest rule matching a command's text, the first
-// written among equals; ok is false when none matches.
-func (r *Rules) lookup(text string) (best indexed, ok bool) {
+// lookup returns the strictest rule matching a command, the first
+// written among equals; ok is false when none matches. text is the
+// command's text, base the same with its name reduced to its basename,
+// name its name as written: deny and ask rules match base, allow rules
+// text and name (see Rule).
+func (r *Rules) lookup(text, base, cmdName string) (best indexed, ok bool) {
 	r.once.Do(r.buildIndex)
-	name, _, _ := strings.Cut(text, " ")
+	name, _, _ := strings.Cut(base, " ")
 	for _, list := range [][]indexed{r.index.byName[name], r.index.any} {
 		for _, x := range list {
 			if ok && (x.verdict < best.verdict || x.verdict == best.verdict && x.order > best.order) {
 				continue
 			}
-			if x.rule.Match(text) {
+			if x.verdict == Allow && x.rule.allows(text, cmdName) || x.verdict != Allow && x.rule.matches(x.rule.pattern, base) {
 				best, ok = x, true
 			}
 		}

@@ -11,19 +11,24 @@ import (
 type how int
 
 const (
-	notWrapper       how = iota
-	wraps                // inner is the command it runs (possibly none)
-	runsScript           // inner[0] is a literal script it runs
-	findExec             // execs are the commands of its -exec clauses
-	dynamic              // what it runs is not known from the line
-	assignsDangerous     // env/sudo assigns the variable named assigned
+	notWrapper    how = iota
+	wraps             // inner is the command it runs (possibly none)
+	runsScript        // inner[0] is a literal script it runs
+	findExec          // execs are the commands of its -exec clauses
+	dynamic           // what it runs is not known from the line
+	shellNoScript     // a shell with -c but no script after it: an error, unless xargs adds one
 )
 
 type unwrapped struct {
-	how      how
-	inner    []*syntax.Word
-	execs    [][]*syntax.Word
-	assigned string
+	how   how
+	inner []*syntax.Word
+	execs [][]*syntax.Word
+	// assigns are the NAME=VALUE words of env, sudo or doas.
+	assigns []*syntax.Word
+	// fill is the text xargs -I replaces in the words of the command it
+	// runs; appends is set when xargs adds arguments after them instead.
+	fill    string
+	appends bool
 }
 
 // options describes a command's options: the short ones that take an
@@ -76,9 +81,11 @@ var simpleWrappers = map[string]options{
 	"nice":    {short: "n", long: []string{"--adjustment"}},
 	"time":    {short: "of", long: []string{"--output", "--format"}},
 	"stdbuf":  {short: "ioe", long: []string{"--input", "--output", "--error"}},
-	"xargs": {short: "adEILnPs", long: []string{"--arg-file", "--delimiter", "--eof", "--replace",
-		"--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"}},
 }
+
+// xargsOptions are xargs's options that take an argument.
+var xargsOptions = options{short: "adEILnPs", long: []string{"--arg-file", "--delimiter", "--eof",
+	"--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"}}
 
 // Wrappers that take NAME=VALUE words between their options and command.
 var assigningWrappers = map[string]options{
@@ -105,6 +112,8 @@ func unwrap(name string, words []*syntax.Word) unwrapped {
 		return unwrapShell(words)
 	}
 	switch name {
+	case "xargs":
+		return unwrapXargs(words)
 	case "timeout":
 		i := options{short: "sk", long: []string{"--signal", "--kill-after"}}.skip(words, 1)
 		if i < 0 {
@@ -150,6 +159,7 @@ func unwrapAssigning(name string, o options, words []*syntax.Word) unwrapped {
 			shellFlag = true
 		}
 	}
+	start := i
 	for ; i < len(words); i++ {
 		s, ok := literal(words[i])
 		if !ok {
@@ -159,14 +169,48 @@ func unwrapAssigning(name string, o options, words []*syntax.Word) unwrapped {
 		if !isAssign || !isName(n) {
 			break
 		}
-		if dangerousVars[n] {
-			return unwrapped{how: assignsDangerous, assigned: n}
-		}
 	}
 	if i == len(words) && name != "env" && shellFlag {
 		return unwrapped{how: dynamic}
 	}
-	return unwrapped{how: wraps, inner: words[i:]}
+	return unwrapped{how: wraps, inner: words[i:], assigns: words[start:i]}
+}
+
+// unwrapXargs: xargs runs its command with the arguments it reads added
+// after its words, or, with -I R (-i, --replace: R is {}), put in place
+// of R in them.
+func unwrapXargs(words []*syntax.Word) unwrapped {
+	i := xargsOptions.skip(words, 1)
+	if i < 0 {
+		return unwrapped{how: dynamic}
+	}
+	u := unwrapped{how: wraps, appends: true}
+	for j := 1; j < i; j++ {
+		s, _ := literal(words[j])
+		switch {
+		case s == "--":
+		case s == "-I" && j+1 < i:
+			u.fill, _ = literal(words[j+1])
+			j++
+		case strings.HasPrefix(s, "-I"):
+			u.fill = s[2:]
+		case strings.HasPrefix(s, "-i"), strings.HasPrefix(s, "--replace"):
+			u.fill = "{}"
+			if r, ok := strings.CutPrefix(s, "-i"); ok && r != "" {
+				u.fill = r
+			} else if r, ok := strings.CutPrefix(s, "--replace="); ok {
+				u.fill = r
+			}
+		}
+	}
+	if u.fill != "" {
+		u.appends = false
+	}
+	u.inner = words[i:]
+	if len(u.inner) == 0 { // xargs alone runs echo
+		u.inner = nil
+	}
+	return u
 }
 
 func isName(s string) bool {
@@ -203,7 +247,7 @@ func unwrapShell(words []*syntax.Word) unwrapped {
 		i++
 		switch {
 		case s == "--rcfile" || s == "--init-file":
-			i++
+			return unwrapped{how: dynamic} // an interactive shell sources it first
 		case strings.HasPrefix(s, "--"):
 		default:
 			hasC = hasC || strings.ContainsRune(s[1:], 'c')
@@ -216,7 +260,7 @@ func unwrapShell(words []*syntax.Word) unwrapped {
 	switch {
 	case hasC:
 		if i >= len(words) {
-			return unwrapped{how: notWrapper}
+			return unwrapped{how: shellNoScript}
 		}
 		if _, ok := literal(words[i]); !ok {
 			return unwrapped{how: dynamic}

@@ -6,20 +6,25 @@ import (
 )
 
 // cleanText is s as a model should read it: terminal escape sequences
-// removed, a line rewritten with carriage returns reduced to its last
-// state, invalid UTF-8 replaced with U+FFFD. Text that needs none of it
-// is returned as is, without a copy.
+// and control characters removed, a line rewritten with carriage returns
+// reduced to its last state, invalid UTF-8 replaced with U+FFFD. Text
+// that needs none of it is returned as is, without a copy.
 //
 // The rules, applied in one pass from left to right with a few bytes of
 // state (so any chunking of the input would give the same result):
-//   - CSI (ESC [ parameters intermediates final) is removed. A byte that
-//     cannot belong to it ends it early and is kept.
-//   - OSC (ESC ]) and the other string sequences (ESC P, X, ^, _) are
-//     removed up to their terminator, BEL or ESC \. A newline ends them
-//     too and is kept: a stray ESC ] must not swallow the rest of the
-//     output.
+//   - CSI (ESC [ or U+009B, then parameters, intermediates and a final
+//     byte) is removed. A byte that cannot belong to it ends it early and
+//     is kept.
+//   - OSC (ESC ] or U+009D) and the other string sequences (ESC P, X, ^,
+//     _, or U+0090, U+0098, U+009E, U+009F) are removed up to their
+//     terminator, BEL, ESC \ or U+009C. A newline ends them too and is
+//     kept: a stray ESC ] must not swallow the rest of the output.
 //   - Any other ESC is removed with what follows it when that forms a
 //     two-byte or character-set sequence (ESC 7, ESC ( B); else alone.
+//   - The other C1 controls (U+0080–U+009F), BEL, BS, VT, FF and DEL are
+//     removed: a backspace or a cursor move would let a command hide
+//     text from whoever reads the result on a terminal. Tab and newline
+//     stay.
 //   - A carriage return that is followed by anything but a newline or
 //     another carriage return drops what its line held so far: the text
 //     after the last one is the line's last state. "\r\n" (and "\r\r\n")
@@ -28,13 +33,40 @@ import (
 // The output is never longer than the input unless the input holds
 // invalid UTF-8 (each run of invalid bytes becomes three bytes).
 func cleanText(s string) string {
-	if strings.IndexByte(s, 0x1b) < 0 && strings.IndexByte(s, '\r') < 0 && utf8.ValidString(s) {
+	if !needsCleaning(s) {
 		return s
 	}
 	var c cleaner
 	c.out = make([]byte, 0, len(s))
 	c.clean(s)
 	return string(c.out)
+}
+
+// removed are the ASCII bytes the cleaner changes: ESC and CR start its
+// rules, and BEL, BS, VT, FF and DEL go.
+var removed = [utf8.RuneSelf]bool{0x07: true, 0x08: true, 0x0b: true, 0x0c: true, 0x0d: true, 0x1b: true, 0x7f: true}
+
+// needsCleaning reports whether cleanText would change s: it holds one
+// of the bytes in removed, a C1 control or invalid UTF-8. Text that needs
+// nothing is the common case: a few vectorised scans find that sooner
+// than a loop over its bytes.
+func needsCleaning(s string) bool {
+	for _, b := range [...]byte{0x1b, '\r', 0x07, 0x08, 0x0b, 0x0c, 0x7f} {
+		if strings.IndexByte(s, b) >= 0 {
+			return true
+		}
+	}
+	for i := strings.IndexByte(s, 0xc2); i >= 0; {
+		if i+1 < len(s) && s[i+1] >= 0x80 && s[i+1] <= 0x9f {
+			return true
+		}
+		j := strings.IndexByte(s[i+1:], 0xc2)
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return !utf8.ValidString(s)
 }
 
 type escState uint8
@@ -105,6 +137,11 @@ func (c *cleaner) clean(s string) {
 			case '\n':
 				c.state = plain
 				continue
+			case 0xc2: // U+009C (ST) ends the string
+				if i+1 < len(s) && s[i+1] == 0x9c {
+					c.state = plain
+					i++
+				}
 			}
 			i++
 			continue
@@ -129,6 +166,10 @@ func (c *cleaner) clean(s string) {
 			c.invalid = false
 			i++
 			continue
+		case b < utf8.RuneSelf && removed[b] && b != '\n':
+			c.invalid = false // BEL, BS, VT, FF, DEL
+			i++
+			continue
 		case b == '\n':
 			if c.pendingCR {
 				c.out = append(c.out, '\r')
@@ -138,6 +179,19 @@ func (c *cleaner) clean(s string) {
 			c.out = append(c.out, '\n')
 			c.lineStart = len(c.out)
 			i++
+			continue
+		}
+		if b == 0xc2 && i+1 < len(s) && s[i+1] >= 0x80 && s[i+1] <= 0x9f {
+			// A C1 control: like the ESC sequence it stands for, or
+			// removed alone.
+			switch s[i+1] {
+			case 0x9b: // CSI
+				c.state = csi
+			case 0x9d, 0x90, 0x98, 0x9e, 0x9f: // OSC, DCS, SOS, PM, APC
+				c.state = str
+			}
+			c.invalid = false
+			i += 2
 			continue
 		}
 		if c.pendingCR {
@@ -160,7 +214,7 @@ func (c *cleaner) clean(s string) {
 			continue
 		}
 		c.invalid = false
-		c.out = append(c.out, s[i:i+n]...)
 		i += n
+		c.out = append(c.out, s[i-n:i]...)
 	}
 }

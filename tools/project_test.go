@@ -70,7 +70,7 @@ func TestProjectDeny(t *testing.T) {
 func TestProjectDenyWithoutUserRules(t *testing.T) {
 	e := projectEnv(t, nil)
 	writeProject(t, e.dir, "[rules]\ndeny = [\"Bash(rm:*)\"]\n", time.Now())
-	wantError(t, e.bash("echo hi; /bin/rm -f x"), "denied by rule Bash(rm:*): rm -f x")
+	wantError(t, e.bash("echo hi; /bin/rm -f x"), "denied by rule Bash(rm:*): /bin/rm -f x")
 	wantOK(t, e.bash("echo hi"))
 }
 

@@ -21,8 +21,10 @@ the flags are joined with spaces into one command line; quote it:
 conch check -- 'git status && git push'.
 
 Output (stdout): the decision (allow, ask or deny) alone on the first
-line, then each simple command found, one a line, then the deciding rule
-or reason and, after ": ", the deciding simple command. A newline inside
+line, then each simple command found, one a line (and each construct
+that asks without being one, such as let y=x or declare -i y, as
+written), then the deciding rule or reason and, after ": ", the deciding
+command. A newline inside
 a command is shown as \n. Last come the sandbox keys of the project file,
 one a line with where it was written (sandbox.mode = "read-only"  #
 .conch/config.toml:3): the narrower sandbox a session there runs in. A

@@ -36,53 +36,73 @@ const (
 	prefix
 	suffix
 	equal
+	word // one of the name's parts between underscores: PAT in GITHUB_PAT, not in PATH
 )
 
 // nameRules are the variable names a command must not inherit, compared
-// without regard to case. The first group marks credentials; CONCH_* are
-// conch's own managed names (a stale CONCH_SESSION_ID must not leak into
-// another session); the last group runs code or reads files before the
-// command does (BASH_ENV and ENV name a file a non-interactive bash
-// sources, exported functions arrive as BASH_FUNC_*, SHELLOPTS=xtrace
-// with PS4='$(cmd)' runs cmd before every command, and the others change
-// how every command line is read).
+// without regard to case. A rule does not apply to a name that starts
+// with one of its except prefixes or equals one of them.
+//
+// The first groups mark credentials (the last of them, wave three's,
+// each reached commands: GITHUB_PAT, DB_PASS, AUTHORIZATION…);
+// DOCKER_HOST and CONTAINER_HOST point at a container daemon, which is
+// root on the machine it runs on: without them docker and podman fall
+// back to the local socket, which the sandbox denies unless the user
+// lists it. CONCH_* are conch's own managed names (a stale
+// CONCH_SESSION_ID must not leak into another session); the last group
+// runs code or reads files before the command does (BASH_ENV and ENV
+// name a file a non-interactive bash sources, exported functions arrive
+// as BASH_FUNC_*, SHELLOPTS=xtrace with PS4='$(cmd)' runs cmd before
+// every command, and the others change how every command line is read).
 var nameRules = []struct {
-	match nameMatch
-	text  string
+	match  nameMatch
+	text   string
+	except []string
 }{
-	{contains, "KEY"},
-	{contains, "PASSWORD"},
-	{contains, "SECRET"},
-	{contains, "TOKEN"},
-	{contains, "PASSPHRASE"},
-	{contains, "CREDENTIAL"},
-	{contains, "PASSWD"},
-	{contains, "COOKIE"},
-	{contains, "WEBHOOK"},
-	{contains, "PRIVATE_KEY"},
-	{contains, "AUTH_"},
-	{suffix, "_AUTH"},
-	{suffix, "_PWD"},
-	{suffix, "_DSN"},
-	{suffix, "_JWT"},
-	{equal, "AUTH"},
-	{equal, "DSN"},
-	{equal, "JWT"},
-	{equal, "PGPASSFILE"},
-	{equal, "PGPASS"},
+	{match: contains, text: "KEY"},
+	{match: contains, text: "PASSWORD"},
+	{match: contains, text: "SECRET"},
+	{match: contains, text: "TOKEN"},
+	{match: contains, text: "PASSPHRASE"},
+	{match: contains, text: "CREDENTIAL"},
+	{match: contains, text: "PASSWD"},
+	{match: contains, text: "COOKIE"},
+	{match: contains, text: "WEBHOOK"},
+	{match: contains, text: "PRIVATE_KEY"},
+	{match: contains, text: "AUTH_"},
+	{match: suffix, text: "_AUTH"},
+	{match: suffix, text: "_PWD"},
+	{match: suffix, text: "_DSN"},
+	{match: suffix, text: "_JWT"},
+	{match: equal, text: "AUTH"},
+	{match: equal, text: "DSN"},
+	{match: equal, text: "JWT"},
+	{match: equal, text: "PGPASSFILE"},
+	{match: equal, text: "PGPASS"},
 
-	{prefix, "CONCH_"},
+	{match: word, text: "PAT"},
+	{match: word, text: "PASS"},
+	{match: contains, text: "AUTHORIZATION"},
+	{match: contains, text: "BEARER"},
+	// A desktop's session names are not credentials.
+	{match: contains, text: "SESSION", except: []string{"XDG_SESSION_", "DBUS_SESSION_", "DESKTOP_SESSION", "SESSION_MANAGER"}},
+	{match: contains, text: "PRIVATE"},
 
-	{equal, "BASH_ENV"},
-	{equal, "ENV"},
-	{prefix, "BASH_FUNC_"},
-	{equal, "SHELLOPTS"},
-	{equal, "BASHOPTS"},
-	{equal, "PS4"},
-	{equal, "PROMPT_COMMAND"},
-	{equal, "BASH_XTRACEFD"},
-	{equal, "CDPATH"},
-	{equal, "GLOBIGNORE"},
+	{match: equal, text: "DOCKER_HOST"},
+	{match: equal, text: "CONTAINER_HOST"},
+
+	{match: prefix, text: "CONCH_"},
+
+	{match: equal, text: "BASH_ENV"},
+	{match: equal, text: "ENV"},
+	{match: prefix, text: "BASH_FUNC_"},
+	{match: equal, text: "SHELLOPTS"},
+	{match: equal, text: "BASHOPTS"},
+	{match: equal, text: "PS4"},
+	{match: equal, text: "PROMPT_COMMAND"},
+	{match: equal, text: "BASH_XTRACEFD"},
+	{match: equal, text: "CDPATH"},
+	{match: equal, text: "GLOBIGNORE"},
 }
 
 // valueRules are secrets recognised by their value, whatever the name of
@@ -95,7 +115,8 @@ var valueRules = []*regexp.Regexp{
 	// A PEM private key of any kind.
 	regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----`),
 	// The well-known token shapes: OpenAI/Anthropic, GitHub, GitLab,
-	// Slack, AWS access key ids, Google API keys, Hugging Face.
+	// Slack, AWS access key ids, Google API keys, Hugging Face, npm,
+	// Stripe (secret and restricted keys, live and test).
 	regexp.MustCompile(`(?:^|[^A-Za-z0-9_-])(?:` +
 		`sk-[A-Za-z0-9_-]{20,}` +
 		`|gh[pousr]_[A-Za-z0-9]{20,}` +
@@ -104,7 +125,12 @@ var valueRules = []*regexp.Regexp{
 		`|xox[abprs]-[A-Za-z0-9-]{10,}` +
 		`|AKIA[A-Z0-9]{16}(?:$|[^A-Za-z0-9])` +
 		`|AIza[A-Za-z0-9_-]{35}` +
-		`|hf_[A-Za-z]{30,})`),
+		`|hf_[A-Za-z]{30,}` +
+		`|npm_[A-Za-z0-9]{36}(?:$|[^A-Za-z0-9])` +
+		`|[rs]k_(?:live|test)_[A-Za-z0-9]{16,})`),
+	// A secret in a connection string (Azure storage and service bus,
+	// ADO.NET): a key or password field at the start or after a ";".
+	regexp.MustCompile(`(?i)(?:^|;)\s*(?:AccountKey|SharedAccessKey|Password|Pwd)\s*=\s*[^;\s]`),
 }
 
 // Scrubbed reports whether the server's variable name=value must not
@@ -113,23 +139,42 @@ var valueRules = []*regexp.Regexp{
 func Scrubbed(name, value string) bool {
 	upper := strings.ToUpper(name)
 	for _, r := range nameRules {
-		var hit bool
-		switch r.match {
-		case contains:
-			hit = strings.Contains(upper, r.text)
-		case prefix:
-			hit = strings.HasPrefix(upper, r.text)
-		case suffix:
-			hit = strings.HasSuffix(upper, r.text)
-		case equal:
-			hit = upper == r.text
-		}
-		if hit {
+		if matchName(r.match, r.text, upper) && !excepted(upper, r.except) {
 			return true
 		}
 	}
 	for _, re := range valueRules {
 		if re.MatchString(value) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchName compares an upper-cased name with a rule's text.
+func matchName(m nameMatch, text, upper string) bool {
+	switch m {
+	case contains:
+		return strings.Contains(upper, text)
+	case prefix:
+		return strings.HasPrefix(upper, text)
+	case suffix:
+		return strings.HasSuffix(upper, text)
+	case equal:
+		return upper == text
+	}
+	for part := range strings.SplitSeq(upper, "_") {
+		if part == text {
+			return true
+		}
+	}
+	return false
+}
+
+// excepted reports whether name starts with (or is) one of except.
+func excepted(upper string, except []string) bool {
+	for _, e := range except {
+		if strings.HasPrefix(upper, e) {
 			return true
 		}
 	}

@@ -1,6 +1,7 @@
 package envpolicy
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -104,6 +105,71 @@ func TestScrubbed(t *testing.T) {
 		{"HF", "hf_" + letter[:30], true},
 		{"HF2", "hf_" + letter[:10], false},
 		{"HEADER", "Authorization: Bearer ghp_" + letter, true},
+
+		// Wave three's names (issue 19 item 15): each reached commands.
+		{"GITHUB_PAT", "x", true},
+		{"GH_PAT", "x", true},
+		{"PAT", "x", true},
+		{"AZURE_DEVOPS_PAT_2", "x", true},
+		{"github_pat", "x", true},
+		{"DB_PASS", "x", true},
+		{"MY_PASS", "x", true},
+		{"PASS", "x", true},
+		{"SMTP_PASS_FILE", "/p", true},
+		{"AUTHORIZATION", "Basic dTpw", true},
+		{"HTTP_AUTHORIZATION", "x", true},
+		{"BEARER", "x", true},
+		{"API_BEARER", "x", true},
+		{"SESSION", "x", true},
+		{"SESSIONID", "x", true},
+		{"JSESSIONID", "x", true},
+		{"FLASK_SESSION_ID", "x", true},
+		{"PRIVATE", "x", true},
+		{"GITLAB_PRIVATE", "x", true},
+		{"DOCKER_HOST", "tcp://build.example.com:2376", true},
+		{"DOCKER_HOST", "unix:///var/run/docker.sock", true},
+		{"CONTAINER_HOST", "ssh://root@build/run/podman/podman.sock", true},
+		// Near misses of those names.
+		{"PATH", "/usr/bin", false},
+		{"PYTHONPATH", "src", false},
+		{"LD_LIBRARY_PATH", "/l", false},
+		{"MANPATH", "/m", false},
+		{"GIT_PATCH_LEVEL", "1", false},
+		{"PATTERN", "x", false},
+		{"COMPAT", "1", false},
+		{"DISPATCH_URL", "https://d", false},
+		{"BYPASS_CACHE", "1", false},
+		{"PASSENGER_APP_ENV", "prod", false},
+		{"COMPASS_HOME", "/c", false},
+		{"XDG_SESSION_ID", "3", false},
+		{"XDG_SESSION_TYPE", "wayland", false},
+		{"XDG_SESSION_CLASS", "user", false},
+		{"XDG_SESSION_DESKTOP", "gnome", false},
+		{"DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/1000/bus", false},
+		{"DESKTOP_SESSION", "gnome", false},
+		{"SESSION_MANAGER", "local/h:@/tmp/.ICE-unix/1", false},
+		{"XDG_RUNTIME_DIR", "/run/user/1000", false},
+		{"XDG_DATA_DIRS", "/usr/share", false},
+		{"GIT_SSH_COMMAND", "ssh -i ~/.ssh/deploy -o IdentitiesOnly=yes", false},
+		{"DOCKER_CONFIG", "/d", false},
+
+		// Wave three's values (issue 19 item 15).
+		{"NPM", "npm_" + letter, true},
+		{"NPMRC", "//registry.npmjs.org/:_x=npm_" + letter, true},
+		{"NPM2", "npm_" + letter[:30], false},
+		{"NPM3", "npm_install_" + letter, false},
+		{"STRIPE", "sk_live_" + letter[:24], true},
+		{"STRIPE2", "rk_live_" + letter[:24], true},
+		{"STRIPE3", "sk_test_" + letter[:24], true},
+		{"STRIPE4", "sk_live_short", false},
+		{"STRIPE5", "task_test_" + letter, false},
+		{"AZURE_STORAGE", "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=" + letter + "==;EndpointSuffix=core.windows.net", true},
+		{"SB", "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=" + letter, true},
+		{"MSSQL", "Server=db;Database=app;User Id=sa;Password=hunter2;", true},
+		{"MSSQL2", "Server=db;Uid=sa;Pwd=hunter2", true},
+		{"AZURE_STORAGE2", "DefaultEndpointsProtocol=https;AccountName=acct;EndpointSuffix=core.windows.net", false},
+		{"NOTES", "AccountKeys are rotated monthly", false},
+		{"DOC", "the password=field is documented", false},
 	} {
 		if got := Scrubbed(c.name, c.value); got != c.scrubbed {
 			t.Errorf("Scrubbed(%q, %q) = %v, want %v", c.name, c.value, got, c.scrubbed)
@@ -127,6 +193,26 @@ func TestBasePass(t *testing.T) {
 		if strings.Contains(kv, "pw@") || strings.HasPrefix(kv, "GITHUB_TOKEN=") {
 			t.Errorf("%q survived", kv)
 		}
+	}
+}
+
+// BenchmarkBase scrubs an environment of 60 variables, most of them
+// kept, as a developer's shell has.
+func BenchmarkBase(b *testing.B) {
+	var env []string
+	for _, kv := range []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/u", "USER=u", "SHELL=/bin/bash",
+		"LANG=en_US.UTF-8", "TERM=xterm-256color", "PWD=/src/app", "OLDPWD=/src", "EDITOR=vim", "GOPATH=/home/u/go",
+		"XDG_SESSION_ID=3", "XDG_RUNTIME_DIR=/run/user/1000", "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1000/bus",
+		"GITHUB_TOKEN=ghp_abcdefghijklmnopqrstuvwxyzABCDEFGHIJ", "DATABASE_URL=postgres://u:pw@h/db",
+		"SSH_AUTH_SOCK=/run/user/1000/ssh", "GIT_AUTHOR_NAME=A U Thor", "LS_COLORS=rs=0:di=01;34:ln=01;36:mh=00"} {
+		env = append(env, kv)
+	}
+	for i := len(env); i < 60; i++ {
+		env = append(env, fmt.Sprintf("TOOL_SETTING_%d=/opt/tool/%d/share/some/longer/value", i, i))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		Base(env, nil)
 	}
 }
 
