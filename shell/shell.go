@@ -231,8 +231,10 @@ type SandboxReport struct {
 	Denied  []SandboxDenial `json:"denied"`
 }
 
-// SandboxDenial is one operation a sandbox denied: Op is "write" (Path
-// named) or "network" (no path).
+// SandboxDenial is one operation a sandbox denied, from the record the
+// sandbox keeps (docs/sandbox.md#the-denial-record): Op is "write" or
+// "read" (Path named), or "connect" (Path a unix socket's, or empty for
+// a network connect while the network is off).
 type SandboxDenial struct {
 	Path string `json:"path,omitempty"`
 	Op   string `json:"op"`

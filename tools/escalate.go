@@ -50,7 +50,7 @@ func deniedBySandbox(res shell.Result) (reason string, ok bool) {
 	var paths []string
 	network := false
 	for _, d := range res.Sandbox.Denied {
-		if d.Op == "network" {
+		if d.Op == "network" || d.Op == "connect" && d.Path == "" {
 			network = true
 		} else if d.Path != "" {
 			paths = append(paths, d.Path)

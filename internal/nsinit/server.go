@@ -290,6 +290,15 @@ func (i *Init) read() {
 			break
 		}
 		closeFDs(fds) // the init sends none
+		if m.Op == opDenied {
+			i.mu.Lock()
+			ch := i.children[m.Pid]
+			i.mu.Unlock()
+			if ch != nil {
+				ch.deny(m.Denial, m.More)
+			}
+			continue
+		}
 		if m.Op == opExit {
 			i.mu.Lock()
 			ch := i.children[m.Pid]
@@ -493,6 +502,32 @@ type Child struct {
 	exited chan struct{}
 	status syscall.WaitStatus
 	err    error
+
+	dmu        sync.Mutex
+	denials    []sandbox.Denial // what the sandbox denied the command, in order
+	deniedMore int              // and how many more it could not keep
+}
+
+// deny adds to what the sandbox denied the command.
+func (c *Child) deny(d *sandbox.Denial, more int) {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	if d != nil {
+		c.denials = append(c.denials, *d)
+	}
+	c.deniedMore += more
+}
+
+// Denials returns what the sandbox denied the command and the processes
+// it started so far, in the order denied, each operation once
+// (docs/sandbox.md#the-denial-record), and how many more denials there
+// were that the record could not keep. Every denial of an operation
+// made before the command's shell exited has arrived by the time Wait
+// returns; denials that arrive after Release are not kept.
+func (c *Child) Denials() ([]sandbox.Denial, int) {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	return append([]sandbox.Denial(nil), c.denials...), c.deniedMore
 }
 
 func (c *Child) settle(ws syscall.WaitStatus, err error) {

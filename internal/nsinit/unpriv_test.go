@@ -36,6 +36,13 @@ var unprivTests = []string{
 	"TestSandboxNetworkOff",
 	"TestSandboxReadOnly",
 	"TestSandboxWithoutLandlock",
+	"TestSupervisorRecord",
+	"TestSupervisorWorks",
+	"TestSupervisorGit",
+	"TestSupervisorGitWorkflows",
+	"TestSupervisorTOCTOU",
+	"TestSupervisorUnixSockets",
+	"TestSupervisorUnavailable",
 }
 
 // TestUnprivileged runs unprivTests as uid 65534 (with a copy of this test

@@ -46,6 +46,7 @@ const (
 	opLeftovers = "leftovers" // Pid: kill everything the command started
 	opRelease   = "release"   // Pid: the server is done with the command
 	opExit      = "exit"      // init → server event: Pid, Status (raw wait status)
+	opDenied    = "denied"    // init → server event: Pid, the command charged; Denial, what the sandbox denied it (docs/sandbox.md#the-denial-record); More, denials it could not keep
 )
 
 // message is every request, reply and event; each uses the fields its
@@ -73,6 +74,9 @@ type message struct {
 
 	Plan       *sandbox.Plan `json:"plan,omitempty"`
 	Unenforced []string      `json:"unenforced,omitempty"`
+
+	Denial *sandbox.Denial `json:"denial,omitempty"`
+	More   int             `json:"more,omitempty"`
 }
 
 // conn is one end of the socket pair. send may be called concurrently;
