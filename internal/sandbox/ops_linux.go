@@ -607,14 +607,17 @@ func (c *call) link(oldfd, oldArg, newfd, newArg, flags int) result {
 	// A new name for a file is a new way to write it: the file must be
 	// one the command may write, and not a protected one.
 	if vFrom := c.s.judge(fromPath, how{act: actWrite}); vFrom.errno != 0 || vFrom.strip || vFrom.sanitize {
-		errno := vFrom.errno
+		errno, d := vFrom.errno, vFrom.denial
 		if errno == unix.EACCES {
-			errno = unix.EXDEV // as Landlock refuses a link out of a read-only tree
+			// As Landlock refuses a link out of a read-only tree, and
+			// not recorded: nothing outside was written, and programs
+			// copy instead (git clone of a local repository does).
+			errno, d = unix.EXDEV, nil
 		}
 		if errno == 0 {
 			errno = unix.EROFS
 		}
-		return c.deny(errno, vFrom.denial)
+		return c.deny(errno, d)
 	} else if vFrom.kernel {
 		return c.deny(unix.EXDEV, &Denial{Path: fromPath, Op: "write", Kind: KindProtected})
 	}
@@ -708,6 +711,12 @@ func (c *call) unlink(dirfd, pathArg, flags int) result {
 	v := c.s.judge(l.path, how{act: actDelete, dir: st.Mode&unix.S_IFMT == unix.S_IFDIR})
 	if v.errno != 0 {
 		return c.deny(v.errno, v.denial)
+	}
+	if v.kernel && flags&unix.AT_REMOVEDIR != 0 && !emptyDir(l.dir, l.name) {
+		// A mount point (a pinned git directory) refuses with EBUSY
+		// before the file system would with ENOTEMPTY: answer as the
+		// system would without the sandbox, and record nothing.
+		return fail(unix.ENOTEMPTY)
 	}
 	if !c.valid() {
 		return callerGone
@@ -889,6 +898,18 @@ func (c *call) read(dirfd int, path string, flags int) result {
 		c.s.record(c.tid, Denial{Path: l.path, Op: "read", Kind: KindRead})
 	}
 	return cont
+}
+
+// emptyDir reports whether dir's entry name is a directory with no entry
+// but . and ..
+func emptyDir(dir int, name string) bool {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return true
+	}
+	defer unix.Close(fd)
+	names, err := readDirNames(fd)
+	return err == nil && len(names) == 0
 }
 
 // Limits of extended attributes (linux/limits.h).
