@@ -158,9 +158,9 @@ func (s *initState) setUp(plan *sandbox.Plan, spill string) (unenforced []string
 		if unenforced, err = sandbox.Restrict(plan); err != nil {
 			return nil, fmt.Errorf("init: %w", err)
 		}
-		if err := s.supervise(plan); err != nil {
-			return nil, err
-		}
+	}
+	if err := s.supervise(plan); err != nil {
+		return nil, err
 	}
 	if err := dropCapabilities(sandboxed); err != nil {
 		return nil, err

@@ -256,9 +256,11 @@ func startDumpable(cmd *exec.Cmd) error {
 // to themselves so that `id -u` and file owners read the same inside.
 // Root maps every id to itself; another user can map only its own, and
 // must give up setgroups. A non-root init needs CAP_SYS_ADMIN (to mount
-// /proc) and CAP_SETPCAP (to shrink the commands' bounding set) after
-// exec, which only ambient capabilities carry; the init clears them
-// before it runs a command.
+// /proc), CAP_SETPCAP (to shrink the commands' bounding set) and
+// CAP_SYS_PTRACE (for the sandbox's supervisor to read a command that
+// made itself non-dumpable, as ssh-agent does) after exec, which only
+// ambient capabilities carry; the spawner thread clears them before it
+// runs a command, and CAP_SYS_PTRACE leaves its bounding set.
 func namespaceAttr() *syscall.SysProcAttr {
 	uid, gid := os.Getuid(), os.Getgid()
 	a := &syscall.SysProcAttr{
@@ -274,7 +276,7 @@ func namespaceAttr() *syscall.SysProcAttr {
 	}
 	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
 	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP}
+	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_SYS_PTRACE}
 	return a
 }
 

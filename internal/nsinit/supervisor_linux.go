@@ -27,8 +27,16 @@ const (
 )
 
 // supervise starts the sandbox's supervisor, which Restrict prepared
-// for plan on this thread (nothing on a host without it).
+// for plan on this thread, or which records the refused connects of a
+// full-access plan with the network off (nothing without a plan, or on a
+// host without it).
 func (s *initState) supervise(plan *sandbox.Plan) error {
+	if plan == nil {
+		return nil
+	}
+	if err := sandbox.WatchNetwork(plan); err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
 	if _, err := sandbox.Supervise(plan, s.recordDenial); err != nil {
 		return fmt.Errorf("init: %w", err)
 	}

@@ -73,7 +73,10 @@ func TestSupervisorRecord(t *testing.T) {
 		{"after cd", `cd ../sib && touch built`, 1, []string{home("sib/built")}},
 		{"a child writes", `sh -c 'mkdir -p ~/.npm/_cacache' || true`, 0, []string{home(".npm")}},
 		{"a background child", `(touch ~/late) & wait`, 0, []string{home("late")}},
-		{"a cross-device link", `ln ~/.bashrc ./b`, 1, []string{home(".bashrc")}},
+		{"a rename out of the home", `mv ~/.bashrc ./b`, 1, []string{home(".bashrc")}},
+		// Not recorded: nothing outside is written, and programs copy
+		// instead (a git clone of a repository outside does).
+		{"a hard link to a file outside", `ln ~/.bashrc ./b`, 1, nil},
 		{"a rename out", `echo x > f && mv f ~/f`, 1, []string{home("f")}},
 		{"printed, not denied", `echo "touch: cannot touch '/etc/passwd': Permission denied" >&2; exit 1`, 1, nil},
 		{"seven denials", `for i in 1 2 3 4 5 6 7; do touch ~/f$i 2>/dev/null; done; true`, 0, []string{
@@ -97,12 +100,14 @@ func TestSupervisorRecord(t *testing.T) {
 }
 
 // TestSupervisorWorks: what commands do all day goes through the
-// supervisor unchanged: files, directories, renames, links, modes,
-// FIFOs, temporary files, /dev/stdout, and a terminal's /dev/tty.
+// supervisor unchanged: files, directories, renames, links, modes, the
+// umask, FIFOs, temporary files, /dev/stdout, and a command that made
+// itself non-dumpable (ssh-agent does).
 func TestSupervisorWorks(t *testing.T) {
 	marker := clean(t)
 	h := newSandboxHost(t, marker)
 	p := h.policy(sandbox.NetworkOn)
+	p.DenyRead = nil // the defaults: reads are not the supervisor's
 	in, plan := startSandboxed(t, &p)
 	script := `set -e
 umask 027
@@ -113,12 +118,13 @@ touch -d 2001-01-01 d/h && truncate -s 1 d/h && wc -c < d/e/g
 mkfifo p && { cat p & } && echo through > p && wait
 python3 -c 'import tempfile,os; f=tempfile.TemporaryFile(dir="."); f.write(b"t"); print("tmp")'
 python3 -c 'open("/dev/stdout","w").write("stdout\n"); open("/dev/stderr","w").write("stderr\n")'
+python3 -c 'import ctypes; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); open("nd", "w").write("x"); print("non-dumpable")'
 echo null > /dev/null
 mkdir m && stat -c '%a' m
-rm -r d p
+rm -r d p nd
 rmdir m && echo done`
 	code, stdout, stderr, markers := h.runMarked(t, in, plan, script)
-	want := "a\nb\na\nb\n640 2\n1\nthrough\ntmp\nstdout\n750\ndone\n"
+	want := "a\nb\na\nb\n640 2\n1\nthrough\ntmp\nstdout\nnon-dumpable\n750\ndone\n"
 	if code != 0 || stdout != want || stderr != "stderr\n" || markers != nil {
 		t.Errorf("status %d, markers %q\nstdout %q\nwant   %q\nstderr %q", code, markers, stdout, want, stderr)
 	}

@@ -79,6 +79,41 @@ func loadSyscallFilter(plan *Plan, unenforced []string) ([]string, error) {
 	return out, nil
 }
 
+// WatchNetwork prepares, on the calling thread (which must have
+// CAP_SYS_ADMIN in its user namespace: no no_new_privs is set), the
+// supervisor of a full-access plan with the network off, which restricts
+// no file or socket: a filter that hands it every connect, so that a
+// refused one is recorded (the empty network namespace refuses it).
+// Supervise then starts it. Nothing is done for another plan, or on a
+// host without the supervisor.
+func WatchNetwork(plan *Plan) error {
+	if plan.Mode != FullAccess || plan.Network != NetworkOff || SupervisorUnavailable() != nil {
+		return nil
+	}
+	var abis []seccompnotify.ABI
+	for _, a := range sysABIs {
+		abi := seccompnotify.ABI{Arch: a.arch}
+		for nr, op := range a.ops {
+			if op == sysConnect {
+				abi.Rules = append(abi.Rules, seccompnotify.Rule{Nr: nr, Action: seccompnotify.Notify})
+			}
+		}
+		abis = append(abis, abi)
+	}
+	prog, err := seccompnotify.Program(abis)
+	if err != nil {
+		return fmt.Errorf("sandbox: seccomp: %w", err)
+	}
+	l, err := seccompnotify.Load(prog, true)
+	if err != nil {
+		return fmt.Errorf("sandbox: seccomp: %w", err)
+	}
+	pendingMu.Lock()
+	pendingListener = l
+	pendingMu.Unlock()
+	return nil
+}
+
 // restrictThread enforces cfg and rules with Landlock on the calling
 // thread only, which must be locked to its goroutine for good (the
 // init's spawner: every command it forks inherits the domain).

@@ -45,7 +45,7 @@ func (c *call) connect(fd int, addr uint64, n int) result {
 	if err != nil {
 		return fail(err)
 	}
-	if dom != unix.AF_UNIX {
+	if dom != unix.AF_UNIX || c.s.plan.Mode == FullAccess {
 		if (dom == unix.AF_INET || dom == unix.AF_INET6) && c.s.plan.Network == NetworkOff {
 			// The empty network namespace refuses it; the record
 			// says the sandbox did (not for AF_UNSPEC, a disconnect).
@@ -54,7 +54,8 @@ func (c *call) connect(fd int, addr uint64, n int) result {
 			}
 		}
 		// Not a unix socket: no path is involved, and no memory the
-		// caller could change makes it one.
+		// caller could change makes it one (or full-access, which
+		// restricts no socket).
 		return cont
 	}
 	sa, err := c.sockaddr(addr, n)
