@@ -233,6 +233,15 @@ echo "gitdir: $PWD/gd" > w/.git`)
 		t.Errorf("the hand-made git directory's config: %q", b)
 	}
 
+	// A repository with its git directory apart (a gitfile points to
+	// it), and a bare one a user might later cd into.
+	code, _, stderr, markers = h.runMarked(t, in, plan, `git init -q --separate-git-dir=$PWD/sep w2 && git init -q --bare b.git &&
+git -C w2 config core.fsmonitor "touch `+pwned(h)+`"; git -C b.git config core.fsmonitor "touch `+pwned(h)+`"; git -C b.git config core.pager "touch `+pwned(h)+`"`)
+	sep, bare := filepath.Join(h.ws, "sep", "config"), filepath.Join(h.ws, "b.git", "config")
+	if code == 0 || !slices.Equal(markers, []string{protected(sep), protected(bare)}) {
+		t.Errorf("separate and bare repositories: status %d, markers %q (stderr %q)", code, markers, stderr)
+	}
+
 	// The user, outside conch, afterwards.
 	gitOutside(t, h, h.ws, "status")
 	gitOutside(t, h, h.ws, "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", "user")
@@ -241,6 +250,12 @@ echo "gitdir: $PWD/gd" > w/.git`)
 	gitOutside(t, h, filepath.Join(h.ws, "w"), "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", "user")
 	gitOutside(t, h, deep, "status")
 	gitOutside(t, h, nm, "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", "user")
+	gitOutside(t, h, filepath.Join(h.ws, "w2"), "status")
+	for _, f := range []string{sep, bare} {
+		if b, _ := os.ReadFile(f); strings.Contains(string(b), "fsmonitor") || strings.Contains(string(b), "pager") {
+			t.Errorf("%s: %q", f, b)
+		}
+	}
 }
 
 // TestSupervisorGitWorkflows: what a developer does with git in the

@@ -4,7 +4,6 @@ package sandbox
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
@@ -179,7 +178,3 @@ func runtimeArch() string {
 	}
 	return unix.ByteSliceToString(u.Machine[:])
 }
-
-// supervisorLog is where the supervisor reports what it cannot recover
-// from (the init's stderr, which the server logs).
-var supervisorLog = os.Stderr

@@ -169,27 +169,27 @@ func (c *call) dispatch(op sysOp) result {
 		}
 		return c.truncate(int64(uint64(hi)<<32 | uint64(lo)))
 	case sysChmod:
-		return c.chmod(unix.AT_FDCWD, 0, a(1), 0, false)
+		return c.chmod(unix.AT_FDCWD, 0, a(1), 0)
 	case sysFchmod:
-		return c.chmod(c.fdArg(0), -1, a(1), 0, true)
+		return c.chmod(c.fdArg(0), -1, a(1), 0)
 	case sysFchmodat:
-		return c.chmod(c.fdArg(0), 1, a(2), 0, false)
+		return c.chmod(c.fdArg(0), 1, a(2), 0)
 	case sysFchmodat2:
-		return c.chmod(c.fdArg(0), 1, a(2), int(a(3)), false)
+		return c.chmod(c.fdArg(0), 1, a(2), int(a(3)))
 	case sysChown:
-		return c.chown(unix.AT_FDCWD, 0, a(1), a(2), 0, false)
+		return c.chown(unix.AT_FDCWD, 0, a(1), a(2), 0)
 	case sysLchown:
-		return c.chown(unix.AT_FDCWD, 0, a(1), a(2), unix.AT_SYMLINK_NOFOLLOW, false)
+		return c.chown(unix.AT_FDCWD, 0, a(1), a(2), unix.AT_SYMLINK_NOFOLLOW)
 	case sysFchown:
-		return c.chown(c.fdArg(0), -1, a(1), a(2), 0, true)
+		return c.chown(c.fdArg(0), -1, a(1), a(2), 0)
 	case sysFchownat:
-		return c.chown(c.fdArg(0), 1, a(2), a(3), int(a(4)), false)
+		return c.chown(c.fdArg(0), 1, a(2), a(3), int(a(4)))
 	case sysChown16:
-		return c.chown(unix.AT_FDCWD, 0, id16(a(1)), id16(a(2)), 0, false)
+		return c.chown(unix.AT_FDCWD, 0, id16(a(1)), id16(a(2)), 0)
 	case sysLchown16:
-		return c.chown(unix.AT_FDCWD, 0, id16(a(1)), id16(a(2)), unix.AT_SYMLINK_NOFOLLOW, false)
+		return c.chown(unix.AT_FDCWD, 0, id16(a(1)), id16(a(2)), unix.AT_SYMLINK_NOFOLLOW)
 	case sysFchown16:
-		return c.chown(c.fdArg(0), -1, id16(a(1)), id16(a(2)), 0, true)
+		return c.chown(c.fdArg(0), -1, id16(a(1)), id16(a(2)), 0)
 	case sysSetxattr:
 		return c.xattr(unix.AT_FDCWD, 0, true, true)
 	case sysLsetxattr:
@@ -254,6 +254,14 @@ func (c *call) open(dirfd, pathArg, flags int, mode uint32) result {
 		}
 		if exists && st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == unix.Mkdev(5, 0) {
 			return c.openTTY(flags)
+		}
+		// The kernel's own answers come before any permission check:
+		// no denial to record.
+		if exists && flags&(unix.O_CREAT|unix.O_EXCL) == unix.O_CREAT|unix.O_EXCL {
+			return fail(unix.EEXIST)
+		}
+		if exists && st.Mode&unix.S_IFMT == unix.S_IFDIR && (flags&unix.O_ACCMODE != unix.O_RDONLY || flags&unix.O_TRUNC != 0) {
+			return fail(unix.EISDIR)
 		}
 		h := how{act: actWrite}
 		if !exists {
@@ -801,7 +809,7 @@ func (c *call) target(dirfd, pathArg, flags int) (*loc, error) {
 }
 
 // chmod serves chmod, fchmod, fchmodat and fchmodat2.
-func (c *call) chmod(dirfd, pathArg int, mode uint32, flags int, byFD bool) result {
+func (c *call) chmod(dirfd, pathArg int, mode uint32, flags int) result {
 	l, err := c.target(dirfd, pathArg, flags)
 	if err != nil {
 		return fail(err)
@@ -823,7 +831,7 @@ func (c *call) chmod(dirfd, pathArg int, mode uint32, flags int, byFD bool) resu
 }
 
 // chown serves the chown calls.
-func (c *call) chown(dirfd, pathArg int, uid, gid uint32, flags int, byFD bool) result {
+func (c *call) chown(dirfd, pathArg int, uid, gid uint32, flags int) result {
 	l, err := c.target(dirfd, pathArg, flags)
 	if err != nil {
 		return fail(err)
