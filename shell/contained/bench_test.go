@@ -239,7 +239,8 @@ func BenchmarkTerminalVsLocal(b *testing.B) {
 // npm-install-like step: 2000 files in 200 directories written,
 // renamed, made executable and removed; "gobuild" builds a small module
 // with an empty build cache (every package's compiled output written to
-// the cache).
+// the cache), and Go's telemetry counters in the workspace (under
+// ~/.config, the sandbox would deny them, and name each denial).
 //
 //	go test -run '^$' -bench SupervisorCost -benchtime 5x ./shell/contained/
 func BenchmarkSupervisorCost(b *testing.B) {
@@ -247,7 +248,7 @@ func BenchmarkSupervisorCost(b *testing.B) {
 for d in $(seq 200); do mv n/$d n/p$d; chmod +x n/p$d/lib/f1.js; done && cd .. && rm -r pkgs`
 	gobuild := `rm -rf cache && mkdir -p mod && cd mod && printf 'module m\n\ngo 1.21\n' > go.mod &&
 printf 'package main\n\nimport (\n\t"encoding/json"\n\t"fmt"\n\t"os"\n)\n\nfunc main() { json.NewEncoder(os.Stdout).Encode(fmt.Sprint(1)) }\n' > main.go &&
-GOCACHE=$PWD/../cache GOFLAGS=-buildvcs=false GOTOOLCHAIN=local go build -o m . && ./m`
+XDG_CONFIG_HOME=$PWD/../cfg GOCACHE=$PWD/../cache GOFLAGS=-buildvcs=false GOTOOLCHAIN=local go build -o m . && ./m`
 	for _, w := range []struct{ name, script string }{{"files", files}, {"gobuild", gobuild}} {
 		b.Run(w.name, func(b *testing.B) {
 			ws := evalDir(b, b.TempDir())
