@@ -98,6 +98,14 @@ func testTerminalContained(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(home, "x")); !os.IsNotExist(err) {
 		t.Errorf("~/x was written: %v", err)
 	}
+
+	// /dev/tty names the command's own terminal, which the sandbox's
+	// supervisor opens for it (opened as the supervisor it would name
+	// the init's, which has none).
+	got = terminalRun(t, ex, `echo to-tty > /dev/tty && echo tty=$?; perl -e 'open(T, ">", "/dev/tty") or die "tty: $!\n"; print T "perl-tty\n"'`, ws)
+	if !strings.Contains(got, "to-tty\ntty=0\nperl-tty") {
+		t.Errorf("a terminal's /dev/tty: %q", got)
+	}
 }
 
 func TestTerminalContained(t *testing.T) { testTerminalContained(t) }
