@@ -135,7 +135,7 @@ func (h *sandboxHost) runRecorded(t *testing.T, in *nsinit.Init, script string) 
 	if err != nil {
 		t.Fatalf("Spawn %q: %v", script, err)
 	}
-	ws := wait(t, ch)
+	ws := waitLong(t, ch)
 	stdout, stderr = so.text(t), se.text(t)
 	denied, more = ch.Denials()
 	ch.Release()

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"golang.org/x/sys/unix"
@@ -39,11 +40,28 @@ func (h *sandboxHost) runHelper(t *testing.T, in *nsinit.Init, plan *sandbox.Pla
 	if err != nil {
 		t.Fatalf("Spawn %s: %v", helper, err)
 	}
-	ws := wait(t, ch)
+	ws := waitLong(t, ch)
 	stdout, stderr = so.text(t), se.text(t)
 	denied, more := ch.Denials()
 	ch.Release()
 	return ws.ExitStatus(), stdout, stderr, sandbox.Markers(plan, denied, more)
+}
+
+// waitLong is wait for the sandbox tests' scripts, which run many
+// programs (git, python) and may take long on a loaded machine under
+// the race detector: it fails t after two minutes, not ten seconds.
+func waitLong(t *testing.T, ch *nsinit.Child) syscall.WaitStatus {
+	t.Helper()
+	select {
+	case <-ch.Exited():
+	case <-time.After(2 * time.Minute):
+		t.Fatal("command did not exit within 2 minutes")
+	}
+	ws, err := ch.Wait()
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	return ws
 }
 
 // TestSupervisorRecord: the markers come from what the sandbox denied,
@@ -119,12 +137,13 @@ mkfifo p && { cat p & } && echo through > p && wait
 python3 -c 'import tempfile,os; f=tempfile.TemporaryFile(dir="."); f.write(b"t"); print("tmp")'
 python3 -c 'open("/dev/stdout","w").write("stdout\n"); open("/dev/stderr","w").write("stderr\n")'
 python3 -c 'import ctypes; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); open("nd", "w").write("x"); print("non-dumpable")'
+python3 -c 'import os; fd = os.memfd_create("m"); open("/proc/self/fd/%d" % fd, "w").write("m"); print(os.pread(fd, 1, 0).decode())'
 echo null > /dev/null
 mkdir m && stat -c '%a' m
 rm -r d p nd
 rmdir m && echo done`
 	code, stdout, stderr, markers := h.runMarked(t, in, plan, script)
-	want := "a\nb\na\nb\n640 2\n1\nthrough\ntmp\nstdout\nnon-dumpable\n750\ndone\n"
+	want := "a\nb\na\nb\n640 2\n1\nthrough\ntmp\nstdout\nnon-dumpable\nm\n750\ndone\n"
 	if code != 0 || stdout != want || stderr != "stderr\n" || markers != nil {
 		t.Errorf("status %d, markers %q\nstdout %q\nwant   %q\nstderr %q", code, markers, stdout, want, stderr)
 	}

@@ -36,7 +36,12 @@ import (
 
 // gitState is what the guard knows of the session's git directories.
 type gitState struct {
-	mu    sync.Mutex
+	// rw orders the supervised operations: each holds it shared from
+	// its judgement to its end, and exclusively when its path concerns
+	// the guard (sensitive), so that no operation is judged on a place
+	// an exclusive one (a rename into a git directory, a birth and its
+	// sweep) changes meanwhile.
+	rw    sync.RWMutex
 	dirs  map[devIno]bool // git directories born during the session
 	files map[devIno]bool // .git files created during the session
 }
@@ -46,18 +51,53 @@ func (g *gitState) init() {
 	g.files = make(map[devIno]bool)
 }
 
-// lockFor takes the guard's lock when one of paths concerns it: its
-// judgement, the operation and what follows it (a birth's sweep) then
-// happen with no other such operation in between. It returns the
+// pathRef is a path an operation is judged on, which the guard reads
+// again under its lock from what the operation will act on: a directory
+// descriptor and a name, or the object's descriptor.
+type pathRef struct {
+	p    *string
+	dir  int
+	name string
+	obj  int
+}
+
+// at is the pathRef of l.
+func at(l *loc) pathRef { return pathRef{p: &l.path, dir: l.dir, name: l.name, obj: l.obj} }
+
+// guard takes the guard's lock for an operation on refs, shared, or
+// exclusive when one of refs, read again under the lock, is sensitive
+// (its directory may have moved since it was resolved). It returns the
 // unlock.
-func (g *gitState) lockFor(paths ...string) func() {
-	for _, p := range paths {
-		if sensitive(p) {
-			g.mu.Lock()
-			return g.mu.Unlock
+func (g *gitState) guard(refs ...pathRef) func() {
+	refresh := func() bool {
+		sens := false
+		for _, r := range refs {
+			if r.p == nil || *r.p == "" {
+				continue
+			}
+			var fresh string
+			if r.obj >= 0 {
+				fresh = fdPath(r.obj)
+			} else if d := fdPath(r.dir); d != "" {
+				fresh = joinPath(d, r.name)
+			}
+			if strings.HasPrefix(fresh, "/") {
+				*r.p = fresh
+			}
+			if sensitive(*r.p) {
+				sens = true
+			}
 		}
+		return sens
 	}
-	return func() {}
+	g.rw.RLock()
+	if !refresh() {
+		return g.rw.RUnlock
+	}
+	g.rw.RUnlock()
+	g.rw.Lock()
+	refresh()
+	return g.rw.Unlock
 }
 
 // isGitDirLike reports whether dir is, or looks like, a git directory.
@@ -103,7 +143,8 @@ var gitFirst = map[string]bool{
 }
 
 // gitJudge is the guard's verdict on an operation on path, inside the
-// writable roots. The lock of lockFor is held when path is sensitive.
+// writable roots. The lock of guard is held, exclusively when path is
+// sensitive.
 func (s *Supervisor) gitJudge(path string, h how) verdict {
 	if !sensitive(path) {
 		return verdict{}
@@ -212,7 +253,7 @@ func (s *Supervisor) gitFileRule(path string, h how) verdict {
 // directory that now looks like a git directory and did not before (as
 // before says), is born: it is checked (sweep) and known as the
 // session's; a .git file is known as the session's. The guard's lock is
-// held when l is sensitive.
+// held, exclusively when l is sensitive.
 func (s *Supervisor) afterCreate(c *call, l *loc, before bool) {
 	if l.dir < 0 || l.path == "" {
 		return

@@ -267,7 +267,7 @@ func (c *call) open(dirfd, pathArg, flags int, mode uint32) result {
 		if !exists {
 			h = how{act: actCreate, exec: mode&0o111 != 0}
 		}
-		unlock := c.s.git.lockFor(l.path)
+		unlock := c.s.git.guard(at(l))
 		v := c.s.judge(l.path, h)
 		if v.errno != 0 {
 			unlock()
@@ -346,7 +346,7 @@ func (c *call) reopen(l *loc, flags int, mode uint32, tmpfile bool) result {
 	if tmpfile {
 		h = how{act: actCreate}
 	}
-	unlock := c.s.git.lockFor(l.path)
+	unlock := c.s.git.guard(pathRef{p: &l.path, obj: obj})
 	defer unlock()
 	v := c.s.judge(l.path, h)
 	if v.errno != 0 {
@@ -455,7 +455,7 @@ func (c *call) mknod(dirfd, pathArg int, mode uint32, dev int) result {
 	if l.mustDir && !dir {
 		return fail(unix.ENOENT)
 	}
-	unlock := c.s.git.lockFor(l.path)
+	unlock := c.s.git.guard(at(l))
 	defer unlock()
 	v := c.s.judge(l.path, how{act: actCreate, dir: dir, special: typ != unix.S_IFREG && !dir, exec: !dir && mode&0o111 != 0})
 	if v.errno != 0 {
@@ -517,7 +517,7 @@ func (c *call) rename(oldfd, oldArg, newfd, newArg int, flags uint) result {
 	dir := st.Mode&unix.S_IFMT == unix.S_IFDIR
 	var tst unix.Stat_t
 	toExists := unix.Fstatat(to.dir, to.name, &tst, unix.AT_SYMLINK_NOFOLLOW) == nil
-	unlock := c.s.git.lockFor(from.path, to.path)
+	unlock := c.s.git.guard(at(from), at(to))
 	defer unlock()
 	vFrom := c.s.judge(from.path, how{act: actDelete, dir: dir, rename: true})
 	if vFrom.errno != 0 {
@@ -610,7 +610,7 @@ func (c *call) link(oldfd, oldArg, newfd, newArg, flags int) result {
 	if from.obj < 0 {
 		fromPath = fdPath(obj)
 	}
-	unlock := c.s.git.lockFor(fromPath, to.path)
+	unlock := c.s.git.guard(pathRef{p: &fromPath, obj: obj}, at(to))
 	defer unlock()
 	// A new name for a file is a new way to write it: the file must be
 	// one the command may write, and not a protected one.
@@ -673,7 +673,7 @@ func (c *call) symlink(targetArg, newfd, newArg int) result {
 	if l.obj >= 0 || l.name == "." || l.name == ".." || unix.Fstatat(l.dir, l.name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
 		return fail(unix.EEXIST)
 	}
-	unlock := c.s.git.lockFor(l.path)
+	unlock := c.s.git.guard(at(l))
 	defer unlock()
 	v := c.s.judge(l.path, how{act: actCreate, symlink: true})
 	if v.errno != 0 || v.sanitize || v.strip {
@@ -714,7 +714,7 @@ func (c *call) unlink(dirfd, pathArg, flags int) result {
 	if err := unix.Fstatat(l.dir, l.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return fail(err)
 	}
-	unlock := c.s.git.lockFor(l.path)
+	unlock := c.s.git.guard(at(l))
 	defer unlock()
 	v := c.s.judge(l.path, how{act: actDelete, dir: st.Mode&unix.S_IFMT == unix.S_IFDIR})
 	if v.errno != 0 {
@@ -774,7 +774,11 @@ func (c *call) onObject(l *loc, h how, do func(p string) error) result {
 		path = fdPath(obj)
 	}
 	h.dir = st.Mode&unix.S_IFMT == unix.S_IFDIR
-	unlock := c.s.git.lockFor(path)
+	ref := pathRef{p: &path, obj: obj}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		ref = pathRef{p: &path, dir: l.dir, name: l.name, obj: -1}
+	}
+	unlock := c.s.git.guard(ref)
 	defer unlock()
 	v := c.s.judge(path, h)
 	if v.errno != 0 || v.strip {

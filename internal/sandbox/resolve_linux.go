@@ -378,14 +378,20 @@ func joinPath(dir, name string) string {
 	return filepath.Join(dir, name)
 }
 
-// fdPath is the path of one of our descriptors, as /proc/self/fd says.
+// fdPath is the path of one of our descriptors, as /proc/self/fd says
+// (for an object outside the file tree, such as a pipe, a socket or a
+// memfd, something that does not start with /, or "").
 func fdPath(fd int) string {
 	b := make([]byte, unix.PathMax)
 	n, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), b)
 	if err != nil {
 		return ""
 	}
-	return string(b[:n])
+	p := string(b[:n])
+	if strings.HasPrefix(p, "/memfd:") {
+		return ""
+	}
+	return p
 }
 
 // readlinkat reads a symbolic link.

@@ -162,7 +162,7 @@ func (c *call) bind(fd int, addr uint64, n int) result {
 	if l.obj >= 0 || unix.Fstatat(l.dir, l.name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
 		return fail(unix.EADDRINUSE)
 	}
-	unlock := c.s.git.lockFor(l.path)
+	unlock := c.s.git.guard(at(l))
 	defer unlock()
 	v := c.s.judge(l.path, how{act: actCreate, special: true})
 	if v.errno != 0 || v.strip || v.sanitize {
