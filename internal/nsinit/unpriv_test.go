@@ -43,6 +43,16 @@ var unprivTests = []string{
 	"TestSupervisorTOCTOU",
 	"TestSupervisorUnixSockets",
 	"TestSupervisorUnavailable",
+	"TestIsolatedTerminals",
+	"TestIsolatedTerminalsOfSessions",
+	"TestIsolatedShm",
+	"TestIsolatedKeyring",
+	"TestReadOnlyCgroups",
+	"TestNoSetuidFiles",
+	"TestSandboxRefer",
+	"TestSandboxWheelBuild",
+	"TestCacheLayer",
+	"TestCacheLayerFallback",
 }
 
 // TestUnprivileged runs unprivTests as uid 65534 (with a copy of this test

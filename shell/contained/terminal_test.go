@@ -99,6 +99,11 @@ func testTerminalContained(t *testing.T) {
 		t.Errorf("~/x was written: %v", err)
 	}
 
+	// The terminal is the session's own, of its devpts instance: its
+	// program can name it, and it is the only one there.
+	if got := terminalRun(t, ex, "tty; ls /dev/pts | tr '\\n' ' '", ws); got != "/dev/pts/0\n0 ptmx " {
+		t.Errorf("the terminal's name and /dev/pts: %q, want /dev/pts/0 and its instance's", got)
+	}
 	// /dev/tty names the command's own terminal, which the sandbox's
 	// supervisor opens for it (opened as the supervisor it would name
 	// the init's, which has none).
