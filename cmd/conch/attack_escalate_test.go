@@ -115,4 +115,3 @@ func testPrintedDenial(t *testing.T, nobody bool) {
 		t.Errorf("printed text made a question: %q", q)
 	}
 }
-

@@ -448,6 +448,8 @@ func (s *attackSetup) rows(t *testing.T, server int, serverLine, method string, 
 		{name: "tmp", command: "echo x > /tmp/conch-attack-$$ && cat /tmp/conch-attack-$$ && rm /tmp/conch-attack-$$",
 			want: "x\n"},
 		{name: "tty", command: "test -t 0 && echo tty", tty: true, want: "tty\n"},
+		{name: "python's multiprocessing Manager (the session's own unix sockets)",
+			command: `python3 -c 'from multiprocessing import Manager; m = Manager(); d = m.dict(); d["a"] = 1; print(d["a"])'`, want: "1\n"},
 	}
 }
 
