@@ -129,7 +129,7 @@ func (h *sandboxHost) runMarked(t *testing.T, in *nsinit.Init, plan *sandbox.Pla
 // runRecorded is runIn, with the command's denial record.
 func (h *sandboxHost) runRecorded(t *testing.T, in *nsinit.Init, script string) (code int, stdout, stderr string, denied []sandbox.Denial, more int) {
 	t.Helper()
-	return h.runRecordedLong(t, in, script, 10*time.Second)
+	return h.runRecordedLong(t, in, script, 2*time.Minute)
 }
 
 // runLong is runIn for a script that may take up to d (a build).
