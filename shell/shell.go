@@ -255,11 +255,13 @@ type SandboxReport struct {
 	Denied  []SandboxDenial `json:"denied"`
 }
 
-// SandboxDenial is one operation a sandbox denied: Op is "write" (Path
-// named), "network" (no path), or "connect" (Host and Port named, and
-// the Reason of the network policy: "not in the allowlist", "denied by
-// <pattern>", "a private address", "the host's own address", "the cloud
-// metadata address", "the user declined", or "conch's own server";
+// SandboxDenial is one operation a sandbox denied, from the record the
+// sandbox keeps (docs/sandbox.md#the-denial-record): Op is "write" or
+// "read" (Path named), "network" (no path: a connect while the network
+// is off), or "connect": Path a unix socket's, or Host and Port named
+// with the Reason of the network policy ("not in the allowlist", "denied
+// by <pattern>", "a private address", "the host's own address", "the
+// cloud metadata address", "the user declined", or "conch's own server";
 // docs/sandbox.md#network).
 type SandboxDenial struct {
 	Path   string `json:"path,omitempty"`

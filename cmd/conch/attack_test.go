@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +39,13 @@ type attackSetup struct {
 	pty            string // a terminal of the host's (a user's shell, say)
 	marker         string
 	writable       string // the writable list of B's write markers
+
+	// Repositories of B's workspace the bounded search of the sandbox's
+	// plan does not reach (deeper than 7 levels, in node_modules), and
+	// one whose index only one row uses.
+	deep, nodeModules, outer string
+	// sock is a unix socket outside the sandbox, listening.
+	sock string
 }
 
 func newAttackSetup(t *testing.T, nobody bool) *attackSetup {
@@ -56,9 +64,17 @@ func newAttackSetup(t *testing.T, nobody bool) *attackSetup {
 			t.Fatal(err)
 		}
 	}
-	git := exec.Command("git", "init", "-q", s.wsB)
-	if out, err := git.CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v: %s", err, out)
+	s.deep = filepath.Join(s.wsB, "a", "b", "c", "d", "e", "f", "g", "h", "deep")
+	s.nodeModules = filepath.Join(s.wsB, "node_modules", "pkg")
+	s.outer = filepath.Join(s.wsB, "outer")
+	for _, dir := range []string{s.wsB, s.deep, s.nodeModules, s.outer} {
+		git := exec.Command("git", "init", "-q", dir)
+		if out, err := git.CombinedOutput(); err != nil {
+			t.Fatalf("git init: %v: %s", err, out)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(filepath.Dir(home), "sib"), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	// B's project file, which narrows nothing.
 	writeFile(t, filepath.Join(s.wsB, ".conch", "config.toml"), "# project\n")
@@ -69,11 +85,18 @@ func newAttackSetup(t *testing.T, nobody bool) *attackSetup {
 	t.Cleanup(func() { master.Close(); slave.Close() })
 	s.pty = slave.Name()
 	if nobody {
-		for _, d := range []string{home, s.wsB, s.state, s.runtime, s.tmp} {
+		for _, d := range []string{home, s.wsB, s.state, s.runtime, s.tmp, filepath.Join(filepath.Dir(home), "sib")} {
 			chownTree(t, d)
 		}
 		os.Chown(s.pty, testutil.UnprivilegedID, testutil.UnprivilegedID)
 	}
+	s.sock = filepath.Join(home, "agent.sock")
+	l, err := net.Listen("unix", s.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() }) // never accepts: a connect completes in its backlog
+	os.Chmod(s.sock, 0o777)
 	return s
 }
 
@@ -219,6 +242,7 @@ func testAttack(t *testing.T, nobody bool) {
 	if !s.alive("sleep 1041") {
 		t.Error("A's sleep was killed")
 	}
+	s.userGit(t)
 
 	// B reads its own spill file.
 	m = spillPath.FindStringSubmatch(text(t, callTool(t, b, "bash", bash("seq 1 400000"))))
@@ -325,6 +349,7 @@ func (s *attackSetup) rows(t *testing.T, server int, serverLine, method string, 
 	const perProcess = `for p in /proc/[0-9]*; do { tr '\0' ' ' <$p/cmdline && echo; } 2>/dev/null; done | `
 	const commit = "git -c user.name=b -c user.email=b@example.com commit"
 	protected := func(path string) string { return "[sandbox: " + path + " is read-only (protected)]" }
+	pwned := s.pwned()
 	return []attackRow{
 		{name: "server environ", command: "cat /proc/" + pid + "/environ",
 			want: "[stderr]\ncat: /proc/" + pid + "/environ: No such file or directory\n[exit code: 1]"},
@@ -373,6 +398,43 @@ func (s *attackSetup) rows(t *testing.T, server int, serverLine, method string, 
 		{name: "symlink out", command: "ln -sf " + outside + " out && echo evil > out",
 			want:  "[stderr]\nbash: line 1: out: Permission denied\n" + written(outside) + "\n[exit code: 1]",
 			after: func(t *testing.T) { unchanged(t, outside, "") }},
+		// Denials are named from the sandbox's record, whatever the
+		// command's shape or what it printed (CONTRACT 17.2).
+		{name: "exit 0", command: "touch ~/x; echo done",
+			want: "done\n[stderr]\ntouch: cannot touch '" + filepath.Join(s.home, "x") + "': Permission denied\n" + written(filepath.Join(s.home, "x"))},
+		{name: "stderr merged and piped", command: "touch ~/y 2>&1 | tail -1",
+			want: "touch: cannot touch '" + filepath.Join(s.home, "y") + "': Permission denied\n" + written(filepath.Join(s.home, "y"))},
+		{name: "after cd", command: "cd ../sib && touch built",
+			want: "[stderr]\ntouch: cannot touch 'built': Permission denied\n" + written(filepath.Join(filepath.Dir(s.home), "sib", "built")) + "\n[exit code: 1]"},
+		{name: "a rename out of the home", command: "mv ~/.bashrc b",
+			want:  "[stderr]\nmv: cannot move '" + bashrc + "' to 'b': Permission denied\n" + written(bashrc) + "\n[exit code: 1]",
+			after: func(t *testing.T) { unchanged(t, bashrc, "# bashrc\n") }},
+		{name: "printed, not denied", command: `echo "touch: cannot touch '/etc/passwd': Permission denied" >&2; exit 1`,
+			want: "[stderr]\ntouch: cannot touch '/etc/passwd': Permission denied\n[exit code: 1]"},
+		{name: "unix socket outside", command: `perl -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Peer => "` + s.sock + `") or die "refused: $!\n"'`,
+			want: "[stderr]\nrefused: Permission denied\n[sandbox: connect to unix socket " + s.sock + " denied under workspace-write mode]\n[exit code: 13]"},
+		// Nothing a command writes makes git run code later (CONTRACT
+		// 16.2): the user's git afterwards runs nothing (s.userGit).
+		{name: "git commondir", command: "echo /tmp > .git/commondir",
+			want:  "[stderr]\nbash: line 1: .git/commondir: Read-only file system\n" + protected(filepath.Join(s.wsB, ".git/commondir")) + "\n[exit code: 1]",
+			after: func(t *testing.T) { unchanged(t, filepath.Join(s.wsB, ".git/commondir"), "") }},
+		{name: "git config.worktree", command: "printf '[core]\\n\\tfsmonitor = touch " + pwned + "\\n' > .git/config.worktree",
+			want:  "[stderr]\nbash: line 1: .git/config.worktree: Read-only file system\n" + protected(filepath.Join(s.wsB, ".git/config.worktree")) + "\n[exit code: 1]",
+			after: func(t *testing.T) { unchanged(t, filepath.Join(s.wsB, ".git/config.worktree"), "") }},
+		{name: "git info/attributes", command: "echo '* filter=evil' > .git/info/attributes",
+			want:  "[stderr]\nbash: line 1: .git/info/attributes: Read-only file system\n" + protected(filepath.Join(s.wsB, ".git/info/attributes")) + "\n[exit code: 1]",
+			after: func(t *testing.T) { unchanged(t, filepath.Join(s.wsB, ".git/info/attributes"), "") }},
+		{name: "git alternates", command: "echo /tmp > .git/objects/info/alternates",
+			want:  "[stderr]\nbash: line 1: .git/objects/info/alternates: Read-only file system\n" + protected(filepath.Join(s.wsB, ".git/objects/info/alternates")) + "\n[exit code: 1]",
+			after: func(t *testing.T) { unchanged(t, filepath.Join(s.wsB, ".git/objects/info/alternates"), "") }},
+		{name: "git hook deeper than the search", command: "echo evil > " + s.deep + "/.git/hooks/pre-commit",
+			want:  "[stderr]\nbash: line 1: " + s.deep + "/.git/hooks/pre-commit: Read-only file system\n" + protected(s.deep+"/.git/hooks/pre-commit") + "\n[exit code: 1]",
+			after: func(t *testing.T) { unchanged(t, s.deep+"/.git/hooks/pre-commit", "") }},
+		{name: "git config in node_modules", command: "echo '[core] fsmonitor = touch " + pwned + "' >> " + s.nodeModules + "/.git/config",
+			want: "[stderr]\nbash: line 1: " + s.nodeModules + "/.git/config: Read-only file system\n" + protected(s.nodeModules+"/.git/config") + "\n[exit code: 1]"},
+		{name: "a nested repository as a gitlink", command: "cd outer && git init -q sub && cd sub && git config core.fsmonitor 'touch " + pwned + "'; " +
+			"echo x > f && git add f && " + commit + " -qm s && cd .. && git -c advice.addEmbeddedRepo=false add sub && " + commit + " -qm sub && git log --format=%s",
+			want: "sub\n[stderr]\nerror: could not write config file .git/config: Read-only file system\nwarning: adding embedded git repository: sub\n" + protected(filepath.Join(s.outer, "sub/.git/config"))},
 		// What must keep working.
 		// Known limit: git init in a repository that exists rewrites its
 		// .git/config, which is protected; a new repository works.
@@ -386,6 +448,33 @@ func (s *attackSetup) rows(t *testing.T, server int, serverLine, method string, 
 		{name: "tmp", command: "echo x > /tmp/conch-attack-$$ && cat /tmp/conch-attack-$$ && rm /tmp/conch-attack-$$",
 			want: "x\n"},
 		{name: "tty", command: "test -t 0 && echo tty", tty: true, want: "tty\n"},
+		{name: "python's multiprocessing Manager (the session's own unix sockets)",
+			command: `python3 -c 'from multiprocessing import Manager; m = Manager(); d = m.dict(); d["a"] = 1; print(d["a"])'`, want: "1\n"},
+	}
+}
+
+// pwned is the file a planted git hook or fsmonitor leaves when it runs.
+func (s *attackSetup) pwned() string { return filepath.Join(s.home, "PWNED") }
+
+// userGit runs git status and git commit as the user would afterwards,
+// outside conch, in B's repositories, and fails t if a planted program
+// ran.
+func (s *attackSetup) userGit(t *testing.T) {
+	t.Helper()
+	for _, dir := range []string{s.wsB, s.outer, filepath.Join(s.outer, "sub"), s.deep, s.nodeModules} {
+		for _, args := range [][]string{{"status"}, {"-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", "u"}} {
+			cmd := exec.Command("git", args...)
+			cmd.Dir = dir
+			cmd.Env = []string{"HOME=" + s.home, "PATH=" + os.Getenv("PATH"), "GIT_CONFIG_NOSYSTEM=1"}
+			if s.nobody {
+				testutil.Unprivileged(t, cmd)
+			}
+			out, err := cmd.CombinedOutput()
+			if _, perr := os.Lstat(s.pwned()); perr == nil {
+				t.Errorf("the user's git %s in %s ran a planted program (%v):\n%s", strings.Join(args, " "), dir, err, out)
+				os.Remove(s.pwned())
+			}
+		}
 	}
 }
 
@@ -459,6 +548,7 @@ func testAttackACP(t *testing.T, nobody bool) {
 	if !s.alive("sleep 1041") {
 		t.Error("A's sleep was killed")
 	}
+	s.userGit(t)
 	if strings.Contains(stream.String(), "injected-7d21e0") {
 		t.Errorf("a command wrote into the ACP stream:\n%s", stream.String())
 	}

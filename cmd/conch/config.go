@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -218,7 +219,7 @@ func (c *config) addExecutorFlags(fs *flag.FlagSet) {
 	fs.Var(&c.maxPids, "max-pids", "at most `N` processes and threads per command, all it starts included (0: no limit); needs containment and the pids controller, and starts containment")
 	fs.Var(&c.maxMemory, "max-memory", "at most `BYTES` of memory per command, all it starts included, past which the kernel kills one of its processes (0: no limit); needs containment and the memory controller, and starts containment")
 	fs.Var(&c.denyRead, "deny-read", "a `PATH` commands may neither read nor write under --sandbox read-only or workspace-write: a directory lists empty, a file reads empty (repeatable)")
-	fs.Var(&c.unixSockets, "unix-socket", "a unix socket `PATH` commands may connect to under --sandbox read-only or workspace-write, which deny every other (repeatable); conch cannot yet allow one socket by its path, so with one it refuses to start")
+	fs.Var(&c.unixSockets, "unix-socket", "a unix socket `PATH` commands may connect to under --sandbox read-only or workspace-write, which refuse every other but the sockets the session's commands bind themselves (repeatable; --pass-env SSH_AUTH_SOCK lists the agent's)")
 }
 
 // stateDir is conch's state directory (tools.StateDir).
@@ -393,7 +394,7 @@ func (c *config) sandboxPolicy() (p sandbox.Policy, restricts bool, err error) {
 		Workspace:     ws,
 		WritableRoots: c.writableRoots.vals,
 		DenyRead:      c.denyRead.vals,
-		UnixSockets:   c.unixSockets.vals,
+		UnixSockets:   c.allowedSockets(),
 		TempDirs:      []string{os.TempDir(), "/tmp"},
 		// conch's own files, the HTTP token and the cache layer among
 		// them: out of the commands' sight (CONTRACT 16.1).
@@ -409,6 +410,20 @@ func (c *config) sandboxPolicy() (p sandbox.Policy, restricts bool, err error) {
 	}
 	p.Net = c.netPolicy(p.Network)
 	return p, p.Mode != sandbox.FullAccess || p.Network != sandbox.NetworkOn, nil
+}
+
+// allowedSockets are the unix sockets the sandbox lets commands connect
+// to: --unix-socket's, and the SSH agent's when the user passes
+// SSH_AUTH_SOCK through (--pass-env), which would be of no use without
+// its socket (docs/sandbox.md#unix-sockets).
+func (c *config) allowedSockets() []string {
+	socks := slices.Clone(c.unixSockets.vals)
+	if slices.Contains(c.passEnv.vals, "SSH_AUTH_SOCK") {
+		if v := os.Getenv("SSH_AUTH_SOCK"); v != "" {
+			socks = append(socks, v)
+		}
+	}
+	return socks
 }
 
 // close kills every task and every process, and removes the spill files;

@@ -14,10 +14,10 @@ import (
 
 // TestSandboxConfigKeys: the configuration's sandbox.deny_read hides a
 // file (it reads empty) and a directory (it lists empty) from commands;
-// sandbox.unix_sockets, which this host cannot enforce by path, makes
-// conch refuse to start naming the cause, while without it a unix socket
-// connect is refused and one outside the sandbox works
-// (docs/sandbox.md#in-conch).
+// sandbox.unix_sockets (and --unix-socket, and --pass-env SSH_AUTH_SOCK)
+// lets commands connect to a socket by its path, while without it a
+// unix socket connect is refused with its marker and one outside the
+// sandbox works (docs/sandbox.md#unix-sockets).
 func TestSandboxConfigKeys(t *testing.T) {
 	t.Parallel()
 	// Outside /tmp, which the sandbox leaves writable.
@@ -62,9 +62,19 @@ func TestSandboxConfigKeys(t *testing.T) {
 	if out, errOut, _ := run("", connect); strings.Contains(out, "connected") || !strings.Contains(out, "refused: Permission denied") {
 		t.Errorf("workspace-write: stdout %q, stderr %q; want the connect refused", out, errOut)
 	}
-	_, errOut, code := run(`unix_sockets = ["`+sock+`"]`+"\n", connect)
-	const want = "conch run: sandbox workspace-write: this host cannot enforce unix sockets by path (seccomp cannot see a path; all unix sockets allowed)\n"
-	if code != 2 || errOut != want {
-		t.Errorf("unix_sockets: exit %d, stderr %q; want 2 and %q", code, errOut, want)
+	if out, errOut, _ := run("", connect); !strings.HasSuffix(out, "[sandbox: connect to unix socket "+sock+" denied under workspace-write mode]\n[exit code: 13]\n") {
+		t.Errorf("workspace-write: stdout %q, stderr %q; want the unix socket marker", out, errOut)
+	}
+	if out, errOut, code := run(`unix_sockets = ["`+sock+`"]`+"\n", connect); code != 0 || out != "connected\n" {
+		t.Errorf("unix_sockets: exit %d, stdout %q, stderr %q; want connected", code, out, errOut)
+	}
+	if out, errOut, code := testutil.RunConch(t, marker, "run", "--unix-socket", sock, "--cwd", ws, "--", connect); code != 0 || out != "connected\n" {
+		t.Errorf("--unix-socket: exit %d, stdout %q, stderr %q; want connected", code, out, errOut)
+	}
+	// The SSH agent's socket, passed through by the user, is listed.
+	cmd := testutil.Conch(t, marker, "run", "--pass-env", "SSH_AUTH_SOCK", "--cwd", ws, "--", strings.ReplaceAll(connect, `"`+sock+`"`, `$ENV{SSH_AUTH_SOCK}`))
+	cmd.Env = append(cmd.Env, "SSH_AUTH_SOCK="+sock)
+	if out, err := cmd.Output(); err != nil || string(out) != "connected\n" {
+		t.Errorf("--pass-env SSH_AUTH_SOCK: %v, stdout %q; want connected", err, out)
 	}
 }

@@ -34,7 +34,12 @@
 //
 // With Options.Sandbox, the init also enforces a sandbox plan (package
 // sandbox) on itself before it serves, so every command inherits it:
-// protected paths mounted read-only and denied paths hidden, Landlock,
-// a seccomp filter on unix sockets, every capability out of the
-// bounding set, and with the network off a network namespace of its own.
+// protected paths mounted read-only and denied paths hidden, Landlock
+// and a seccomp filter on the thread it forks commands from, every
+// capability out of that thread's bounding set, and with the network off
+// a network namespace of its own. The filter hands the commands' writes
+// and socket calls to the sandbox's supervisor, which runs on the
+// init's other threads; what it denies is charged by the ledger to the
+// commands that started the process, and reaches the server before the
+// process goes on (Child.Denials).
 package nsinit

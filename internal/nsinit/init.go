@@ -128,6 +128,9 @@ type command struct {
 	exited   bool   // its exit was reported; its zombie is kept until released
 	released bool   // the server is done with it: reap it, report nothing more
 	lastLive uint64 // the last tick at which something charged to it was seen alive
+
+	denied     map[string]bool // what the sandbox denied it, as sent (supervisor_linux.go)
+	deniedMore int             // denials past maxRecorded
 }
 
 // setUp makes the mounts private to the namespace, mounts its own /proc,
@@ -189,11 +192,14 @@ func (s *initState) setUp(m *message) (unenforced []string, cacheLayer string, e
 		return nil, "", fmt.Errorf("init: %w", err)
 	}
 	if sandboxed {
-		// Landlock binds the whole init (it holds nothing a command may
-		// not), the unix-socket filter this thread, which forks.
+		// Landlock and the supervisor's filter bind this thread, which
+		// forks the commands; the supervisor runs on the others.
 		if unenforced, err = sandbox.Restrict(plan); err != nil {
 			return nil, "", fmt.Errorf("init: %w", err)
 		}
+	}
+	if err := s.supervise(plan); err != nil {
+		return nil, "", err
 	}
 	if err := dropCapabilities(sandboxed); err != nil {
 		return nil, "", err

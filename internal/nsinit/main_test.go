@@ -36,6 +36,16 @@ func TestMain(m *testing.M) {
 		os.Exit(degradedHelper())
 	case "nolandlock":
 		os.Exit(noLandlockHelper())
+	case "nonotify":
+		os.Exit(noNotifyHelper())
+	case "race-open":
+		os.Exit(raceOpenHelper())
+	case "race-connect":
+		os.Exit(raceConnectHelper())
+	case "selfsock":
+		os.Exit(selfSocketHelper())
+	case "dial":
+		os.Exit(dialHelper())
 	case "nooverlay":
 		proc.BecomeSubreaper()
 		os.Exit(noOverlayHelper(m))

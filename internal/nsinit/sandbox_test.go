@@ -114,11 +114,33 @@ func startSandboxed(t *testing.T, p *sandbox.Policy) (*nsinit.Init, *sandbox.Pla
 // runIn runs `bash -c script` in h's workspace with h's environment.
 func (h *sandboxHost) runIn(t *testing.T, in *nsinit.Init, script string) (code int, stdout, stderr string) {
 	t.Helper()
-	return h.runLong(t, in, script, 10*time.Second)
+	code, stdout, stderr, _, _ = h.runRecorded(t, in, script)
+	return code, stdout, stderr
+}
+
+// runMarked is runIn, with the markers the record of what the sandbox of
+// plan denied the command gives.
+func (h *sandboxHost) runMarked(t *testing.T, in *nsinit.Init, plan *sandbox.Plan, script string) (code int, stdout, stderr string, markers []string) {
+	t.Helper()
+	code, stdout, stderr, denied, more := h.runRecorded(t, in, script)
+	return code, stdout, stderr, sandbox.Markers(plan, denied, more)
+}
+
+// runRecorded is runIn, with the command's denial record.
+func (h *sandboxHost) runRecorded(t *testing.T, in *nsinit.Init, script string) (code int, stdout, stderr string, denied []sandbox.Denial, more int) {
+	t.Helper()
+	return h.runRecordedLong(t, in, script, 2*time.Minute)
 }
 
 // runLong is runIn for a script that may take up to d (a build).
 func (h *sandboxHost) runLong(t *testing.T, in *nsinit.Init, script string, d time.Duration) (code int, stdout, stderr string) {
+	t.Helper()
+	code, stdout, stderr, _, _ = h.runRecordedLong(t, in, script, d)
+	return code, stdout, stderr
+}
+
+// runRecordedLong is runRecorded for a script that may take up to d.
+func (h *sandboxHost) runRecordedLong(t *testing.T, in *nsinit.Init, script string, d time.Duration) (code int, stdout, stderr string, denied []sandbox.Denial, more int) {
 	t.Helper()
 	so, ow := capture(t)
 	se, ew := capture(t)
@@ -130,8 +152,9 @@ func (h *sandboxHost) runLong(t *testing.T, in *nsinit.Init, script string, d ti
 	}
 	ws := waitFor(t, ch, d)
 	stdout, stderr = so.text(t), se.text(t)
+	denied, more = ch.Denials()
 	ch.Release()
-	return ws.ExitStatus(), stdout, stderr
+	return ws.ExitStatus(), stdout, stderr, denied, more
 }
 
 func readFile(t *testing.T, path string) string {
@@ -179,7 +202,7 @@ func TestSandboxAttacks(t *testing.T) {
 			if a.intact != "" {
 				before = readFile(t, a.intact)
 			}
-			code, _, stderr := h.runIn(t, in, a.script)
+			code, _, stderr, markers := h.runMarked(t, in, plan, a.script)
 			if code == 0 {
 				t.Fatalf("%q succeeded in the sandbox", a.script)
 			}
@@ -189,7 +212,6 @@ func TestSandboxAttacks(t *testing.T) {
 			if a.name == "python3 writing outside" && strings.Contains(stderr, "No such file") {
 				t.Skipf("no python3 for this user: %s", stderr)
 			}
-			markers, _ := sandbox.Attribute(plan, sandbox.Failure{Stderr: stderr, ExitCode: code, Workdir: h.ws, Command: a.script}, sandbox.OSHost{})
 			if len(markers) != 1 || markers[0] != a.marker {
 				t.Errorf("stderr %q gave markers %q, want %q", stderr, markers, a.marker)
 			}
@@ -204,12 +226,11 @@ func TestSandboxAttacks(t *testing.T) {
 	// /etc is not the user's to write, sandbox or not: as root the
 	// sandbox denied it, as anyone else the system did, and attribution
 	// says nothing.
-	code, _, stderr := h.runIn(t, in, `echo x > /etc/conch-sandbox-test`)
+	code, _, stderr, markers := h.runMarked(t, in, plan, `echo x > /etc/conch-sandbox-test`)
 	if code == 0 {
 		os.Remove("/etc/conch-sandbox-test")
 		t.Fatal("a command wrote /etc")
 	}
-	markers, _ := sandbox.Attribute(plan, sandbox.Failure{Stderr: stderr, ExitCode: code, Workdir: h.ws}, sandbox.OSHost{})
 	want := []string{"[sandbox: write to /etc/conch-sandbox-test denied under workspace-write mode; writable: " + writable + "]"}
 	if os.Geteuid() != 0 {
 		want = nil
@@ -402,11 +423,10 @@ func TestSandboxNetworkOff(t *testing.T) {
 		checks = append(checks, struct{ name, script string }{"DNS server", `echo x > /dev/udp/` + ns + `/53`})
 	}
 	for _, c := range checks {
-		code, stdout, stderr := h.runIn(t, in, c.script)
+		code, stdout, stderr, markers := h.runMarked(t, in, plan, c.script)
 		if code == 0 {
 			t.Errorf("network off: %s worked (%q)", c.name, stdout)
 		}
-		markers, _ := sandbox.Attribute(plan, sandbox.Failure{Stderr: stderr, ExitCode: code, Workdir: h.ws, Command: c.script}, sandbox.OSHost{})
 		if len(markers) != 1 || markers[0] != "[sandbox: network is off for commands]" {
 			t.Errorf("network off: %s: stderr %q gave markers %q", c.name, stderr, markers)
 		}
@@ -438,11 +458,10 @@ func TestSandboxReadOnly(t *testing.T) {
 	p := h.policy(sandbox.NetworkOn)
 	p.Mode = sandbox.ReadOnly
 	in, plan := startSandboxed(t, &p)
-	code, _, stderr := h.runIn(t, in, `touch built`)
+	code, _, stderr, markers := h.runMarked(t, in, plan, `touch built`)
 	if code == 0 {
 		t.Fatal("read-only mode: a write in the workspace succeeded")
 	}
-	markers, _ := sandbox.Attribute(plan, sandbox.Failure{Stderr: stderr, ExitCode: code, Workdir: h.ws}, sandbox.OSHost{})
 	want := "[sandbox: write to " + h.ws + "/built denied under read-only mode; writable: /tmp]"
 	if len(markers) != 1 || markers[0] != want {
 		t.Errorf("stderr %q gave markers %q, want %q", stderr, markers, want)
@@ -454,8 +473,9 @@ func TestSandboxReadOnly(t *testing.T) {
 	}
 }
 
-// TestSandboxUnenforced: listed unix sockets cannot be told apart by
-// seccomp, so every unix socket is allowed and the init says so.
+// TestSandboxUnenforced: listed unix sockets are enforced by their path
+// (the supervisor connects them, TestSupervisorUnixSockets): nothing of
+// the plan is left unenforced on this host.
 func TestSandboxUnenforced(t *testing.T) {
 	clean(t)
 	plan, err := sandbox.Policy{Workspace: t.TempDir(), UnixSockets: []string{"/run/docker.sock"}}.Resolve()
@@ -469,9 +489,8 @@ func TestSandboxUnenforced(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	want := []string{"unix sockets by path (seccomp cannot see a path; all unix sockets allowed)"}
-	if got := in.Unenforced(); !slices.Equal(got, want) {
-		t.Errorf("Unenforced = %q, want %q", got, want)
+	if got := in.Unenforced(); len(got) != 0 {
+		t.Errorf("Unenforced = %q, want nothing", got)
 	}
 }
 
@@ -553,10 +572,10 @@ func noLandlockHelper() int {
 	return 0
 }
 
-// TestSandboxWithoutLandlock: on a kernel without Landlock, the init says
-// the file sandbox is not enforced, and what the mounts enforce still
-// holds: a protected hook stays read-only while a write outside the
-// workspace goes through.
+// TestSandboxWithoutLandlock: on a kernel without Landlock, the
+// supervisor still judges every write by its path, so the file sandbox
+// holds and nothing is reported unenforced: a write outside the
+// workspace and a protected hook are both refused.
 func TestSandboxWithoutLandlock(t *testing.T) {
 	marker := clean(t)
 	h := newSandboxHost(t, marker)
@@ -571,8 +590,8 @@ func TestSandboxWithoutLandlock(t *testing.T) {
 		t.Fatalf("helper: %v\n%s", err, out)
 	}
 	for _, want := range []string{
-		`unenforced: ["file sandbox (Landlock unavailable: function not implemented)"]`,
-		"write outside: 0\n",
+		`unenforced: []`,
+		"write outside: 1\n",
 		"write pre-commit: 1\n",
 	} {
 		if !strings.Contains(string(out), want) {

@@ -326,8 +326,11 @@ func startDumpable(cmd *exec.Cmd) error {
 // Root maps every id to itself; another user can map only its own, and
 // must give up setgroups. A non-root init needs CAP_SYS_ADMIN (to mount
 // /proc), CAP_SETPCAP (to shrink the commands' bounding set) and
-// CAP_DAC_OVERRIDE (for overlayfs) after exec, which only ambient
-// capabilities carry; the init clears them before it runs a command.
+// CAP_SYS_PTRACE (for the sandbox's supervisor to read a command that
+// made itself non-dumpable, as ssh-agent does) and CAP_DAC_OVERRIDE (for
+// overlayfs) after exec, which only ambient capabilities carry; the
+// spawner thread clears them before it runs a command, and CAP_SYS_PTRACE
+// leaves its bounding set.
 func namespaceAttr() *syscall.SysProcAttr {
 	uid, gid := os.Getuid(), os.Getgid()
 	a := &syscall.SysProcAttr{
@@ -347,7 +350,7 @@ func namespaceAttr() *syscall.SysProcAttr {
 	// makes mode 0, with the credentials of whoever mounted it (the
 	// cache layer: docs/sandbox.md#the-cache-layer). CAP_NET_ADMIN: the
 	// session's network namespace and its TUN device (network_linux.go).
-	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE, unix.CAP_NET_ADMIN}
+	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_SYS_PTRACE, unix.CAP_DAC_OVERRIDE, unix.CAP_NET_ADMIN}
 	return a
 }
 
@@ -366,6 +369,15 @@ func (i *Init) read() {
 			m.fds = fds // the caller's
 		} else {
 			closeFDs(fds)
+		}
+		if m.Op == opDenied {
+			i.mu.Lock()
+			ch := i.children[m.Pid]
+			i.mu.Unlock()
+			if ch != nil {
+				ch.deny(m.Denial, m.More)
+			}
+			continue
 		}
 		if m.Op == opExit {
 			i.mu.Lock()
@@ -597,6 +609,32 @@ type Child struct {
 	exited chan struct{}
 	status syscall.WaitStatus
 	err    error
+
+	dmu        sync.Mutex
+	denials    []sandbox.Denial // what the sandbox denied the command, in order
+	deniedMore int              // and how many more it could not keep
+}
+
+// deny adds to what the sandbox denied the command.
+func (c *Child) deny(d *sandbox.Denial, more int) {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	if d != nil {
+		c.denials = append(c.denials, *d)
+	}
+	c.deniedMore += more
+}
+
+// Denials returns what the sandbox denied the command and the processes
+// it started so far, in the order denied, each operation once
+// (docs/sandbox.md#the-denial-record), and how many more denials there
+// were that the record could not keep. Every denial of an operation
+// made before the command's shell exited has arrived by the time Wait
+// returns; denials that arrive after Release are not kept.
+func (c *Child) Denials() ([]sandbox.Denial, int) {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	return append([]sandbox.Denial(nil), c.denials...), c.deniedMore
 }
 
 func (c *Child) settle(ws syscall.WaitStatus, err error) {

@@ -47,6 +47,7 @@ const (
 	opRelease   = "release"   // Pid: the server is done with the command
 	opCount     = "count"     // Pid → Count: the live processes charged to the command, its shell aside
 	opExit      = "exit"      // init → server event: Pid, Status (raw wait status)
+	opDenied    = "denied"    // init → server event: Pid, the command charged; Denial, what the sandbox denied it (docs/sandbox.md#the-denial-record); More, denials it could not keep
 	opPTY       = "pty"       // → two descriptors: a new terminal's master and slave, in the session's devpts
 )
 
@@ -77,6 +78,8 @@ type message struct {
 	Plan       *sandbox.Plan `json:"plan,omitempty"`
 	Unenforced []string      `json:"unenforced,omitempty"`
 
+	Denial *sandbox.Denial `json:"denial,omitempty"`
+	More   int             `json:"more,omitempty"`
 	// The init's own mounts (opPolicy): the user's spill directories'
 	// common root, the size of the private /dev/shm, the directory of the
 	// session's cache layer (Plan.Caches); and (opReady) how the cache

@@ -5,8 +5,6 @@ package sandbox
 import (
 	"fmt"
 	"os"
-	"runtime"
-	"unsafe"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -92,17 +90,16 @@ func bindReadOnly(from, to string) error {
 	return nil
 }
 
-// Restrict applies the Landlock half of plan to the whole calling process
-// (every thread) and, on the calling thread only, the seccomp filter
-// on unix sockets, then sets no_new_privs; commands forked from that
-// thread inherit all of it. Landlock: everything readable and
-// executable, writable only in plan.Writable (with REFER where the ABI
-// has it: landlockRules) and a few devices (/dev/null, /dev/zero,
-// /dev/full, /dev/tty, /dev/ptmx, /dev/pts, /dev/shm), and
-// with the network off, TCP bind and connect denied (the empty network
-// namespace denies the rest). Seccomp: socket(AF_UNIX) fails with EACCES
-// (in the 32-bit compat ABI too) unless plan.UnixSockets lists some
-// (seccomp cannot see a path: see Unenforced).
+// Restrict applies the Landlock half of plan to the calling thread only
+// (restrictThread says why), then sets no_new_privs and loads, on that
+// thread too, the seccomp filter of loadSyscallFilter (which hands the
+// writes and socket calls of commands to the supervisor, see Supervise);
+// commands forked from that thread inherit all of it. Landlock:
+// everything readable and executable, writable only in plan.Writable
+// (with REFER where the ABI has it: landlockRules) and a few devices
+// (/dev/null, /dev/zero, /dev/full, /dev/tty, /dev/ptmx, /dev/pts,
+// /dev/shm), and with the network off, TCP bind and connect denied (the
+// empty network namespace denies the rest).
 //
 // It returns what this host could not enforce, each with its cause.
 func Restrict(plan *Plan) (unenforced []string, err error) {
@@ -128,7 +125,7 @@ func Restrict(plan *Plan) (unenforced []string, err error) {
 		cfg.HandledAccessNet = landlock.V7.HandledAccessNet
 	}
 	cfg = cfg.BestEffort()
-	if err := cfg.Restrict(rules...); err != nil {
+	if err := restrictThread(cfg, rules...); err != nil {
 		return nil, fmt.Errorf("sandbox: landlock: %w", err)
 	}
 	// Landlock sets it when the kernel has Landlock; the filter below
@@ -136,37 +133,7 @@ func Restrict(plan *Plan) (unenforced []string, err error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("sandbox: no_new_privs: %w", err)
 	}
-	if len(plan.UnixSockets) > 0 {
-		unenforced = append(unenforced, "unix sockets by path (seccomp cannot see a path; all unix sockets allowed)")
-		return unenforced, nil
-	}
-	if !seccomp.Supported() {
-		return append(unenforced, "unix sockets (seccomp unavailable)"), nil
-	}
-	filter := seccomp.Filter{
-		NoNewPrivs: true,
-		Policy: seccomp.Policy{
-			DefaultAction: seccomp.ActionAllow,
-			Syscalls: []seccomp.SyscallGroup{{
-				Action: seccomp.ActionErrno | seccomp.Action(unix.EACCES),
-				// io_uring opens and connects sockets without
-				// socket(2) (IORING_OP_SOCKET, IORING_OP_CONNECT),
-				// where this filter cannot see them.
-				Names: []string{"io_uring_setup"},
-				NamesWithCondtions: []seccomp.NameWithConditions{{
-					Name:       "socket",
-					Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_UNIX}},
-				}},
-			}},
-		},
-	}
-	if err := seccomp.LoadFilter(filter); err != nil {
-		return nil, fmt.Errorf("sandbox: seccomp: %w", err)
-	}
-	if err := loadCompatFilter(); err != nil {
-		return nil, fmt.Errorf("sandbox: seccomp: %w", err)
-	}
-	return unenforced, nil
+	return loadSyscallFilter(plan, unenforced)
 }
 
 // landlockRules are the rules of Restrict on a kernel of Landlock ABI abi
@@ -189,60 +156,6 @@ func landlockRules(abi int, writable []string) []landlock.Rule {
 		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx").WithIoctlDev().IgnoreIfMissing(),
 		landlock.RWDirs("/dev/pts", "/dev/shm").WithIoctlDev().IgnoreIfMissing(),
 	}
-}
-
-// compatABI is the 32-bit system call ABI a 64-bit kernel also serves,
-// with the numbers of socket, socketcall (-1: none) and io_uring_setup
-// there.
-type compatABI struct {
-	arch                        uint32
-	socket, socketcall, ioUring uint32
-}
-
-var compatABIs = map[string]compatABI{
-	"amd64": {arch: unix.AUDIT_ARCH_I386, socket: 359, socketcall: 102, ioUring: 425},
-	"arm64": {arch: unix.AUDIT_ARCH_ARM, socket: 281, socketcall: ^uint32(0), ioUring: 425},
-}
-
-// loadCompatFilter closes the door go-seccomp-bpf leaves open: its
-// filter lets every system call of another architecture through, so a
-// 32-bit program (i386 on amd64) could open a unix socket. This filter,
-// on the calling thread, denies in the compat ABI socket(AF_UNIX, …),
-// io_uring_setup and socketcall (whose arguments are behind a pointer the filter cannot
-// read: a 32-bit program using it has no sockets in the sandbox). No
-// filter is needed where the kernel has no compat ABI.
-func loadCompatFilter() error {
-	abi, ok := compatABIs[runtime.GOARCH]
-	if !ok {
-		return nil
-	}
-	const (
-		ld    = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		ret   = unix.BPF_RET | unix.BPF_K
-		nr    = 0  // offsetof(struct seccomp_data, nr)
-		arch  = 4  // offsetof(struct seccomp_data, arch)
-		arg0  = 16 // args[0]; its low half on a little-endian machine
-		allow = unix.SECCOMP_RET_ALLOW
-		deny  = unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)
-	)
-	prog := []unix.SockFilter{
-		{Code: ld, K: arch},
-		{Code: jeq, K: abi.arch, Jt: 0, Jf: 6}, // another ABI: allow
-		{Code: ld, K: nr},
-		{Code: jeq, K: abi.socketcall, Jt: 5, Jf: 0}, // deny
-		{Code: jeq, K: abi.ioUring, Jt: 4, Jf: 0},    // deny
-		{Code: jeq, K: abi.socket, Jt: 0, Jf: 2},     // else allow
-		{Code: ld, K: arg0},
-		{Code: jeq, K: unix.AF_UNIX, Jt: 1, Jf: 0}, // deny, else allow
-		{Code: ret, K: allow},
-		{Code: ret, K: deny},
-	}
-	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); errno != 0 {
-		return fmt.Errorf("load the compat filter: %w", errno)
-	}
-	return nil
 }
 
 // HostSupport says what this host gives the sandbox, for `conch doctor`:

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -229,4 +230,71 @@ func BenchmarkTerminalVsLocal(b *testing.B) {
 	b.ReportMetric(float64(mc.Microseconds())/1000, "contained-ms")
 	b.ReportMetric(float64(ml.Microseconds())/1000, "local-ms")
 	b.ReportMetric(float64(mc)/float64(ml), "contained/local")
+}
+
+// BenchmarkSupervisorCost measures what the sandbox's supervisor adds to
+// file-heavy work (docs/sandbox.md#costs): the same command, run in
+// turn bare (bash, no conch), through a contained executor without a
+// sandbox, and through one under the default sandbox (whose supervisor
+// performs every write), reported as each one's time per command and
+// the ratios of the sandboxed run to the two others. "files" is an
+// npm-install-like step: 2000 files in 200 directories written,
+// renamed, made executable and removed; "gobuild" builds a small module
+// with an empty build cache (every package's compiled output written to
+// the cache), and Go's telemetry counters in the workspace (under
+// ~/.config, the sandbox would deny them, and name each denial).
+//
+//	go test -run '^$' -bench SupervisorCost -benchtime 5x ./shell/contained/
+func BenchmarkSupervisorCost(b *testing.B) {
+	files := `mkdir -p pkgs && cd pkgs && for d in $(seq 200); do mkdir -p n/$d/lib; for f in $(seq 10); do echo "module.exports = $f" > n/$d/lib/f$f.js; done; done &&
+for d in $(seq 200); do mv n/$d n/p$d; chmod +x n/p$d/lib/f1.js; done && cd .. && rm -r pkgs`
+	gobuild := `rm -rf cache && mkdir -p mod && cd mod && printf 'module m\n\ngo 1.21\n' > go.mod &&
+printf 'package main\n\nimport (\n\t"encoding/json"\n\t"fmt"\n\t"os"\n)\n\nfunc main() { json.NewEncoder(os.Stdout).Encode(fmt.Sprint(1)) }\n' > main.go &&
+XDG_CONFIG_HOME=$PWD/../cfg GOCACHE=$PWD/../cache GOFLAGS=-buildvcs=false GOTOOLCHAIN=local go build -o m . && ./m`
+	for _, w := range []struct{ name, script string }{{"files", files}, {"gobuild", gobuild}} {
+		b.Run(w.name, func(b *testing.B) {
+			ws := evalDir(b, b.TempDir())
+			none, err := contained.New(&local.Options{Cwd: ws, SpillParent: b.TempDir(), Timeout: 10 * time.Minute, MaxTimeout: 10 * time.Minute}, initOptions())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { none.Close() })
+			o := initOptions()
+			o.Sandbox = defaultPlan(b, ws)
+			sandboxed, err := contained.New(&local.Options{Cwd: ws, SpillParent: b.TempDir(), Timeout: 10 * time.Minute, MaxTimeout: 10 * time.Minute}, o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { sandboxed.Close() })
+			run := func(ex *local.Executor) time.Duration {
+				spec, err := ex.Resolve(shell.Request{Command: w.script})
+				if err != nil {
+					b.Fatal(err)
+				}
+				t0 := time.Now()
+				r, err := shell.Run(context.Background(), ex, spec)
+				if err != nil || r.ExitCode == nil || *r.ExitCode != 0 || len(r.Notes) > 0 {
+					b.Fatalf("%s: %v %+v", w.name, err, r)
+				}
+				return time.Since(t0)
+			}
+			var bare, plain, sup time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				cmd := exec.Command("bash", "-c", w.script)
+				cmd.Dir = ws
+				if out, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("bare: %v\n%s", err, out)
+				}
+				bare += time.Since(t0)
+				plain += run(none)
+				sup += run(sandboxed)
+			}
+			b.ReportMetric(float64(bare.Milliseconds())/float64(b.N), "bare-ms/op")
+			b.ReportMetric(float64(plain.Milliseconds())/float64(b.N), "contained-ms/op")
+			b.ReportMetric(float64(sup.Milliseconds())/float64(b.N), "sandboxed-ms/op")
+			b.ReportMetric(float64(sup)/float64(bare), "ratio-to-bare")
+			b.ReportMetric(float64(sup)/float64(plain), "ratio-to-contained")
+		})
+	}
 }

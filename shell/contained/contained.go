@@ -258,30 +258,33 @@ func (s *spawner) plan(c local.Command) (*sandbox.Plan, *egress.Session) {
 	return s.init.Sandbox, nil
 }
 
-// Annotate implements local.Annotator: under a sandbox, a command that
-// exited non-zero gets the markers of what the sandbox denied it
-// (sandbox.Attribute on its stderr), and every command the structured
-// report.
-func (s *spawner) Annotate(c local.Command, r *shell.Result) {
+// Annotate implements local.Annotator: under a sandbox, every command
+// gets the structured report and the markers of what the sandbox denied
+// it and the processes it started, from the record the init's
+// supervisor kept (nsinit.Child.Denials), whatever the command printed
+// and however it exited (docs/sandbox.md#the-denial-record), and those
+// of the connections its network policy refused (annotateNetwork).
+func (s *spawner) Annotate(c local.Command, ch local.Child, r *shell.Result) {
 	plan, eg := s.plan(c)
 	if plan == nil {
 		s.net.finished(c)
 		return
 	}
 	defer s.annotateNetwork(c, eg, r)
-	code := 0 // a signal's end is not attributed
-	if r.ExitCode != nil {
-		code = *r.ExitCode
+	var (
+		denied []sandbox.Denial
+		more   int
+	)
+	if nc, ok := ch.(*nsinit.Child); ok {
+		denied, more = nc.Denials()
 	}
-	f := sandbox.Failure{Stderr: r.Stderr.Text, ExitCode: code, Workdir: c.Dir}
-	if len(c.Args) > 0 {
-		f.Command = c.Args[len(c.Args)-1] // bash -c's line
-	}
-	markers, rep := sandbox.Attribute(plan, f, sandbox.OSHost{})
-	r.Notes = append(r.Notes, markers...)
-	r.Sandbox = &shell.SandboxReport{Mode: string(rep.Mode), Network: string(rep.Network), Denied: []shell.SandboxDenial{}}
-	for _, d := range rep.Denied {
-		r.Sandbox.Denied = append(r.Sandbox.Denied, shell.SandboxDenial{Path: d.Path, Op: d.Op})
+	r.Notes = append(r.Notes, sandbox.Markers(plan, denied, more)...)
+	r.Sandbox = &shell.SandboxReport{Mode: string(plan.Mode), Network: string(plan.Network), Denied: []shell.SandboxDenial{}}
+	for _, d := range denied {
+		sd := shell.SandboxDenial{Path: d.Path, Op: d.Op}
+		if !slices.Contains(r.Sandbox.Denied, sd) {
+			r.Sandbox.Denied = append(r.Sandbox.Denied, sd)
+		}
 	}
 }
 

@@ -104,6 +104,13 @@ func testTerminalContained(t *testing.T) {
 	if got := terminalRun(t, ex, "tty; ls /dev/pts | tr '\\n' ' '", ws); got != "/dev/pts/0\n0 ptmx " {
 		t.Errorf("the terminal's name and /dev/pts: %q, want /dev/pts/0 and its instance's", got)
 	}
+	// /dev/tty names the command's own terminal, which the sandbox's
+	// supervisor opens for it (opened as the supervisor it would name
+	// the init's, which has none).
+	got = terminalRun(t, ex, `echo to-tty > /dev/tty && echo tty=$?; perl -e 'open(T, ">", "/dev/tty") or die "tty: $!\n"; print T "perl-tty\n"'`, ws)
+	if !strings.Contains(got, "to-tty\ntty=0\nperl-tty") {
+		t.Errorf("a terminal's /dev/tty: %q", got)
+	}
 }
 
 func TestTerminalContained(t *testing.T) { testTerminalContained(t) }

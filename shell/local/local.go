@@ -537,7 +537,7 @@ func (c *command) wait() {
 	// releases its bytes.
 	if a, ok := c.e.spawner.(Annotator); ok {
 		res := c.result()
-		a.Annotate(c.shell, &res)
+		a.Annotate(c.shell, c.child, &res)
 		c.notes, c.sandbox = res.Notes, res.Sandbox
 	}
 	c.stdout.Close()

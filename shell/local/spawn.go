@@ -50,11 +50,12 @@ type Spawner interface {
 }
 
 // Annotator is implemented by a Spawner with findings of its own about a
-// finished command (the contained provider's sandbox denials): the
-// executor lets it add them to the command's Result once, when the
-// command ends, with its whole output kept in memory.
+// finished command (the contained provider's sandbox denials, which it
+// keeps with each Child): the executor lets it add them to the
+// command's Result once, when the command ends and its Child has been
+// released, with its whole output kept in memory.
 type Annotator interface {
-	Annotate(c Command, r *shell.Result)
+	Annotate(c Command, ch Child, r *shell.Result)
 }
 
 // TerminalOpener is implemented by a Spawner that opens the

@@ -1,0 +1,226 @@
+//go:build linux
+
+// Package seccompnotify loads seccomp filters whose rules hand system
+// calls to a supervisor (SECCOMP_RET_USER_NOTIF), and serves those
+// notifications: receive one, read the calling thread's memory, and
+// answer it with a result, a descriptor installed in the caller
+// (SECCOMP_IOCTL_NOTIF_ADDFD), or "let the kernel run it"
+// (SECCOMP_USER_NOTIF_FLAG_CONTINUE).
+//
+// golang.org/x/sys/unix has the constants of the interface but not its
+// structures, nor the ioctls added after the first one; they are defined
+// here from linux/seccomp.h.
+//
+// A notified thread waits in its system call until the supervisor
+// answers. Filters are loaded with SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+// (Linux 5.19): once the supervisor has received a notification, only a
+// fatal signal interrupts the wait, so an operation the supervisor
+// performed on the caller's behalf is never performed a second time by
+// a restarted system call (Go programs get SIGURG all the time).
+package seccompnotify
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Data is struct seccomp_data: the system call as the filter saw it.
+type Data struct {
+	Nr                 int32
+	Arch               uint32
+	InstructionPointer uint64
+	Args               [6]uint64
+}
+
+// Notif is struct seccomp_notif: one notification.
+type Notif struct {
+	ID    uint64
+	Pid   uint32 // the calling thread, in the supervisor's PID namespace
+	Flags uint32
+	Data  Data
+}
+
+// resp is struct seccomp_notif_resp.
+type resp struct {
+	ID    uint64
+	Val   int64
+	Error int32
+	Flags uint32
+}
+
+// addfd is struct seccomp_notif_addfd.
+type addfd struct {
+	ID         uint64
+	Flags      uint32
+	SrcFD      uint32
+	NewFD      uint32
+	NewFDFlags uint32
+}
+
+// ioctls of the listener (linux/seccomp.h: SECCOMP_IOWR(0, …) and on).
+const (
+	ioctlRecv    = 0xc0502100 // SECCOMP_IOCTL_NOTIF_RECV
+	ioctlSend    = 0xc0182101 // SECCOMP_IOCTL_NOTIF_SEND
+	ioctlIDValid = 0x40082102 // SECCOMP_IOCTL_NOTIF_ID_VALID
+	ioctlAddFD   = 0x40182103 // SECCOMP_IOCTL_NOTIF_ADDFD
+
+	addfdFlagSend = 1 << 1 // SECCOMP_ADDFD_FLAG_SEND (Linux 5.14)
+)
+
+// The sizes the structures above must have, as the kernel's.
+var _ = [1]struct{}{}[unsafe.Sizeof(Notif{})-80]
+var _ = [1]struct{}{}[unsafe.Sizeof(resp{})-24]
+var _ = [1]struct{}{}[unsafe.Sizeof(addfd{})-24]
+
+// Listener is the supervisor's end of a filter: the descriptor
+// SECCOMP_FILTER_FLAG_NEW_LISTENER returned. Its methods may be called
+// from several threads at once; each notification is received by one.
+type Listener struct {
+	f *os.File
+}
+
+// NewListener wraps fd, a listener descriptor this process owns.
+func NewListener(fd int) *Listener {
+	return &Listener{f: os.NewFile(uintptr(fd), "seccomp-listener")}
+}
+
+// Fd is the listener's descriptor.
+func (l *Listener) Fd() int { return int(l.f.Fd()) }
+
+// Close closes the listener: every thread waiting in a notified system
+// call then gets ENOSYS.
+func (l *Listener) Close() error { return l.f.Close() }
+
+// ErrGone is returned for a notification whose caller is gone (killed,
+// or its system call interrupted by a fatal signal) or that was already
+// answered.
+var ErrGone = errors.New("seccompnotify: the notification is no longer valid")
+
+func (l *Listener) ioctl(req uintptr, arg unsafe.Pointer) error {
+	for {
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, l.f.Fd(), req, uintptr(arg))
+		switch errno {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		case unix.ENOENT:
+			return ErrGone
+		}
+		return errno
+	}
+}
+
+// Receive waits for the next notification and fills n.
+func (l *Listener) Receive(n *Notif) error {
+	for {
+		*n = Notif{} // the kernel wants it zeroed
+		err := l.ioctl(ioctlRecv, unsafe.Pointer(n))
+		if err == ErrGone {
+			// The caller went away between the kernel's queueing and
+			// our receive: there is nothing to answer.
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("seccompnotify: receive: %w", err)
+		}
+		return nil
+	}
+}
+
+// Valid reports whether notification id still waits for its answer: its
+// caller is alive and in the same system call. Check it after reading
+// the caller's memory or its /proc entries, which a pid reused by
+// another thread would otherwise name.
+func (l *Listener) Valid(id uint64) bool {
+	return l.ioctl(ioctlIDValid, unsafe.Pointer(&id)) == nil
+}
+
+// Return answers id: the system call returns val.
+func (l *Listener) Return(id uint64, val int64) error {
+	r := resp{ID: id, Val: val}
+	return l.ioctl(ioctlSend, unsafe.Pointer(&r))
+}
+
+// Fail answers id: the system call fails with errno.
+func (l *Listener) Fail(id uint64, errno unix.Errno) error {
+	r := resp{ID: id, Error: -int32(errno)}
+	return l.ioctl(ioctlSend, unsafe.Pointer(&r))
+}
+
+// Continue answers id by letting the kernel run the system call as the
+// caller made it. The kernel reads the caller's memory again, so a check
+// made on what the supervisor read is no guarantee of what runs: use it
+// only where no decision depends on that memory.
+func (l *Listener) Continue(id uint64) error {
+	r := resp{ID: id, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+	return l.ioctl(ioctlSend, unsafe.Pointer(&r))
+}
+
+// SendFD answers id by installing a duplicate of fd (a descriptor of this
+// process) in the caller, close-on-exec when cloexec, and making the
+// system call return its number, in one step.
+func (l *Listener) SendFD(id uint64, fd int, cloexec bool) error {
+	a := addfd{ID: id, Flags: addfdFlagSend, SrcFD: uint32(fd)}
+	if cloexec {
+		a.NewFDFlags = unix.O_CLOEXEC
+	}
+	return l.ioctl(ioctlAddFD, unsafe.Pointer(&a))
+}
+
+// ReadMemory reads len(b) bytes of thread tid's memory at addr. It
+// returns how many it read: fewer at the end of a mapping.
+func ReadMemory(tid int, addr uint64, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	local := []unix.Iovec{{Base: &b[0]}}
+	local[0].SetLen(len(b))
+	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}
+	for {
+		n, err := unix.ProcessVMReadv(tid, local, remote, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return n, err
+	}
+}
+
+// ReadString reads the NUL-terminated string at addr of thread tid, of
+// at most max bytes before its NUL. It fails with ENAMETOOLONG when no
+// NUL comes within max bytes, and EFAULT when the memory ends first, as
+// the kernel would for a path.
+func ReadString(tid int, addr uint64, max int) (string, error) {
+	if addr == 0 {
+		return "", unix.EFAULT
+	}
+	const page = 4096
+	buf := make([]byte, 0, 256)
+	for len(buf) <= max {
+		// Up to the end of the page: the next one may not be mapped.
+		n := page - int(addr%page)
+		chunk := make([]byte, n)
+		got, err := ReadMemory(tid, addr, chunk)
+		if got <= 0 {
+			if err == nil {
+				err = unix.EFAULT
+			}
+			return "", err
+		}
+		for i, c := range chunk[:got] {
+			if c == 0 {
+				return string(append(buf, chunk[:i]...)), nil
+			}
+		}
+		buf = append(buf, chunk[:got]...)
+		addr += uint64(got)
+		if got < n {
+			return "", unix.EFAULT
+		}
+	}
+	return "", unix.ENAMETOOLONG
+}
