@@ -451,7 +451,9 @@ func TestTail(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	seen := make(chan string, 100)
 	done := make(chan error)
-	go func() { done <- audit.Follow(ctx, path, 10*time.Millisecond, func(b []byte) { seen <- string(b) }) }()
+	go func() {
+		done <- audit.Follow(ctx, path, 10*time.Millisecond, func(b []byte) error { seen <- string(b); return nil })
+	}()
 	// Follow starts at the end: wait until it is there, by writing until
 	// a line shows.
 	var want int

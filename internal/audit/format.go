@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -192,7 +193,7 @@ func Tail(path string, n int) ([][]byte, error) {
 		return nil, err
 	}
 	if len(set) == 0 {
-		return nil, fmt.Errorf("audit: %s: %w", path, os.ErrNotExist)
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fs.ErrNotExist}
 	}
 	var out [][]byte
 	for i := len(set) - 1; i >= 0 && len(out) < n; i-- {
@@ -210,7 +211,7 @@ func Tail(path string, n int) ([][]byte, error) {
 func lastLines(name string, n int) ([][]byte, error) {
 	f, err := os.Open(name)
 	if err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
+		return nil, err
 	}
 	defer f.Close()
 	var ring [][]byte
@@ -227,22 +228,23 @@ func lastLines(name string, n int) ([][]byte, error) {
 			return ring, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("audit: read %s: %w", name, err)
+			return nil, fmt.Errorf("read %s: %w", name, err)
 		}
 	}
 }
 
-// Follow writes, through each, every line appended to the log at path
-// from its current end until ctx is done, following it across
-// rotations. It looks for new lines every poll.
-func Follow(ctx context.Context, path string, poll time.Duration, each func(line []byte)) error {
+// Follow hands each every line appended to the log at path from its
+// current end until ctx is done (then it returns nil) or each fails (then
+// it returns each's error), following the log across rotations. It looks
+// for new lines every poll.
+func Follow(ctx context.Context, path string, poll time.Duration, each func(line []byte) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("audit: %w", err)
+		return err
 	}
 	defer func() { f.Close() }()
 	if _, err := f.Seek(0, io.SeekEnd); err != nil {
-		return fmt.Errorf("audit: %w", err)
+		return err
 	}
 	var pending []byte
 	buf := make([]byte, 64<<10)
@@ -257,13 +259,15 @@ func Follow(ctx context.Context, path string, poll time.Duration, each func(line
 				if i < 0 {
 					break
 				}
-				each(pending[:i+1])
+				if err := each(pending[:i+1]); err != nil {
+					return err
+				}
 				pending = pending[i+1:]
 			}
 			continue
 		}
 		if err != nil && err != io.EOF {
-			return fmt.Errorf("audit: read %s: %w", path, err)
+			return fmt.Errorf("read %s: %w", path, err)
 		}
 		// At the end: a rotation shows as another file at path. The
 		// file after this one in the set comes next (more than one

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,8 +24,11 @@ func Set(path string) ([]string, error) {
 		dir = "."
 	}
 	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
+		return nil, err
 	}
 	type rotated struct {
 		name string
@@ -193,7 +197,7 @@ func Verify(path string) (*Report, error) {
 		return nil, err
 	}
 	if len(set) == 0 {
-		return nil, fmt.Errorf("audit: %s: %w", path, os.ErrNotExist)
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fs.ErrNotExist}
 	}
 	return VerifyFiles(set)
 }
@@ -346,7 +350,7 @@ func firstFileSeq(files []string) (uint64, bool) {
 func readEntries(name string) ([]entry, error) {
 	f, err := os.Open(name)
 	if err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
+		return nil, err
 	}
 	defer f.Close()
 	br := bufio.NewReaderSize(f, 64<<10)
@@ -357,7 +361,7 @@ func readEntries(name string) ([]entry, error) {
 			return es, nil
 		}
 		if err != nil && err != io.EOF {
-			return nil, fmt.Errorf("audit: read %s: %w", name, err)
+			return nil, fmt.Errorf("read %s: %w", name, err)
 		}
 		e := entry{file: name, line: n}
 		body, complete := bytes.CutSuffix(line, []byte{'\n'})
