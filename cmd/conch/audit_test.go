@@ -29,6 +29,7 @@ func writeAudit(t *testing.T, path string, n int) *audit.Log {
 		l.Record(context.Background(), ops.Call{Owner: "s1", Tool: "bash", Command: "echo " + strings.Repeat("x", i)})
 		l.Record(context.Background(), ops.Process{Owner: "s1", ExitCode: i % 3, Duration: time.Millisecond, OutputBytes: int64(i + 1)})
 	}
+	l.Sync()
 	return l
 }
 

@@ -77,6 +77,7 @@ func write(t *testing.T, path string, opts *audit.Options, events []ops.Event) *
 	for _, e := range events {
 		l.Record(context.Background(), e)
 	}
+	l.Sync()
 	return l
 }
 
@@ -363,12 +364,13 @@ func TestWriteFailure(t *testing.T) {
 		for _, e := range session("s1") {
 			l.Record(context.Background(), e)
 		}
+		l.Sync()
 		close(done)
 	}()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("Record blocked on a log it cannot write")
+		t.Fatal("the log hung on a file it cannot write")
 	}
 	if l.Failures() != 12 {
 		t.Errorf("%d failures, want 12 (the audited events)", l.Failures())
@@ -380,6 +382,7 @@ func TestWriteFailure(t *testing.T) {
 	for _, e := range session("s1") {
 		l.Record(context.Background(), e)
 	}
+	l.Sync()
 	if !strings.Contains(logs.String(), "writing again") {
 		t.Errorf("no word of the recovery:\n%s", logs.String())
 	}
@@ -491,4 +494,24 @@ func TestTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Close()
+}
+
+// TestClose: Close writes every queued event; afterwards Record and Sync
+// do nothing, and return.
+func TestClose(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := audit.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 * audit.QueueLen { // more than the queue holds: Record waits, never drops
+		l.Record(context.Background(), ops.Kill{Owner: "s1", Task: "bash-1", Reason: "shutdown"})
+	}
+	l.Close()
+	l.Record(context.Background(), ops.Kill{Owner: "s1", Task: "bash-2", Reason: "shutdown"})
+	l.Sync()
+	l.Close()
+	if r := verify(t, path); !r.OK() || r.Lines != 3*audit.QueueLen {
+		t.Errorf("verify: %d lines, problems %v; want %d lines", r.Lines, r.Problems, 3*audit.QueueLen)
+	}
 }

@@ -23,19 +23,23 @@
 //
 // # Writers
 //
-// A Log serialises its own writers, and several processes (two servers of
-// one user) share one file and one chain: each line is written under an
+// Record queues the event and returns; one goroutine per Log writes the
+// queue in order, all that is waiting at once with one write(2), so the
+// caller pays a channel send (a full queue makes it wait: no event is
+// dropped for being too many). Several processes (two servers of one
+// user) share one file and one chain: each write happens under an
 // exclusive flock of "<path>.lock", after re-reading the file's last line
-// when another process wrote or rotated since. Each line is one write(2)
-// to a file opened O_APPEND with mode 0600; it is not fsynced (a crashed
-// conch loses nothing written, a crashed machine may lose the last lines).
+// when another process wrote or rotated since. The file is opened
+// O_APPEND with mode 0600 and is not fsynced: Close writes everything
+// queued; a SIGKILLed conch loses what was still queued (microseconds'
+// worth), a crashed machine may lose the last lines.
 //
 // # Failure
 //
-// Record never fails its caller: a line that cannot be written is reported
-// to the Logger (the first failure, then at most once a minute, and the
-// recovery), counted (Failures), and the next Record starts again from
-// the file as it is. A line cut short by a full disk or a crash is left
-// as it is and Verify reports it; the next line starts on a line of its
-// own and chains to it.
+// Nothing a caller does waits on the disk or fails because of it: a line
+// that cannot be written is reported to the Logger (the first failure,
+// then at most once a minute, and the recovery), counted (Failures), and
+// the next write starts again from the file as it is. A line cut short by
+// a full disk or a crash is left as it is and Verify reports it; the next
+// line starts on a line of its own and chains to it.
 package audit

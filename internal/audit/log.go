@@ -47,17 +47,28 @@ type Options struct {
 }
 
 // Log is an audit log: an ops.Recorder that writes the audited events
-// (ops.Kind.Audited) and ignores the rest. Create it with Open; it is safe
-// for concurrent use.
+// (ops.Kind.Audited) and ignores the rest. Create it with Open and end it
+// with Close; it is safe for concurrent use.
+//
+// Record queues an event and returns; one goroutine of the Log writes the
+// queue in order, each time all that is waiting with one write(2) under
+// one lock, so that the caller pays microseconds and a burst of events
+// costs one round of system calls (docs/operations.md#cost). The queue
+// holds QueueLen events; a Record that finds it full waits, so that no
+// event is dropped for being too many.
 type Log struct {
 	path string
 	opts Options
 
-	mu     sync.Mutex
+	mu     sync.RWMutex // guards closed against the queue's close
 	closed bool
-	f      *os.File // the live file, O_APPEND; nil until the first write and after a failure
-	lock   *os.File // path + ".lock"
-	ino    uint64   // f's inode, to see a rotation by another process
+	queue  chan item
+	done   chan struct{} // closed when the writer has ended
+
+	// The writer's own; nothing else touches them.
+	f    *os.File // the live file, O_APPEND; nil until the first write and after a failure
+	lock *os.File // path + ".lock"
+	ino  uint64   // f's inode, to see a rotation by another process
 	// checked is when path was last seen to be f.
 	checked time.Time
 	end     int64  // f's size after our last write; -1: unknown
@@ -70,15 +81,28 @@ type Log struct {
 	reported time.Time // when a failure was last logged
 }
 
+// QueueLen is how many events a Log holds before Record waits.
+const QueueLen = 4096
+
+// maxBatch bounds the lines of one write.
+const maxBatch = 512
+
+// item is a queued event and when it happened, or (e nil) a Sync's mark.
+type item struct {
+	at     time.Time
+	e      ops.Event
+	synced chan struct{}
+}
+
 // Open returns the log at path, an absolute path; its directory is made
-// (0700) and its file created (0600) by the first Record, so a server that
+// (0700) and its file created (0600) at the first line, so a server that
 // records nothing leaves nothing behind, and a path that cannot be written
-// yet does not stop conch (Record reports it).
+// yet does not stop conch (the writer reports it).
 func Open(path string, opts *Options) (*Log, error) {
 	if !filepath.IsAbs(path) {
 		return nil, fmt.Errorf("audit: %q is not an absolute path", path)
 	}
-	l := &Log{path: filepath.Clean(path), end: -1}
+	l := &Log{path: filepath.Clean(path), end: -1, queue: make(chan item, QueueLen), done: make(chan struct{})}
 	if opts != nil {
 		l.opts = *opts
 	}
@@ -94,6 +118,7 @@ func Open(path string, opts *Options) (*Log, error) {
 	if l.opts.Now == nil {
 		l.opts.Now = time.Now
 	}
+	go l.run()
 	return l, nil
 }
 
@@ -103,21 +128,81 @@ func (l *Log) Path() string { return l.path }
 // Failures counts the events the log could not write.
 func (l *Log) Failures() int64 { return l.failures.Load() }
 
-// Record writes e as the chain's next line, if e is of an audited kind.
-// It returns once the line is written (or failed to be).
+// Record queues e, if it is of an audited kind, as the chain's next line,
+// stamped with the time of the call. After Close it does nothing.
 func (l *Log) Record(_ context.Context, e ops.Event) {
 	if !e.EventKind().Audited() {
 		return
 	}
-	e = ops.Redact(e, l.opts.Redact)
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.put(item{at: l.opts.Now(), e: e})
+}
+
+func (l *Log) put(it item) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	if l.closed {
-		return
+		return false
 	}
-	err := l.write(e)
+	l.queue <- it
+	return true
+}
+
+// Sync returns once every event recorded before it is written or has
+// failed to be.
+func (l *Log) Sync() {
+	it := item{synced: make(chan struct{})}
+	if l.put(it) {
+		<-it.synced
+	}
+}
+
+// Close writes what is queued, then closes the log's files; Record does
+// nothing afterwards.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if !l.closed {
+		l.closed = true
+		close(l.queue)
+	}
+	l.mu.Unlock()
+	<-l.done
+	return nil
+}
+
+// run is the writer: it writes what is queued, as it comes, until Close.
+func (l *Log) run() {
+	defer close(l.done)
+	defer l.drop()
+	batch := make([]item, 0, maxBatch)
+	for it := range l.queue {
+		batch = append(batch[:0], it)
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case it, ok := <-l.queue:
+				if !ok {
+					break more
+				}
+				batch = append(batch, it)
+			default:
+				break more
+			}
+		}
+		l.writeBatch(batch)
+		for i := range batch {
+			if batch[i].synced != nil {
+				close(batch[i].synced)
+			}
+			batch[i] = item{}
+		}
+	}
+}
+
+// writeBatch writes a batch and reports what it could not.
+func (l *Log) writeBatch(batch []item) {
+	lost, err := l.write(batch)
 	if err != nil {
-		l.failures.Add(1)
+		l.failures.Add(int64(lost))
 		l.drop()
 		if !l.failing || time.Since(l.reported) >= time.Minute {
 			l.opts.Logger.Error("audit log: an event was not written; commands go on", "path", l.path, "error", err, "failures", l.failures.Load())
@@ -126,19 +211,10 @@ func (l *Log) Record(_ context.Context, e ops.Event) {
 		l.failing = true
 		return
 	}
-	if l.failing {
+	if l.failing && lost == 0 {
 		l.opts.Logger.Warn("audit log: writing again", "path", l.path, "failures", l.failures.Load())
 		l.failing = false
 	}
-}
-
-// Close closes the log's files; Record does nothing afterwards.
-func (l *Log) Close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.closed = true
-	l.drop()
-	return nil
 }
 
 // drop closes the files, so that the next write opens them again and
@@ -155,39 +231,79 @@ func (l *Log) drop() {
 	l.end = -1
 }
 
-// write appends e under the cross-process lock.
-func (l *Log) write(e ops.Event) error {
+// write appends the batch's lines under the cross-process lock, rotating
+// first where a line would take the file past MaxBytes. On an error it
+// returns how many of the batch's events were not written.
+func (l *Log) write(batch []item) (lost int, err error) {
+	n := 0
+	for _, it := range batch {
+		if it.e != nil {
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
 	if l.lock == nil {
 		if err := os.MkdirAll(filepath.Dir(l.path), 0o700); err != nil {
-			return err
+			return n, err
 		}
 		lf, err := openPrivate(l.path+".lock", os.O_RDWR|os.O_CREATE)
 		if err != nil {
-			return err
+			return n, err
 		}
 		l.lock = lf
 	}
 	if err := flock(l.lock, unix.LOCK_EX); err != nil {
-		return fmt.Errorf("lock: %w", err)
+		return n, fmt.Errorf("lock: %w", err)
 	}
 	defer flock(l.lock, unix.LOCK_UN)
 
 	if err := l.sync(); err != nil {
-		return err
+		return n, err
 	}
-	line := l.line(e)
-	if l.end > 0 && l.end+int64(len(line)) > l.opts.MaxBytes {
-		if err := l.rotate(); err != nil {
-			return fmt.Errorf("rotate: %w", err)
+	b := l.buf[:0]
+	pending := 0 // events in b
+	flush := func() error {
+		if len(b) == 0 {
+			return nil
 		}
+		if _, err := l.f.Write(b); err != nil {
+			return err
+		}
+		l.end += int64(len(b))
+		n -= pending
+		b, pending = b[:0], 0
+		return nil
 	}
-	if _, err := l.f.Write(line); err != nil {
-		return err
+	for _, it := range batch {
+		if it.e == nil {
+			continue
+		}
+		start := len(b)
+		b = l.appendLine(b, it)
+		if size := l.end + int64(len(b)); size > l.opts.MaxBytes && size-int64(len(b)-start) > 0 {
+			line := append([]byte(nil), b[start:]...)
+			b = b[:start]
+			if err := flush(); err != nil {
+				return n, err
+			}
+			if err := l.rotate(); err != nil {
+				return n, fmt.Errorf("rotate: %w", err)
+			}
+			b = append(b, line...)
+			start = 0
+		}
+		pending++
+		l.seq++
+		l.prev = hashLine(b[start : len(b)-1])
 	}
-	l.end += int64(len(line))
-	l.seq++
-	l.prev = hashLine(line[:len(line)-1])
-	return nil
+	err = flush()
+	l.buf = b
+	if cap(l.buf) > 1<<20 {
+		l.buf = nil // a burst of huge commands must not pin its buffer
+	}
+	return n, err
 }
 
 // sync makes l.f the live file and l.seq, l.prev the chain's end, reading
@@ -285,11 +401,11 @@ func (l *Log) readEnd() error {
 	return nil
 }
 
-// line formats e as the chain's next line, ending in a newline.
-func (l *Log) line(e ops.Event) []byte {
-	b := l.buf[:0]
+// appendLine appends the chain's next line for it, ending in a newline.
+func (l *Log) appendLine(b []byte, it item) []byte {
+	e := ops.Redact(it.e, l.opts.Redact)
 	b = append(b, `{"time":"`...)
-	b = l.opts.Now().UTC().AppendFormat(b, "2006-01-02T15:04:05.000000Z")
+	b = it.at.UTC().AppendFormat(b, "2006-01-02T15:04:05.000000Z")
 	b = append(b, `","seq":`...)
 	b = strconv.AppendUint(b, l.seq+1, 10)
 	b = append(b, `,"prev":"`...)
@@ -300,12 +416,7 @@ func (l *Log) line(e ops.Event) []byte {
 	b = append(b, e.EventKind()...)
 	b = append(b, '"')
 	b = ops.AppendFields(b, e)
-	b = append(b, '}', '\n')
-	l.buf = b
-	if cap(l.buf) > 64<<10 {
-		l.buf = nil // a huge command must not pin its buffer
-	}
-	return b
+	return append(b, '}', '\n')
 }
 
 // rotate moves the live file to "<path>.<seq of its first line>" and

@@ -142,9 +142,42 @@ func FuzzParseLine(f *testing.F) {
 	})
 }
 
-// BenchmarkRecord is the cost of one audited event: redaction, the line,
-// its hash, the lock and the write.
+// BenchmarkRecord is what a caller pays for one event: the queue.
 func BenchmarkRecord(b *testing.B) {
+	l, err := audit.Open(filepath.Join(b.TempDir(), "audit.jsonl"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := ops.Call{Owner: "s1", CallID: ops.NewCallID(), Tool: "bash", Command: "echo hello", Workdir: "/srv/app"}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Record(ctx, e)
+	}
+	b.StopTimer()
+	l.Close()
+}
+
+// BenchmarkRecordSync is one event written on its own, the caller waiting
+// for it: redaction, the line, its hash, the lock and the write.
+func BenchmarkRecordSync(b *testing.B) {
+	l, err := audit.Open(filepath.Join(b.TempDir(), "audit.jsonl"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	e := ops.Call{Owner: "s1", CallID: ops.NewCallID(), Tool: "bash", Command: "echo hello", Workdir: "/srv/app"}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Record(ctx, e)
+		l.Sync()
+	}
+}
+
+// BenchmarkRecordBurst is the writer's cost per event when events come
+// faster than one at a time: Record b.N events, then wait for the last.
+func BenchmarkRecordBurst(b *testing.B) {
 	l, err := audit.Open(filepath.Join(b.TempDir(), "audit.jsonl"), nil)
 	if err != nil {
 		b.Fatal(err)
@@ -156,6 +189,7 @@ func BenchmarkRecord(b *testing.B) {
 	for b.Loop() {
 		l.Record(ctx, e)
 	}
+	l.Sync()
 }
 
 // BenchmarkRawAppend is the floor BenchmarkRecord stands on: the same
