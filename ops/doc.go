@@ -17,10 +17,12 @@
 //	}
 //
 // Events carry facts, never a command's output or environment. A Recorder
-// is called on the caller's goroutine, before the caller goes on: the
-// audit line of a call is written before its command is spawned. A
-// Recorder never fails the caller: what it cannot record it reports its
-// own way (the audit log logs a failed write and carries on).
+// is called on the caller's goroutine, in the order of the facts (the
+// call's event before its command is spawned), and must return fast: the
+// audit log queues the line for its writer, the metrics count, the
+// tracer annotates a span. A Recorder never fails the caller: what it
+// cannot record it reports its own way (the audit log logs a failed
+// write and carries on).
 //
 // Events are plain values with JSON field names fixed here
 // (docs/operations.md#events), which the audit log writes and the remote

@@ -3,10 +3,11 @@ package ops
 import "context"
 
 // Recorder receives the events of conch's layers. Record must be safe for
-// concurrent use, must not keep ctx beyond the call, and must not fail
-// the caller: it returns once the event is recorded (or has failed to
-// be, which the Recorder reports its own way). ctx carries the span of
-// the phase the event belongs to (Start), which a tracer annotates.
+// concurrent use, must not keep ctx beyond the call, must not block on
+// I/O (queue it instead) and must not fail the caller: what it cannot
+// record it reports its own way. Events from one goroutine keep their
+// order. ctx carries the span of the phase the event belongs to (Start),
+// which a tracer annotates.
 type Recorder interface {
 	Record(ctx context.Context, e Event)
 }
