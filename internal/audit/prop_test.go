@@ -142,35 +142,33 @@ func FuzzParseLine(f *testing.F) {
 	})
 }
 
-// BenchmarkRecord is what a caller pays for one event: the queue.
-func BenchmarkRecord(b *testing.B) {
+// benchLog is a log for a benchmark, and the event it records.
+func benchLog(b *testing.B) (*audit.Log, ops.Event) {
 	l, err := audit.Open(filepath.Join(b.TempDir(), "audit.jsonl"), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	e := ops.Call{Owner: "s1", CallID: ops.NewCallID(), Tool: "bash", Command: "echo hello", Workdir: "/srv/app"}
-	ctx := context.Background()
+	b.Cleanup(func() { l.Close() })
 	b.ReportAllocs()
+	return l, ops.Call{Owner: "s1", CallID: ops.NewCallID(), Tool: "bash", Command: "echo hello", Workdir: "/srv/app"}
+}
+
+// BenchmarkRecord is what a caller pays for one event: the queue (keep
+// -benchtime below QueueLen, or it measures the writer too).
+func BenchmarkRecord(b *testing.B) {
+	l, e := benchLog(b)
 	for b.Loop() {
-		l.Record(ctx, e)
+		l.Record(context.Background(), e)
 	}
 	b.StopTimer()
-	l.Close()
 }
 
 // BenchmarkRecordSync is one event written on its own, the caller waiting
 // for it: redaction, the line, its hash, the lock and the write.
 func BenchmarkRecordSync(b *testing.B) {
-	l, err := audit.Open(filepath.Join(b.TempDir(), "audit.jsonl"), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	e := ops.Call{Owner: "s1", CallID: ops.NewCallID(), Tool: "bash", Command: "echo hello", Workdir: "/srv/app"}
-	ctx := context.Background()
-	b.ReportAllocs()
+	l, e := benchLog(b)
 	for b.Loop() {
-		l.Record(ctx, e)
+		l.Record(context.Background(), e)
 		l.Sync()
 	}
 }
@@ -178,16 +176,9 @@ func BenchmarkRecordSync(b *testing.B) {
 // BenchmarkRecordBurst is the writer's cost per event when events come
 // faster than one at a time: Record b.N events, then wait for the last.
 func BenchmarkRecordBurst(b *testing.B) {
-	l, err := audit.Open(filepath.Join(b.TempDir(), "audit.jsonl"), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	e := ops.Call{Owner: "s1", CallID: ops.NewCallID(), Tool: "bash", Command: "echo hello", Workdir: "/srv/app"}
-	ctx := context.Background()
-	b.ReportAllocs()
+	l, e := benchLog(b)
 	for b.Loop() {
-		l.Record(ctx, e)
+		l.Record(context.Background(), e)
 	}
 	l.Sync()
 }
