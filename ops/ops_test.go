@@ -220,6 +220,16 @@ func TestOffCostsNothing(t *testing.T) {
 	}
 }
 
+func TestCallIDContext(t *testing.T) {
+	ctx := context.Background()
+	if id := ops.CallIDFrom(ctx); id != "" {
+		t.Errorf("CallIDFrom(background) = %q", id)
+	}
+	if id := ops.CallIDFrom(ops.WithCallID(ctx, "c1")); id != "c1" {
+		t.Errorf("CallIDFrom = %q, want c1", id)
+	}
+}
+
 func TestNewCallID(t *testing.T) {
 	seen := map[string]bool{}
 	for range 1000 {

@@ -122,3 +122,18 @@ func TraceContextFrom(ctx context.Context) (TraceContext, bool) {
 	tc, ok := ctx.Value(traceKey{}).(TraceContext)
 	return tc, ok
 }
+
+type callIDKey struct{}
+
+// WithCallID returns ctx carrying the id of the tool call it serves
+// (NewCallID), so that the layers below the one that made it put it in
+// their events (CallIDFrom).
+func WithCallID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, callIDKey{}, id)
+}
+
+// CallIDFrom returns the call id WithCallID put in ctx, or "".
+func CallIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(callIDKey{}).(string)
+	return id
+}
