@@ -693,12 +693,20 @@ func TestLoadOfALiveSession(t *testing.T) {
 	c.initialize(true)
 	work := t.TempDir()
 	sid := c.newSession(work)
-	pid := c.start("session/prompt", promptParams(sid, "sleep 0.5; echo done"))
+	// The command runs until the test releases it, after the load is
+	// sent: a command that slept 0.5 s could end before a scan of /proc
+	// on a loaded machine ever saw it ("timed out after 5s waiting for
+	// the command to start", at load 36).
+	release := filepath.Join(t.TempDir(), "release")
+	pid := c.start("session/prompt", promptParams(sid, "while [ ! -e "+release+" ]; do sleep 0.05; done; echo done"))
 	if first := c.recv(10 * time.Second); get(first.update(t), "sessionUpdate") != "tool_call" {
 		t.Fatalf("first update %s", first.raw)
 	}
-	testutil.WaitFor(t, 5*time.Second, "the command to start", func() bool { return len(testutil.Processes(marker)) > 0 })
+	testutil.WaitFor(t, 10*time.Second, "the command to start", func() bool { return len(testutil.Processes(marker)) > 0 })
 	lid := c.start("session/load", map[string]any{"sessionId": sid, "cwd": work, "mcpServers": []any{}})
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// The load waits for the prompt's turn to end, so the prompt's live
 	// result comes first and the replay after it; the prompt's answer is
 	// written once its turn has ended, so it may come before, within or

@@ -25,11 +25,17 @@ type permissionAsker struct {
 }
 
 func (p permissionAsker) Approve(ctx context.Context, q tools.Question) (tools.Answer, error) {
-	options := []sdk.PermissionOption{{OptionId: optionOnce, Kind: sdk.PermissionOptionKindAllowOnce, Name: tools.ChoiceOnce}}
-	if c := q.SessionChoice(); c != "" {
-		options = append(options, sdk.PermissionOption{OptionId: optionSession, Kind: sdk.PermissionOptionKindAllowAlways, Name: c})
+	var options []sdk.PermissionOption
+	for _, c := range q.Choices() {
+		switch c {
+		case q.OnceChoice():
+			options = append(options, sdk.PermissionOption{OptionId: optionOnce, Kind: sdk.PermissionOptionKindAllowOnce, Name: c})
+		case q.SessionChoice():
+			options = append(options, sdk.PermissionOption{OptionId: optionSession, Kind: sdk.PermissionOptionKindAllowAlways, Name: c})
+		default:
+			options = append(options, sdk.PermissionOption{OptionId: optionReject, Kind: sdk.PermissionOptionKindRejectOnce, Name: c})
+		}
 	}
-	options = append(options, sdk.PermissionOption{OptionId: optionReject, Kind: sdk.PermissionOptionKindRejectOnce, Name: tools.ChoiceDeny})
 	resp, err := p.conn.RequestPermission(ctx, sdk.RequestPermissionRequest{
 		SessionId: sdk.SessionId(p.session),
 		ToolCall: sdk.ToolCallUpdate{

@@ -102,7 +102,7 @@ func TestRequestPermission(t *testing.T) {
 	if p.params.SessionID != sid || p.params.ToolCall.ToolCallID != "call-1" {
 		t.Errorf("request for %s/%s", p.params.SessionID, p.params.ToolCall.ToolCallID)
 	}
-	if got, want := p.params.ToolCall.Content[0].Content.Text, "Allow this command to run?\n\nCommand: touch "+file+"\nDirectory: "+work+"\nReason: rule Bash(touch:*)"; got != want {
+	if got, want := p.params.ToolCall.Content[0].Content.Text, "Allow this command to run?\n\nReason: rule Bash(touch:*)\nDirectory: "+work+"\nCommand: touch "+file; got != want {
 		t.Errorf("text %q; want %q", got, want)
 	}
 	var opts []string

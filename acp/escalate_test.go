@@ -16,16 +16,22 @@ import (
 	"github.com/conch-dev/conch/internal/testutil"
 )
 
-// escalatedLine is the line an escalated result ends with (docs/sandbox.md).
-const escalatedLine = "[ran outside the sandbox with the user's approval]"
+// The lines a result ends with after the question about it
+// (docs/sandbox.md#escalation).
+const (
+	ranAgainLine   = "[ran again outside the sandbox with the user's approval]"
+	declinedLine   = "[the user declined to run it outside the sandbox]"
+	unansweredLine = "[the question was not answered]"
+)
 
 // TestEscalation: under conch acp --sandbox workspace-write, a command
 // whose write to the home the sandbox denied is run again outside it
 // only when the editor's user answers allow_once to
 // session/request_permission (which offers allow_once and reject_once
-// alone); after reject_once or a cancelled outcome the sandboxed result
-// stands. A terminal card shows both runs, and the pill the second one's
-// exit.
+// alone: the home is never offered for the session); after reject_once
+// or a cancelled outcome the sandboxed result stands, with a line that
+// says which. A terminal card shows both runs, and the pill the second
+// one's exit.
 func TestEscalation(t *testing.T) {
 	t.Parallel()
 	marker := testutil.Marker(t)
@@ -59,28 +65,13 @@ func TestEscalation(t *testing.T) {
 		name := []string{"allowed", "rejected", "cancelled"}[i]
 		command := "echo run >> runs-" + name + "; echo x > ~/outside-" + name
 		id := c.start("session/prompt", promptParams(sid, command))
-		var notes []message
-		var req permission
-		for req.id == nil {
-			m := c.recv(30 * time.Second)
-			if m.Method == "session/update" {
-				notes = append(notes, m)
-				continue
-			}
-			if m.Method != "session/request_permission" {
-				t.Fatalf("%s: waiting for a permission request, got %s", name, m.raw)
-			}
-			req.id = m.ID
-			if err := json.Unmarshal(m.Params, &req.params); err != nil {
-				t.Fatal(err)
-			}
-		}
+		req, notes := awaitPermission(t, c)
 		time.Sleep(100 * time.Millisecond) // a second run that did not wait would show
 		if runs(name) != 1 || wrote(name) {
 			t.Errorf("%s: while the user is asked: %d runs, file written %v; want one run, no file", name, runs(name), wrote(name))
 		}
-		wantText := "Run this command again outside the sandbox?\n\nCommand: " + command + "\nDirectory: " + work +
-			"\nReason: the sandbox denied a write to " + file(name)
+		wantText := "Run this command again outside the sandbox?\n\nReason: the sandbox denied a write to " + file(name) +
+			"\nDirectory: " + work + "\nCommand: " + command + "\n\nThe command runs again in full; what it did the first time stays done."
 		if got := req.params.ToolCall.Content[0].Content.Text; req.params.ToolCall.ToolCallID == "" || got != wantText {
 			t.Errorf("%s: request %q for %q; want %q", name, got, req.params.ToolCall.ToolCallID, wantText)
 		}
@@ -105,7 +96,7 @@ func TestEscalation(t *testing.T) {
 			}
 			// The card: the first run with its exit, then the second's
 			// output (none) and the line; the pill is the second run's.
-			if !strings.HasPrefix(card.data, denied) || !strings.HasSuffix(card.data, "]\n[exit code: 1]\n"+escalatedLine) || exit != float64(0) {
+			if !strings.HasPrefix(card.data, denied) || !strings.HasSuffix(card.data, "]\n[exit code: 1]\n"+ranAgainLine) || exit != float64(0) {
 				t.Errorf("allowed: card %q, exit %v", card.data, exit)
 			}
 			continue
@@ -113,9 +104,86 @@ func TestEscalation(t *testing.T) {
 		if runs(name) != 1 || wrote(name) {
 			t.Errorf("%s: %d runs, file written %v; want one run, no file", name, runs(name), wrote(name))
 		}
-		if !strings.HasPrefix(card.data, denied) || strings.Contains(card.data, escalatedLine) || exit != float64(1) {
-			t.Errorf("%s: card %q, exit %v; want the sandboxed result", name, card.data, exit)
+		line := map[string]string{"rejected": declinedLine, "cancelled": unansweredLine}[name]
+		if !strings.HasPrefix(card.data, denied) || !strings.HasSuffix(card.data, "]\n"+line) || exit != float64(1) {
+			t.Errorf("%s: card %q, exit %v; want the sandboxed result, then %q", name, card.data, exit, line)
 		}
 	}
 	p.eof(marker)
+}
+
+// TestEscalationGrantACP: a write the sandbox denied in a sibling of the
+// session's cwd is offered for the session as allow_always ("Allow writes
+// to <dir> for this session"); choosing it runs the command again in the
+// sandbox with the directory writable, the card ending with the grant's
+// line, and the session's next write there asks nothing.
+func TestEscalationGrantACP(t *testing.T) {
+	t.Parallel()
+	marker := testutil.Marker(t)
+	base, err := os.MkdirTemp("/var/tmp", "conch-acp-grant-") // outside /tmp, which stays writable
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	home, work, sib := filepath.Join(base, "home"), filepath.Join(base, "work"), filepath.Join(base, "sib")
+	for _, d := range []string{home, work, sib} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := startConch(t, t.TempDir(), work, marker, []string{"HOME=" + home}, "--sandbox", "workspace-write")
+	c := p.cli
+	c.initialize(true)
+	sid := c.newSession(work)
+	command := "echo x > " + filepath.Join(sib, "a") + " && echo wrote"
+	id := c.start("session/prompt", promptParams(sid, command))
+	req, notes := awaitPermission(t, c)
+	var opts []string
+	for _, o := range req.params.Options {
+		opts = append(opts, o.OptionID+"/"+o.Kind+"/"+o.Name)
+	}
+	grant := "allow_always/allow_always/Allow writes to " + sib + " for this session"
+	if d := cmp.Diff([]string{"allow_once/allow_once/Allow once", grant, "reject_once/reject_once/Deny"}, opts); d != "" {
+		t.Errorf("options (-want +got):\n%s", d)
+	}
+	c.respond(req.id, selected("allow_always"))
+	_, more := c.await(id)
+	card := cardOf(t, c.updates(append(notes, more...), sid), req.params.ToolCall.ToolCallID)
+	if !strings.HasSuffix(card.data, "wrote\n[ran again with writes to "+sib+" allowed for this session]") ||
+		get(card.final, "_meta", "terminal_exit", "exit_code") != float64(0) {
+		t.Errorf("card %q, final %v", card.data, card.final)
+	}
+	if _, err := os.Stat(filepath.Join(sib, "a")); err != nil {
+		t.Errorf("the granted write: %v", err)
+	}
+	// The session's next write there asks nothing (await fails on a
+	// permission request).
+	c.await(c.start("session/prompt", promptParams(sid, "echo y > "+filepath.Join(sib, "b")+" && echo again")))
+	if _, err := os.Stat(filepath.Join(sib, "b")); err != nil {
+		t.Errorf("the session's next write in the granted directory: %v", err)
+	}
+	p.eof(marker)
+}
+
+// awaitPermission reads the agent's messages up to its next permission
+// request, and returns it and the session updates that came before.
+func awaitPermission(t *testing.T, c *client) (permission, []message) {
+	t.Helper()
+	var notes []message
+	var req permission
+	for req.id == nil {
+		m := c.recv(30 * time.Second)
+		if m.Method == "session/update" {
+			notes = append(notes, m)
+			continue
+		}
+		if m.Method != "session/request_permission" {
+			t.Fatalf("waiting for a permission request, got %s", m.raw)
+		}
+		req.id = m.ID
+		if err := json.Unmarshal(m.Params, &req.params); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return req, notes
 }

@@ -23,15 +23,12 @@ func canElicit(ss *mcp.ServerSession) bool {
 
 // elicitApprover asks the user of an MCP client with elicitation/create
 // in form mode: the question's message, and one field, "decision", whose
-// values are the choices.
+// values are the choices. accept with a choice answers it, decline is a
+// no, cancel no answer (docs/rules.md#asking).
 type elicitApprover struct{ ss *mcp.ServerSession }
 
 func (a elicitApprover) Approve(ctx context.Context, q tools.Question) (tools.Answer, error) {
-	choices := []string{tools.ChoiceOnce}
-	if c := q.SessionChoice(); c != "" {
-		choices = append(choices, c)
-	}
-	choices = append(choices, tools.ChoiceDeny)
+	choices := q.Choices()
 	res, err := a.ss.Elicit(ctx, &mcp.ElicitParams{
 		Mode:    "form",
 		Message: q.Message(),
@@ -46,11 +43,17 @@ func (a elicitApprover) Approve(ctx context.Context, q tools.Question) (tools.An
 	if err != nil {
 		return tools.Declined, fmt.Errorf("elicitation: %w", err)
 	}
-	if res.Action != "accept" { // decline, or cancel: the user dismissed the form
+	switch res.Action {
+	case "accept":
+	case "cancel":
+		// Dismissed without an answer: clients without a user (Claude
+		// Code -p, codex exec) answer every question so, at once.
+		return tools.Unanswered, nil
+	default: // decline: the user said no
 		return tools.Declined, nil
 	}
 	switch d := res.Content["decision"]; {
-	case d == tools.ChoiceOnce:
+	case d == q.OnceChoice():
 		return tools.AllowOnce, nil
 	case d == q.SessionChoice() && d != "":
 		return tools.AllowSession, nil

@@ -130,10 +130,10 @@ func TestElicitation(t *testing.T) {
 		return a
 	}
 
-	// The form: the command, its directory, the reason, three choices.
+	// The form: the reason, the directory, the command, three choices.
 	done := callAsync(t, cs, touch(file))
 	p := e.question(t, u, file)
-	wantMsg := "Allow this command to run?\n\nCommand: touch " + file + "\nDirectory: " + dir + "\nReason: rule Bash(touch:*)"
+	wantMsg := "Allow this command to run?\n\nReason: rule Bash(touch:*)\nDirectory: " + dir + "\nCommand: touch " + file
 	if p.Message != wantMsg || p.Mode != "form" {
 		t.Errorf("message %q (mode %q); want %q", p.Message, p.Mode, wantMsg)
 	}
@@ -145,11 +145,18 @@ func TestElicitation(t *testing.T) {
 	u.answer <- accept("Deny")
 	wantResult(t, done, "Error: not run: the user declined touch "+file, true)
 
-	for _, no := range []*mcp.ElicitResult{{Action: "decline"}, {Action: "cancel"}} {
+	for _, c := range []struct {
+		answer *mcp.ElicitResult
+		want   string
+	}{
+		{&mcp.ElicitResult{Action: "decline"}, "Error: not run: the user declined touch " + file},
+		// Dismissed without an answer, as clients without a user do.
+		{&mcp.ElicitResult{Action: "cancel"}, "Error: not run: the question was not answered (cancel); touch " + file},
+	} {
 		done = callAsync(t, cs, touch(file))
 		e.question(t, u, file)
-		u.answer <- no
-		wantResult(t, done, "Error: not run: the user declined touch "+file, true)
+		u.answer <- c.answer
+		wantResult(t, done, c.want, true)
 	}
 	time.Sleep(100 * time.Millisecond)
 	noFile(t, file)

@@ -76,5 +76,7 @@
 // Each Request names its Owner (the caller's session); an executor that is
 // an OwnerEnder kills, when that owner ends, what the owner's commands left
 // running, and a Process.Kill takes what its command left outside its
-// group.
+// group. A Process that is a Leftovers counts and kills what its command
+// left running once it settled, which a background task reports in its
+// status.
 package shell

@@ -81,6 +81,7 @@ func (l Limits) Resolve(r Request) (Spec, error) {
 		Owner:          r.Owner,
 		Workspace:      ws,
 		Narrowing:      r.Narrowing,
+		Grants:         r.Grants,
 	}, nil
 }
 

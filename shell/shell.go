@@ -114,17 +114,33 @@ type Request struct {
 	// first command to all of them. Nil narrows nothing. See
 	// docs/executor.md.
 	Narrowing *SandboxNarrowing
+	// Grants, set by the tool layer from its user's answers (never the
+	// model), are directories the owner's user let its commands write
+	// for the rest of the session (docs/sandbox.md#escalation): a
+	// provider that gives each owner a sandbox runs the owner's commands
+	// in one that adds them to its writable roots, from the first
+	// command that carries them. A provider without a sandbox has
+	// nothing to widen and ignores them. Nil grants nothing.
+	Grants []string
 }
 
 // SandboxNarrowing is what a project file asks of its sessions' sandbox
 // (docs/configuration.md#project-files): Mode, when not "", a mode at
 // least as strict as the provider's ("read-only" or "workspace-write"),
 // NetworkOff no network, DenyRead more hidden paths (absolute, or
-// relative to the owner's workspace).
+// relative to the owner's workspace). Network, when not "", is a
+// network mode at least as strict as the provider's ("public",
+// "allowlist", "off"); NetworkDeny more deny patterns; NetworkAllow and
+// NetworkAsk the allow list of an allowlist it narrows a wider mode to
+// (docs/sandbox.md#network).
 type SandboxNarrowing struct {
-	Mode       string
-	NetworkOff bool
-	DenyRead   []string
+	Mode         string
+	NetworkOff   bool
+	DenyRead     []string
+	Network      string
+	NetworkAllow []string
+	NetworkDeny  []string
+	NetworkAsk   *bool
 }
 
 // Spec is a resolved Request: Workdir and Timeout hold the effective
@@ -141,6 +157,7 @@ type Spec struct {
 	Owner          string            // copied from the Request
 	Workspace      string            // copied from the Request, cleaned
 	Narrowing      *SandboxNarrowing // copied from the Request
+	Grants         []string          // copied from the Request
 }
 
 // Output is the captured tail of one stream.
@@ -173,6 +190,13 @@ type Output struct {
 	// *SpillCapError when the stream outgrew the spill cap, another error
 	// when the file could not be written. nil otherwise.
 	SpillErr error
+	// Binary reports that the stream is mostly not text: more than a
+	// tenth of its first 8 KiB (of all of it, when shorter) are NUL or
+	// control bytes other than tab, newline, carriage return and escape.
+	// A binary stream has its spill file (SpillPath,
+	// or SpillErr saying why not) even when it is not Truncated, so that
+	// a reader can name the file instead of showing the bytes.
+	Binary bool
 }
 
 // HeadBytes is the most a provider keeps of a stream's start (Output.Head).
@@ -223,8 +247,8 @@ type Result struct {
 }
 
 // SandboxReport is the sandbox a command ran under and what it denied:
-// Mode is "read-only", "workspace-write" or "full-access", Network "on" or
-// "off".
+// Mode is "read-only", "workspace-write" or "full-access", Network the
+// network mode ("on", "public", "allowlist" or "off").
 type SandboxReport struct {
 	Mode    string          `json:"mode"`
 	Network string          `json:"network"`
@@ -232,10 +256,17 @@ type SandboxReport struct {
 }
 
 // SandboxDenial is one operation a sandbox denied: Op is "write" (Path
-// named) or "network" (no path).
+// named), "network" (no path), or "connect" (Host and Port named, and
+// the Reason of the network policy: "not in the allowlist", "denied by
+// <pattern>", "a private address", "the host's own address", "the cloud
+// metadata address", "the user declined", or "conch's own server";
+// docs/sandbox.md#network).
 type SandboxDenial struct {
-	Path string `json:"path,omitempty"`
-	Op   string `json:"op"`
+	Path   string `json:"path,omitempty"`
+	Host   string `json:"host,omitempty"`
+	Port   int    `json:"port,omitempty"`
+	Op     string `json:"op"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Status is the life stage of a background Process.
@@ -283,6 +314,26 @@ type Process interface {
 	Written() (stdout, stderr int64)
 }
 
+// Leftovers is implemented by processes whose provider can tell and end
+// what a command left running once its shell has ended
+// (docs/executor.md#leftover-processes): the members of its process
+// group that outlived it and, where the provider attributes them, the
+// processes that left the group (setsid, double forks) and their
+// descendants. A background task reports them in its status, and its
+// kill ends them (docs/tasks.md#task_kill).
+type Leftovers interface {
+	// Leftovers counts the processes the command started that are still
+	// running. It is 0 until the process has settled (Done is closed). A
+	// process that forks and exits in a loop counts as at least one,
+	// although no look at the process table may find it alive.
+	Leftovers() (int, error)
+	// KillLeftovers kills them (SIGTERM, then SIGKILL after the
+	// provider's grace, or SIGKILL at once) and returns once they are
+	// gone. Before the process has settled it does nothing: Kill stops a
+	// running command and what it started.
+	KillLeftovers() error
+}
+
 // ReadResult is one incremental read of a background process.
 type ReadResult struct {
 	// Stdout and Stderr are the new bytes of each stream, as valid UTF-8.
@@ -303,6 +354,10 @@ type ReadResult struct {
 	// StdoutSpillErr and StderrSpillErr say why a lossy read names no
 	// spill file for that stream (see Output.SpillErr).
 	StdoutSpillErr, StderrSpillErr error
+	// StdoutBinary and StderrBinary report a binary stream (see
+	// Output.Binary); its spill file is then named whether the read is
+	// lossy or not.
+	StdoutBinary, StderrBinary bool
 }
 
 // Empty reports that the read carried nothing new.

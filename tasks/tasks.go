@@ -107,6 +107,20 @@ type Handle interface {
 	Outcome() Outcome
 }
 
+// Leftovers is implemented by Handles whose work can leave processes
+// running after it ended (a bash command's background server, a fork
+// loop; docs/tasks.md#leftovers). The runtime counts them whenever it
+// snapshots a settled task, until a count finds none (none can come back
+// then), and KillLeftovers ends them.
+type Leftovers interface {
+	// Leftovers counts the processes the work left running (0 when it
+	// cannot tell). It is called only once Done is closed, outside the
+	// runtime's locks.
+	Leftovers() int
+	// KillLeftovers kills them and returns once they are gone.
+	KillLeftovers() error
+}
+
 // Options configures a Runtime. A nil *Options means all defaults.
 type Options struct {
 	// MaxPerSession bounds the running-or-stopping tasks of one owner
@@ -166,6 +180,22 @@ type Info struct {
 	// Written is how many bytes of output the task had produced at the
 	// snapshot (Handle.Written).
 	Written int64
+	// Leftovers is how many processes the settled task's work had left
+	// running at the snapshot (a Handle that is a Leftovers); 0 while it
+	// runs.
+	Leftovers int
+}
+
+// StatusLine renders the task's status line: Outcome.StatusLine, and
+// for a settled task that left processes running, "; <N> processes it
+// started are still running" before its closing bracket, e.g. "[status:
+// completed, exit code: 0; 2 processes it started are still running]".
+func (i Info) StatusLine() string {
+	line := i.Outcome.StatusLine()
+	if i.Leftovers == 0 {
+		return line
+	}
+	return line[:len(line)-1] + "; " + strconv.Itoa(i.Leftovers) + " processes it started are still running]"
 }
 
 // Settled reports whether the task had settled when the snapshot was taken.
@@ -291,6 +321,9 @@ type task struct {
 	killRequested bool      // Kill or disposal asked it to stop before it settled
 	collected     bool      // the owner read it after it settled
 	noticePending bool      // in owner.notices and not yet drained
+	// leftoversGone: a count found nothing the settled work left running
+	// (none can come back).
+	leftoversGone bool
 }
 
 // New returns a Runtime. opts may be nil.
@@ -562,10 +595,37 @@ func (t *task) infoLocked() Info {
 	return info
 }
 
+// info snapshots t, what it left running counted; t.owner.mu must not
+// be held.
 func (t *task) info() Info {
 	t.owner.mu.Lock()
-	defer t.owner.mu.Unlock()
-	return t.infoLocked()
+	info := t.infoLocked()
+	t.owner.mu.Unlock()
+	t.countLeftovers(&info)
+	return info
+}
+
+// countLeftovers sets info.Leftovers, a snapshot of t, when t settled
+// and its Handle can tell; t.owner.mu must not be held (a count may scan
+// the process table).
+func (t *task) countLeftovers(info *Info) {
+	lo, ok := t.h.(Leftovers)
+	if !ok || !info.Status.Settled() {
+		return
+	}
+	o := t.owner
+	o.mu.Lock()
+	gone := t.leftoversGone
+	o.mu.Unlock()
+	if gone {
+		return
+	}
+	info.Leftovers = lo.Leftovers()
+	if info.Leftovers == 0 {
+		o.mu.Lock()
+		t.leftoversGone = true
+		o.mu.Unlock()
+	}
 }
 
 // lookup finds id and checks that owner may touch it: an unknown id first,
@@ -639,6 +699,7 @@ func (r *Runtime) Read(owner, id string) (delta string, info Info, err error) {
 		t.collected = true
 	}
 	o.mu.Unlock()
+	t.countLeftovers(&info)
 	return t.h.Read(), info, nil
 }
 
@@ -682,13 +743,18 @@ func (r *Runtime) List(owner string) []Info {
 		return nil
 	}
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	if len(o.tasks) == 0 {
+		o.mu.Unlock()
 		return nil
 	}
-	infos := make([]Info, len(o.tasks))
-	for i, t := range o.tasks {
+	list := slices.Clone(o.tasks)
+	infos := make([]Info, len(list))
+	for i, t := range list {
 		infos[i] = t.infoLocked()
+	}
+	o.mu.Unlock()
+	for i, t := range list {
+		t.countLeftovers(&infos[i])
 	}
 	return infos
 }
@@ -718,7 +784,30 @@ func (r *Runtime) Kill(owner, id, reason string) (info Info, alreadyFinished boo
 	if cancel {
 		t.h.Cancel(reason)
 	}
+	t.countLeftovers(&info)
 	return info, info.Status.Settled(), nil
+}
+
+// KillLeftovers kills what settled task id left running, when its
+// Handle can (a Leftovers), and returns how many processes that was (0
+// when none, or when the task has not settled: Kill stops a running task
+// and what it started) and the snapshot after. Access errors are those
+// of Get.
+func (r *Runtime) KillLeftovers(owner, id string) (n int, info Info, err error) {
+	t, err := r.lookup(owner, id)
+	if err != nil {
+		return 0, Info{}, err
+	}
+	r.settleIfEnded(t, false)
+	info = t.info()
+	lo, ok := t.h.(Leftovers)
+	if !ok || info.Leftovers == 0 {
+		return 0, info, nil
+	}
+	if err := lo.KillLeftovers(); err != nil {
+		return 0, info, err
+	}
+	return info.Leftovers, t.info(), nil
 }
 
 // Notices drains owner's pending completion notices, in settlement order,
@@ -732,11 +821,13 @@ func (r *Runtime) Notices(owner string) []Notice {
 	o.mu.Lock()
 	var out []Notice
 	var handles []Handle
+	var tasks []*task
 	for _, t := range o.notices {
 		t.noticePending = false
 		if !t.collected {
 			out = append(out, Notice{Info: t.infoLocked()})
 			handles = append(handles, t.h)
+			tasks = append(tasks, t)
 		}
 	}
 	clear(o.notices)
@@ -744,6 +835,7 @@ func (r *Runtime) Notices(owner string) []Notice {
 	o.mu.Unlock()
 	for i, h := range handles {
 		out[i].LastOutput = lastLines(h.Peek(NoticeBytes), NoticeLines, NoticeBytes)
+		tasks[i].countLeftovers(&out[i].Info)
 	}
 	return out
 }

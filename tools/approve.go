@@ -17,6 +17,10 @@ const (
 	msgDeclinedFmt = "not run: the user declined %s"
 	msgCannotAsk   = "not run: %s needs approval (%s), but this client cannot ask the user; allow it in the conch configuration or run it yourself"
 	msgNoAnswer    = "not run: no answer from the user"
+	// msgUnansweredFmt: the client answered the question with cancel
+	// without showing it to anyone (Claude Code -p and codex exec answer
+	// every question so, in milliseconds): no one declined anything.
+	msgUnansweredFmt = "not run: the question was not answered (cancel); %s"
 )
 
 // DefaultApprovalTimeout is how long a question to the user stays open.
@@ -25,59 +29,6 @@ const DefaultApprovalTimeout = 10 * time.Minute
 // maxSessionRules bounds what one session remembers: a session answering
 // "for this session" forever must not grow the server without limit.
 const maxSessionRules = 100
-
-// Question is what the user is asked about a command the rules want a
-// yes for.
-type Question struct {
-	// Command is the whole command line, as the model sent it.
-	Command string
-	// Cwd is the directory it would run in.
-	Cwd string
-	// Subject is the simple command that needs the yes (`git push`), or
-	// the whole line when it could not be parsed.
-	Subject string
-	// Reason is why: `rule <rule>`, `dynamic command`, `cannot parse` or
-	// `assignment to <NAME>`.
-	Reason string
-	// SessionPrefix, when not "", is what "allow for this session" would
-	// remember (`git push`): offer that choice only then.
-	SessionPrefix string
-	// Escalation marks the question whether to run a command the
-	// sandbox denied again outside it (docs/sandbox.md); Reason then
-	// says what was denied, and SessionPrefix is "": the answer holds
-	// for this call only.
-	Escalation bool
-}
-
-// Labels of the choices a transport offers the user, in this order:
-// ChoiceOnce, Question.SessionChoice (when not ""), ChoiceDeny.
-const (
-	ChoiceOnce = "Allow once"
-	ChoiceDeny = "Deny"
-)
-
-// SessionChoice is the label of the "for this session" choice, "" when it
-// is not offered.
-func (q Question) SessionChoice() string {
-	if q.SessionPrefix == "" {
-		return ""
-	}
-	return "Allow " + q.SessionPrefix + " for this session"
-}
-
-// Message is the text shown to the user: what conch asks, the command,
-// its directory and why.
-func (q Question) Message() string {
-	why := q.Reason
-	if q.Subject != q.Command {
-		why += ": " + q.Subject
-	}
-	ask := "Allow this command to run?"
-	if q.Escalation {
-		ask = "Run this command again outside the sandbox?"
-	}
-	return ask + "\n\nCommand: " + q.Command + "\nDirectory: " + q.Cwd + "\nReason: " + why
-}
 
 // Answer is the user's answer to a Question.
 type Answer int
@@ -94,6 +45,11 @@ const (
 	// Cancelled aborts the call (ACP's cancelled outcome: the turn was
 	// cancelled), with the error "tool call aborted".
 	Cancelled
+	// Unanswered: the client dismissed the question without an answer
+	// (MCP's cancel), which clients without a user do at once. The call
+	// fails with "not run: the question was not answered (cancel);
+	// <subject>" rather than saying the user declined.
+	Unanswered
 )
 
 // Approver asks the calling session's user about a command. A transport
@@ -177,7 +133,7 @@ func (t *Toolset) decide(ctx context.Context, sess Session, r *rules.Rules, line
 		if ap == nil {
 			return failure(fmt.Sprintf(msgCannotAsk, subject, d.Why()))
 		}
-		q := Question{Command: line, Cwd: cwd, Subject: subject, Reason: d.Why()}
+		q := Question{Kind: AskRule, Command: line, Cwd: cwd, Subject: subject, Reason: d.Why()}
 		sessionRule, remember := d.SessionRule()
 		if remember {
 			q.SessionPrefix = sessionRule.Pattern()
@@ -193,6 +149,8 @@ func (t *Toolset) decide(ctx context.Context, sess Session, r *rules.Rules, line
 		case a == AllowSession: // remembered: decide the line again
 		case a == Cancelled:
 			return failure(msgAborted)
+		case a == Unanswered:
+			return failure(fmt.Sprintf(msgUnansweredFmt, subject))
 		default:
 			return failure(fmt.Sprintf(msgDeclinedFmt, subject))
 		}

@@ -24,6 +24,15 @@ const (
 	msgNoRuntime          = "background tasks unavailable: no task runtime is configured"
 	msgAborted            = "tool call aborted"
 	msgHostType           = "invalid host: expected a string"
+	msgOutsideType        = "invalid outside_sandbox: expected a boolean"
+	msgJustification      = "invalid justification: expected a non-empty string"
+)
+
+// The parameters of a call that asks to run outside the sandbox
+// (docs/sandbox.md#escalation).
+const (
+	paramOutside       = "outside_sandbox"
+	paramJustification = "justification"
 )
 
 // bashArgs are the bash tool's arguments once validated. Nothing else a
@@ -34,6 +43,10 @@ type bashArgs struct {
 	Timeout     time.Duration // 0: not given
 	Workdir     string        // "": not given
 	Background  bool
+	// Outside: the model asks to run the command outside the sandbox,
+	// for Justification (outside_sandbox, justification).
+	Outside       bool
+	Justification string
 }
 
 // parseBashArgs validates a model's arguments in the contract's order,
@@ -115,6 +128,7 @@ func (t *Toolset) request(sess Session, b bashArgs) shell.Request {
 		ManagedEnv: t.managedEnv(sess),
 		Owner:      sess.ID,
 		Workspace:  sess.Cwd,
+		Grants:     t.grants.of(sess.ID),
 	}
 }
 
@@ -125,6 +139,17 @@ const readReserve = 200
 // handle makes p a task whose reads fit a task_output result.
 func (t *Toolset) handle(p shell.Process) *processHandle {
 	return newProcessHandle(p, t.opts.MaxResultBytes-readReserve)
+}
+
+// taskHandle makes p, started on on, a task; a command outside the
+// sandbox has what it left running killed when it ends, before the task
+// settles.
+func (t *Toolset) taskHandle(p shell.Process, on target) tasks.Handle {
+	h := t.handle(p)
+	if !on.outside {
+		return h
+	}
+	return newOutsideHandle(h)
 }
 
 // expandHome expands "~" and "~/…" to the home directory, as a shell
@@ -170,6 +195,7 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 	}
 	host, raw, hostErr := t.takeHost(raw)
 	tty, raw, ttyErr := t.takeTTY(raw)
+	outside, justification, raw, outsideErr := t.takeOutside(raw)
 	b, err := parseBashArgs(raw, t.background())
 	if err != nil {
 		return errorResult(err.Error()), nil
@@ -177,8 +203,18 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 	if ttyErr != nil {
 		return errorResult(ttyErr.Error()), nil
 	}
+	if outsideErr != nil {
+		return errorResult(outsideErr.Error()), nil
+	}
 	if hostErr != nil {
 		return errorResult(hostErr.Error()), nil
+	}
+	b.Outside, b.Justification = outside, justification
+	switch {
+	case b.Outside && host != HostLocal:
+		return errorResult(msgOutsideHostPrefix + host), nil
+	case b.Outside && tty:
+		return errorResult(msgOutsideTTY), nil
 	}
 	if b.Background && t.opts.Tasks == nil {
 		return errorResult(msgNoRuntime), nil
@@ -194,7 +230,7 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 	}
 	req := t.request(sess, b)
 	if host != HostLocal {
-		req.Workdir, req.Workspace = b.Workdir, ""
+		req.Workdir, req.Workspace, req.Grants = b.Workdir, "", nil
 	}
 	spec, err := on.ex.Resolve(req)
 	if err != nil {
@@ -204,10 +240,20 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 	if fail != nil {
 		return *fail, nil
 	}
-	spec.Narrowing = n    // decided with the rules, from the same reading of the file
+	spec.Narrowing = n // decided with the rules, from the same reading of the file
+	if b.Outside {
+		if fail := t.askOutside(ctx, b, spec.Workdir, co); fail != nil {
+			return *fail, nil
+		}
+		on = target{ex: t.opts.Unsandboxed, kind: kindBash, outside: true}
+		if spec, err = on.ex.Resolve(req); err != nil {
+			return errorResult(err.Error()), nil
+		}
+	}
 	if ctx.Err() != nil { // cancelled while the user was answering
 		return errorResult(msgAborted), nil
 	}
+	defer t.lendNetworkAsker(sess, on, co.Approver)()
 	switch {
 	case tty && b.Background:
 		return t.startTerminalTask(sess, b, on, spec), nil
@@ -215,16 +261,22 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 		return t.foregroundTerminal(ctx, sess, b, on, spec, co)
 	case b.Background:
 		return t.startBackground(sess, b, on, spec), nil
+	case b.Outside:
+		res, render := t.foreground(ctx, sess, b, on, spec, co)
+		return res, withLine(render, EscalatedLine)
 	}
 	return t.foreground(ctx, sess, b, on, spec, co)
 }
 
 // target is where a call runs: an executor and the kind of its tasks,
-// and, for a tty call, the executor's terminals.
+// and, for a tty call, the executor's terminals. outside: the executor
+// runs commands outside the sandbox, with the user's yes for this call
+// alone, so what a command leaves running is killed when it ends.
 type target struct {
-	ex    shell.Executor
-	kind  string
-	terms shell.Terminals
+	ex      shell.Executor
+	kind    string
+	terms   shell.Terminals
+	outside bool
 }
 
 // on returns the target of host (HostLocal or a configured name).
@@ -257,6 +309,39 @@ func (t *Toolset) takeHost(raw json.RawMessage) (host string, rest json.RawMessa
 	return host, raw, nil
 }
 
+// takeOutside takes outside_sandbox and justification out of raw when
+// the deployment takes them (it offers them with an executor outside the
+// sandbox, and takes them unlisted with a sandbox and escalation off, to
+// say so); they were refused as unknown otherwise. err is a value of the
+// wrong type, or a missing or blank justification for outside_sandbox
+// true, reported after the other arguments' errors. null is not given.
+func (t *Toolset) takeOutside(raw json.RawMessage) (outside bool, justification string, rest json.RawMessage, err error) {
+	if offered, hidden := t.outsideParams(); !offered && !hidden {
+		return false, "", raw, nil
+	}
+	v, raw := takeKey(raw, paramOutside)
+	j, raw := takeKey(raw, paramJustification)
+	if v != nil && string(v) != "null" && json.Unmarshal(v, &outside) != nil {
+		return false, "", raw, argErr(msgOutsideType)
+	}
+	given := j != nil && string(j) != "null"
+	if given && json.Unmarshal(j, &justification) != nil || outside && strings.TrimSpace(justification) == "" {
+		return false, "", raw, argErr(msgJustification)
+	}
+	return outside, justification, raw, nil
+}
+
+// outsideParams says whether bash offers outside_sandbox and
+// justification (an executor outside the sandbox is configured), or
+// takes them without listing them (a sandbox runs and escalation is
+// off: a model that asks is told so).
+func (t *Toolset) outsideParams() (offered, hidden bool) {
+	if t.opts.Unsandboxed != nil {
+		return true, false
+	}
+	return false, t.opts.Sandbox.Enforced
+}
+
 // takeKey takes key out of the JSON object raw: its value (nil when
 // absent) and the object without it. raw is returned as is when it is
 // not an object or lacks key.
@@ -284,6 +369,12 @@ func (t *Toolset) bashKeys() (params, hidden []string) {
 	if t.terminals() != nil {
 		params = append(params, paramTTY)
 	}
+	switch offered, unlisted := t.outsideParams(); {
+	case offered:
+		params = append(params, paramOutside, paramJustification)
+	case unlisted:
+		hidden = append(hidden, paramOutside, paramJustification)
+	}
 	if t.hosts != nil {
 		params = append(params, "host")
 	}
@@ -306,7 +397,7 @@ func (t *Toolset) startBackground(sess Session, b bashArgs, on target, spec shel
 		if err != nil {
 			return nil, err
 		}
-		return t.handle(p), nil
+		return t.taskHandle(p, on), nil
 	})
 	if err != nil {
 		return errorResult(taskError(err))
@@ -342,13 +433,38 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b bashArgs, on t
 	sample, stop := live.pace()
 	defer stop()
 	end := func() (Result, func(int) Result) {
-		res := p.Result()
-		again := t.escalates(ctx, on, b, spec, res, co)
-		if live != nil {
-			live.finish(&res, again)
+		if on.outside {
+			killLeftovers(p)
 		}
-		if again {
-			return t.escalate(ctx, sess, b, co)
+		res := p.Result()
+		again, dir := t.askRerun(ctx, sess, on, b, spec, res, co)
+		if live != nil {
+			switch again {
+			case rerunDeclined:
+				live.after = DeclinedLine
+			case rerunUnanswered:
+				live.after = UnansweredLine
+			}
+			live.finish(&res, again == rerunOutside || again == rerunGranted)
+		}
+		switch again {
+		case rerunOutside:
+			out := target{ex: t.opts.Unsandboxed, kind: kindBash, outside: true}
+			spec, err := out.ex.Resolve(t.request(sess, b))
+			if err != nil {
+				return errorResult(err.Error()), nil
+			}
+			return t.rerun(ctx, sess, b, out, spec, RanAgainLine, co)
+		case rerunGranted:
+			wider := spec
+			wider.Grants = t.grants.of(sess.ID)
+			return t.rerun(ctx, sess, b, on, wider, grantedLine(dir), co)
+		case rerunDeclined:
+			_, render := finished(p)
+			return Result{}, withLine(render, DeclinedLine)
+		case rerunUnanswered:
+			_, render := finished(p)
+			return Result{}, withLine(render, UnansweredLine)
 		}
 		return finished(p)
 	}
@@ -416,12 +532,12 @@ func finished(p shell.Process) (Result, func(int) Result) {
 // from there, so no byte is lost or repeated. Its timeout still applies,
 // and the marker says so.
 func (t *Toolset) yieldToTask(sess Session, b bashArgs, on target, spec shell.Spec, p shell.Process) (func(int) Result, bool) {
-	h := t.handle(p)
+	h := t.taskHandle(p, on)
 	info, err := t.opts.Tasks.Start(sess.ID, on.kind, b.Command, func() (tasks.Handle, error) { return h, nil })
 	if err != nil {
 		return nil, false
 	}
-	read := p.Read()
+	read := binaryRead(p.Read(), p)
 	ms := t.opts.YieldAfter.Milliseconds()
 	marker := "[still running after " + strconv.FormatInt(ms, 10) + "ms; moved to background task " + info.ID +
 		" (its " + strconv.FormatInt(spec.Timeout.Milliseconds(), 10) + "ms timeout still applies)" +

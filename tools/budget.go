@@ -46,6 +46,9 @@ type streamIn struct {
 
 // outputStream is a foreground result's stream for the renderer.
 func outputStream(o shell.Output) streamIn {
+	if o.Binary {
+		return binaryOutput(o)
+	}
 	if !o.Truncated {
 		return wholeStream(o.Text, where(HostPath(o.Host, o.SpillPath), o.SpillErr, false))
 	}

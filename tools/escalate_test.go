@@ -9,8 +9,11 @@ import (
 	"github.com/conch-dev/conch/tools"
 )
 
-// TestDeniedBySandbox: the reason an escalation question gives for each
-// kind of denial, and no question without one.
+// TestDeniedBySandbox: the reason a question after a denial gives for
+// each kind of denial, in the order the sandbox recorded them, and no
+// question without one: a sandbox marker naming no denial recorded (a
+// note drawn from what the command printed) asks nothing
+// (docs/sandbox.md#escalation).
 func TestDeniedBySandbox(t *testing.T) {
 	ws := &shell.SandboxReport{Mode: "workspace-write", Network: "off"}
 	with := func(d ...shell.SandboxDenial) *shell.SandboxReport {
@@ -32,9 +35,10 @@ func TestDeniedBySandbox(t *testing.T) {
 		{"one write", shell.Result{Sandbox: with(write("/h/x"))}, "the sandbox denied a write to /h/x", true},
 		{"two writes", shell.Result{Sandbox: with(write("/h/x"), write("/h/y"))}, "the sandbox denied a write to /h/x, /h/y", true},
 		{"network", shell.Result{Sandbox: with(network)}, "the sandbox denied network access", true},
-		{"write and network", shell.Result{Sandbox: with(network, write("/h/x"))}, "the sandbox denied a write to /h/x and network access", true},
-		{"no path", shell.Result{Sandbox: with(), Notes: []string{"[sandbox: file access denied under workspace-write mode]"}},
-			"the sandbox denied file access (no path could be named)", true},
+		{"network and write", shell.Result{Sandbox: with(network, write("/h/x"))}, "the sandbox denied network access and a write to /h/x", true},
+		{"write, read, write", shell.Result{Sandbox: with(write("/h/x"), shell.SandboxDenial{Path: "/s", Op: "read"}, write("/h/y"), write("/h/x"))},
+			"the sandbox denied a write to /h/x, /h/y and a read of /s", true},
+		{"a marker without a record", shell.Result{Sandbox: with(), Notes: []string{"[sandbox: file access denied under workspace-write mode]"}}, "", false},
 	} {
 		reason, ok := tools.DeniedBySandbox(c.res)
 		if reason != c.reason || ok != c.ok {

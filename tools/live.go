@@ -50,6 +50,10 @@ type liveOutput struct {
 	shown   int64           // bytes reported and pending
 	stopped bool            // past MaxLiveOutput
 	lastNL  bool            // the last byte shown was a newline, or nothing was shown
+	// after is a line the final report ends with, after the markers: the
+	// user's answer to a question about the command that left the result
+	// as it is (docs/sandbox.md#escalation).
+	after string
 }
 
 // newLiveOutput follows src (a shell.Process, a shell.Terminal), whose
@@ -166,6 +170,9 @@ func (l *liveOutput) finish(res *shell.Result, again bool) {
 		if len(m) > 0 {
 			l.write(lineStart(l.lastNL) + strings.Join(m, "\n"))
 		}
+	}
+	if l.after != "" && !again {
+		l.write(lineStart(l.lastNL) + l.after)
 	}
 	if again {
 		l.write(lineStart(l.lastNL))

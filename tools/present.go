@@ -110,17 +110,17 @@ func PresentResult(tool string, args json.RawMessage, texts []string, isError bo
 	if !ok {
 		return View{}, false
 	}
-	// An escalated result's own line follows its exit marker
-	// (docs/sandbox.md): the pill shows the second run's exit, the text
+	// The line of the user's answer follows the exit marker
+	// (docs/sandbox.md#escalation): the pill shows the exit, the text
 	// keeps the line.
-	body, escalated := strings.CutSuffix(text, "\n"+EscalatedLine)
+	body, answer := cutAnswerLine(text)
 	if isError || !call.Terminal() || yieldedMarker.MatchString(body) {
 		return View{Card: CardGeneric, Content: []string{ConsoleFence(text)}}, true
 	}
 	st := parseExitStatus(body)
 	out := st.Output
-	if escalated {
-		out = withMarkers(out, EscalatedLine)
+	if answer != "" {
+		out = withMarkers(out, answer)
 	}
 	v = View{Card: CardTerminal, Output: &out}
 	if st.Signal != "" {
@@ -130,6 +130,23 @@ func PresentResult(tool string, args json.RawMessage, texts []string, isError bo
 		v.ExitCode = &code
 	}
 	return v, true
+}
+
+// grantedLinePattern matches grantedLine's text.
+var grantedLinePattern = regexp.MustCompile(`\n(\[ran again with writes to [^\n]* allowed for this session\])$`)
+
+// cutAnswerLine cuts the line of a question's answer off the end of a
+// result text: body is the rest, line "" when there is none.
+func cutAnswerLine(text string) (body, line string) {
+	for _, l := range []string{EscalatedLine, RanAgainLine, DeclinedLine, UnansweredLine} {
+		if b, ok := strings.CutSuffix(text, "\n"+l); ok {
+			return b, l
+		}
+	}
+	if m := grantedLinePattern.FindStringSubmatchIndex(text); m != nil {
+		return text[:m[0]], text[m[2]:m[3]]
+	}
+	return text, ""
 }
 
 // ConsoleFence wraps text in a ```console block for a UI that cannot draw

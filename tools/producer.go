@@ -20,7 +20,10 @@ type processHandle struct {
 	endShown atomic.Bool
 }
 
-var _ tasks.Handle = (*processHandle)(nil)
+var (
+	_ tasks.Handle    = (*processHandle)(nil)
+	_ tasks.Leftovers = (*processHandle)(nil)
+)
 
 // newProcessHandle makes p a task the runtime can own; each read's text
 // is held to budget bytes (see renderRead), its end markers aside.
@@ -36,7 +39,7 @@ func newProcessHandle(p shell.Process, budget int) *processHandle {
 // yielded foreground call) and was ended by it.
 func (h *processHandle) Read() string {
 	ended := ended(h.p) // before the read: once ended, it gets all the rest
-	r := h.p.Read()
+	r := binaryRead(h.p.Read(), h.p)
 	if !ended || h.endShown.Swap(true) {
 		return renderRead(r, h.budget)
 	}
@@ -68,6 +71,15 @@ func (h *processHandle) Sandbox() *shell.SandboxReport {
 // it: shell.Process.Peek of each stream, joined as a read joins them.
 func (h *processHandle) Peek(maxBytes int) string {
 	r := h.p.Peek(maxBytes)
+	if ended(h.p) {
+		// A binary stream's end is no use in a notice either.
+		done := h.p.Result()
+		r.StdoutBinary, r.StderrBinary = done.Stdout.Binary, done.Stderr.Binary
+		r.StdoutSpill, r.StderrSpill = done.Stdout.SpillPath, done.Stderr.SpillPath
+		r.StdoutSpillErr, r.StderrSpillErr = done.Stdout.SpillErr, done.Stderr.SpillErr
+		r.Host = done.Stdout.Host
+		r = binaryRead(r, h.p)
+	}
 	return renderRead(shell.ReadResult{Stdout: r.Stdout, Stderr: r.Stderr}, h.budget)
 }
 
@@ -75,6 +87,28 @@ func (h *processHandle) Peek(maxBytes int) string {
 func (h *processHandle) Written() int64 {
 	o, e := h.p.Written()
 	return o + e
+}
+
+// Leftovers counts what the command left running, when its provider can
+// tell (shell.Leftovers); 0 when it cannot.
+func (h *processHandle) Leftovers() int {
+	lo, ok := h.p.(shell.Leftovers)
+	if !ok {
+		return 0
+	}
+	n, err := lo.Leftovers()
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// KillLeftovers kills what the command left running.
+func (h *processHandle) KillLeftovers() error {
+	if lo, ok := h.p.(shell.Leftovers); ok {
+		return lo.KillLeftovers()
+	}
+	return nil
 }
 
 // Cancel kills the process group (SIGTERM, SIGKILL after the grace).
@@ -133,3 +167,24 @@ func readShown(r shell.ReadResult, budget int, markers ...string) shownStreams {
 		readStream(r.Stderr, r.StderrSkipped, HostPath(r.Host, r.StderrSpill), r.StderrSpillErr),
 		budget, markers...)
 }
+
+// outsideHandle is the task of a command that runs outside the sandbox:
+// it settles once the command ended and what it left running was killed
+// (docs/sandbox.md#escalation).
+type outsideHandle struct {
+	*processHandle
+	done chan struct{}
+}
+
+func newOutsideHandle(h *processHandle) *outsideHandle {
+	o := &outsideHandle{processHandle: h, done: make(chan struct{})}
+	go func() {
+		<-h.p.Done()
+		killLeftovers(h.p)
+		close(o.done)
+	}()
+	return o
+}
+
+// Done is closed once the command ended and its leftovers are gone.
+func (h *outsideHandle) Done() <-chan struct{} { return h.done }

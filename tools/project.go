@@ -24,12 +24,23 @@ const msgProjectFmt = "not run: bad project configuration: %v"
 type Sandbox struct {
 	// Mode is "read-only", "workspace-write" ("" too) or "full-access".
 	Mode string
-	// Network is "on" ("" too) or "off".
+	// Network is the network mode: "on" ("" too), "public", "allowlist"
+	// or "off".
 	Network string
 	// Unavailable, when not "", says why the commands have no sandbox a
 	// project could narrow (containment off or unavailable): a project
 	// file's sandbox keys then fail its session's bash calls with it.
 	Unavailable string
+	// Enforced says that the commands run in this sandbox (or in what
+	// of it the host enforces): the bash description states it, and a
+	// call asking to leave it (outside_sandbox) is told when escalation
+	// is off (Options.Unsandboxed nil). The zero value says nothing about
+	// a sandbox.
+	Enforced bool
+	// Writable are the directories commands may write besides the
+	// session's working directory (the temp dirs, the cache dir, the
+	// configured writable roots), as the description names them.
+	Writable []string
 }
 
 // maxProjects bounds the project files remembered: sessions in ever new

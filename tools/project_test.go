@@ -85,11 +85,11 @@ func TestProjectAllowRefused(t *testing.T) {
 	e := projectEnv(t, user)
 	start := time.Now().Add(-time.Hour)
 	p := writeProject(t, e.dir, "[rules]\nallow = [\"Bash(touch:*)\"]\n", start)
-	want := "not run: bad project configuration: config " + p + ":2: rules.allow: a project file may only add rules.deny, rules.ask and sandbox.deny_read, and set a stricter sandbox.mode or sandbox.network = \"off\""
+	want := "not run: bad project configuration: config " + p + ":2: rules.allow: a project file may only add rules.deny, rules.ask, sandbox.deny_read and sandbox.network.deny, and set a stricter sandbox.mode or network mode (sandbox.network.mode, with allow and ask when it narrows to allowlist)"
 	wantError(t, e.bash("touch x"), want)
 	wantError(t, e.bash("echo hi"), want)
 	p = writeProject(t, e.dir, "timeout_ms = 1\n", start.Add(time.Minute))
-	wantError(t, e.bash("echo hi"), "not run: bad project configuration: config "+p+":1: timeout_ms: a project file may only add rules.deny, rules.ask and sandbox.deny_read, and set a stricter sandbox.mode or sandbox.network = \"off\"")
+	wantError(t, e.bash("echo hi"), "not run: bad project configuration: config "+p+":1: timeout_ms: a project file may only add rules.deny, rules.ask, sandbox.deny_read and sandbox.network.deny, and set a stricter sandbox.mode or network mode (sandbox.network.mode, with allow and ask when it narrows to allowlist)")
 	writeProject(t, e.dir, "", start.Add(2*time.Minute))
 	wantOK(t, e.bash("echo hi"))
 	wantError(t, e.bash("touch x"), "denied by rule Bash(touch:*): touch x")

@@ -50,6 +50,14 @@ type bashLimits struct {
 	Background                 bool
 	TTY                        bool     // tty is offered
 	Notes                      []string // Options.BashNotes
+	// Sandbox is the sandbox the commands run in (nil: the description
+	// says nothing of one); Escalation, that a command may leave it with
+	// the user's yes (outside_sandbox is offered).
+	Sandbox    *Sandbox
+	Escalation bool
+	// Scrubbed names the variables the executor removes from commands'
+	// environment (Options.Scrubbed).
+	Scrubbed []string
 }
 
 // bashDescription is the bash tool's description: what a model must know
@@ -67,7 +75,7 @@ func bashDescription(l bashLimits) string {
 		"joined by a line that says how much was left out and names the file holding the full output. ")
 	if !l.Background {
 		b.WriteString("Background execution is not available; long-running commands must finish within the timeout.")
-		return withNotes(b.String(), l.Notes)
+		return withNotes(b.String(), l.Notes) + sandboxParagraph(l)
 	}
 	b.WriteString("Set `run_in_background: true` for long-running commands (servers, watchers, long builds): the call returns a task id at once; read the task's output with `task_output` and stop it with `task_kill`.")
 	if l.Yield > 0 {
@@ -78,7 +86,68 @@ func bashDescription(l bashLimits) string {
 			"and when it waits for input (no output for " + ms(InputIdle) + ") the call returns the screen so far and moves it to a background task; " +
 			"type into it with `task_input`, read it with `task_output`, stop it with `task_kill`.")
 	}
-	return withNotes(b.String(), l.Notes)
+	return withNotes(b.String(), l.Notes) + sandboxParagraph(l)
+}
+
+// maxScrubbedNames bounds the variable names the description lists.
+const maxScrubbedNames = 30
+
+// sandboxParagraph is what a model must know before it trips on the
+// sandbox (docs/tools.md#description): the mode and the network, where
+// commands may write and what stays read-only there, what a `[sandbox:
+// …]` line means, how to ask to leave the sandbox, and which variables
+// commands do not get; after a blank line, "" when there is nothing to
+// say.
+func sandboxParagraph(l bashLimits) string {
+	var b strings.Builder
+	if sb := l.Sandbox; sb != nil {
+		mode, network := sb.Mode, sb.Network
+		if mode == "" {
+			mode = "workspace-write"
+		}
+		if network == "" {
+			network = "on"
+		}
+		b.WriteString("Commands run in a sandbox (mode " + mode + ", network " + network + "). ")
+		if network == "off" {
+			b.WriteString("No connection reaches any address, 127.0.0.1 included. ")
+		}
+		switch mode {
+		case "full-access":
+			b.WriteString("They may write anywhere the user may. ")
+		case "read-only":
+			b.WriteString("They may write only in the temp directories (" + strings.Join(sb.Writable, ", ") + "); everything else is read-only. ")
+		default:
+			where := "the session's working directory (the workspace)"
+			if len(sb.Writable) > 0 {
+				where += " and in " + strings.Join(sb.Writable, ", ") + " (temp directories and caches)"
+			}
+			b.WriteString("They may write only in " + where + "; everything else is read-only, " +
+				"and inside them `.git/hooks`, `.git/config` and conch's own files stay read-only too. ")
+		}
+		b.WriteString("A `[sandbox: …]` line after the output names an operation the sandbox denied: the command failed because of it, and running it again the same way fails again. ")
+		if l.Escalation {
+			b.WriteString("When a command must do what the sandbox denies, set `outside_sandbox: true` and say why in `justification`: the user is asked first, and it runs outside the sandbox only with their yes.")
+		} else {
+			b.WriteString("Commands cannot be run outside the sandbox in this deployment.")
+		}
+	}
+	if len(l.Scrubbed) > 0 {
+		if b.Len() > 0 {
+			b.WriteString(" ")
+		}
+		names := l.Scrubbed
+		more := ""
+		if len(names) > maxScrubbedNames {
+			names, more = names[:maxScrubbedNames], " and "+strconv.Itoa(len(names)-maxScrubbedNames)+" more"
+		}
+		b.WriteString("These variables of the server's environment are not passed to commands (a tool that needs one fails as if logged out): " +
+			strings.Join(names, ", ") + more + "; the user can pass one through with `--pass-env NAME`.")
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return "\n\n" + b.String()
 }
 
 // withNotes is a description followed by the deployment's notes, each a
@@ -104,6 +173,13 @@ const bashInputProperties = `"command":{"type":"string","description":"The bash 
 	`"timeoutMs":{"type":"number","description":"Timeout in milliseconds. The deployment's default applies when omitted, and its maximum caps it."},` +
 	`"workdir":{"type":"string","description":"Working directory for this call. Relative paths resolve against the session's working directory; ~ is the home directory."}`
 
+// The properties of outside_sandbox and justification, which bash offers
+// with an executor outside the sandbox (docs/sandbox.md#escalation).
+const (
+	outsideProperty       = `{"type":"boolean","description":"Run this command outside the sandbox. The user is asked first, with your justification, and it runs only with their yes: use it only for what the sandbox denies."}`
+	justificationProperty = `{"type":"string","description":"Why the command must run outside the sandbox, shown to the user in the question. Required with outside_sandbox."}`
+)
+
 var (
 	bashInputSchema = json.RawMessage(`{"type":"object","properties":{` + bashInputProperties +
 		`,"run_in_background":{"type":"boolean","description":"Start the command as a background task and return its id at once."}` +
@@ -117,8 +193,8 @@ var (
 	// under and what it denied (docs/sandbox.md).
 	sandboxSchema = `{"type":"object","properties":{` +
 		`"mode":{"type":"string","enum":["read-only","workspace-write","full-access"]},` +
-		`"network":{"type":"string","enum":["on","off"]},` +
-		`"denied":{"type":"array","items":{"type":"object","properties":{"path":{"type":"string"},"op":{"type":"string","enum":["write","network"]}},"required":["op"]}}` +
+		`"network":{"type":"string","enum":["on","public","allowlist","off"]},` +
+		`"denied":{"type":"array","items":{"type":"object","properties":{"path":{"type":"string"},"host":{"type":"string"},"port":{"type":"integer"},"op":{"type":"string","enum":["write","read","network","connect"]},"reason":{"type":"string"}},"required":["op"]}}` +
 		`},"required":["mode","network","denied"]}`
 
 	bashOutputSchema = json.RawMessage(`{"type":"object","properties":{` +
@@ -137,7 +213,7 @@ var (
 
 	// taskStateProperties are TaskState's fields in an output schema.
 	taskStateProperties = `"status":{"type":"string"},"detail":{"type":"string"},"exitCode":{"type":"integer"},"signal":{"type":"string"},` +
-		`"timedOut":{"type":"boolean"},"timeoutMs":{"type":"integer"},"elapsedMs":{"type":"integer"}`
+		`"timedOut":{"type":"boolean"},"timeoutMs":{"type":"integer"},"elapsedMs":{"type":"integer"},"leftRunning":{"type":"integer"}`
 
 	taskOutputOutputSchema = json.RawMessage(`{"type":"object","properties":{` +
 		`"taskId":{"type":"string"},` + taskStateProperties + `,"output":{"type":"string"},"sandbox":` + sandboxSchema +
@@ -159,7 +235,7 @@ var (
 	taskKillParams         = schemaParams(taskKillInputSchema)
 
 	taskKillOutputSchema = json.RawMessage(`{"type":"object","properties":{` +
-		`"taskId":{"type":"string"},` + taskStateProperties + `,"alreadyFinished":{"type":"boolean"}` +
+		`"taskId":{"type":"string"},` + taskStateProperties + `,"alreadyFinished":{"type":"boolean"},"killedLeftovers":{"type":"integer"}` +
 		`},"required":["taskId","status","elapsedMs","alreadyFinished"]}`)
 )
 

@@ -127,7 +127,7 @@ func (t *Toolset) readTask(rt *tasks.Runtime, sess Session, id string, waitedOut
 	if !strings.HasSuffix(text, "\n") {
 		text += "\n"
 	}
-	line := info.Outcome.StatusLine()
+	line := info.StatusLine()
 	if waitedOut && !info.Settled() {
 		line = waitedOutLine(info.Status, waited)
 	}
@@ -203,12 +203,16 @@ func boolRank(b bool) int {
 }
 
 // taskLine is one task as task_list shows it: "<id> [<kind>] <status>[,
-// <details>], <elapsed> — <label>", e.g. "bash-1 [bash] completed, exit
-// code: 1, 1m12s — go test -race ./...". The label is oneLineLabel's.
+// <details>][, <N> processes still running], <elapsed> — <label>", e.g.
+// "bash-1 [bash] completed, exit code: 1, 1m12s — go test -race ./...".
+// The label is oneLineLabel's.
 func taskLine(info tasks.Info) string {
 	status := string(info.Status)
 	if d := info.Outcome.Details(); d != "" {
 		status += ", " + d
+	}
+	if info.Leftovers > 0 {
+		status += ", " + strconv.Itoa(info.Leftovers) + " processes still running"
 	}
 	return info.ID + " [" + info.Kind + "] " + status + ", " + elapsed(info.Elapsed) + " — " + oneLineLabel(info.Label)
 }
@@ -276,9 +280,24 @@ func (t *Toolset) taskKill(ctx context.Context, sess Session, raw json.RawMessag
 	if err != nil {
 		return errorResult(taskError(err))
 	}
+	if already && info.Leftovers > 0 {
+		// The task ended, but what it started runs on: that is what
+		// the model wants stopped (docs/tasks.md#task_kill).
+		n, after, err := rt.KillLeftovers(sess.ID, id)
+		if err != nil {
+			return errorResult("kill what task " + info.ID + " left running: " + err.Error())
+		}
+		if n > 0 {
+			return Result{
+				Text:  "killed what task " + info.ID + " left running (" + strconv.Itoa(n) + " processes) " + after.StatusLine(),
+				Value: TaskKillValue{TaskID: after.ID, TaskState: taskState(after), AlreadyFinished: true, KilledLeftovers: n},
+			}
+		}
+		info = after
+	}
 	if already {
 		return Result{
-			Text:  "task " + info.ID + " had already finished " + info.Outcome.StatusLine(),
+			Text:  "task " + info.ID + " had already finished " + info.StatusLine(),
 			Value: TaskKillValue{TaskID: info.ID, TaskState: taskState(info), AlreadyFinished: true},
 		}
 	}
@@ -295,7 +314,7 @@ func (t *Toolset) taskKill(ctx context.Context, sess Session, raw json.RawMessag
 	if !info.Settled() {
 		return Result{Text: "requested cancellation of task " + info.ID + "; it is still stopping", Value: v}
 	}
-	return Result{Text: "killed task " + info.ID + " " + info.Outcome.StatusLine(), Value: v}
+	return Result{Text: "killed task " + info.ID + " " + info.StatusLine(), Value: v}
 }
 
 // killWait bounds task_kill's wait: the executor's grace plus
@@ -333,7 +352,7 @@ func renderNotice(n tasks.Notice) string { return NoticeText(n, "task_output") }
 // tool call).
 func NoticeText(n tasks.Notice, readWith string) string {
 	s := "background task " + n.ID + " (" + n.Kind + ": " + oneLineLabel(n.Label) + ") finished " +
-		n.Outcome.StatusLine() + " after " + elapsed(n.Elapsed) + "."
+		n.StatusLine() + " after " + elapsed(n.Elapsed) + "."
 	if n.LastOutput != "" {
 		s += " Last output:\n" + n.LastOutput + "\n"
 	} else {

@@ -88,14 +88,19 @@ type Options struct {
 	// (default DefaultApprovalTimeout); the call's cancellation ends it
 	// sooner.
 	ApprovalTimeout time.Duration
-	// Unsandboxed, if set, is the executor that runs a command again
-	// outside the sandbox after the user said yes (docs/sandbox.md,
-	// escalation): when a foreground command on this machine ended with
-	// what its sandbox denied it (shell.Result.Sandbox), the call's
-	// Approver is asked once, and on "Allow once" the command line runs
-	// again on Unsandboxed, whose result, followed by EscalatedLine, is
-	// the call's. Nil never asks (escalation "never"). The Toolset does not
-	// close it; it ends its sessions' leftovers like the executor's.
+	// Unsandboxed, if set, is the executor that runs commands outside
+	// the sandbox with the user's yes (docs/sandbox.md#escalation): bash
+	// then offers outside_sandbox and justification, whose call asks the
+	// user through the call's Approver before anything runs; and when a
+	// foreground command on this machine ended with what its sandbox
+	// recorded denying it (shell.Result.Sandbox.Denied), the Approver is
+	// asked once whether to run it again here ("Allow once") or in the
+	// session's sandbox with a directory granted for the session. What a
+	// command run here leaves running is killed when it ends (with
+	// shell.Leftovers). Nil asks nothing (escalation "never"; with
+	// Sandbox.Enforced, a call with outside_sandbox is told so). The
+	// Toolset does not close it; it ends its sessions' leftovers like the
+	// executor's.
 	Unsandboxed shell.Executor
 	// Hosts are the remote hosts a model may run commands on, by name
 	// ("local" is this machine and cannot be one of them). With hosts,
@@ -107,6 +112,10 @@ type Options struct {
 	// adds "Commands run without a file sandbox on this host." where the
 	// host cannot enforce the default sandbox, docs/sandbox.md).
 	BashNotes []string
+	// Scrubbed names the variables the executor removes from commands'
+	// environment (local.Executor.Scrubbed): the bash description lists
+	// them, names only, and says how the user passes one through.
+	Scrubbed []string
 }
 
 // Host is a remote host of Options.Hosts: its name, as the model sees it,
@@ -139,6 +148,7 @@ type Toolset struct {
 	opts     Options
 	limits   bashLimits
 	approved approvals
+	grants   grants
 	projects projects
 	hosts    map[string]shell.Executor
 }
@@ -180,7 +190,13 @@ func New(ex shell.Executor, opts *Options) *Toolset {
 		t.opts.MaxResultBytes = DefaultMaxResultBytes
 	}
 	t.opts.MaxResultBytes = max(t.opts.MaxResultBytes, MinResultBytes)
-	t.limits = bashLimits{Budget: t.opts.MaxResultBytes, Background: t.background(), TTY: t.terminals() != nil, Notes: t.opts.BashNotes}
+	t.limits = bashLimits{Budget: t.opts.MaxResultBytes, Background: t.background(), TTY: t.terminals() != nil, Notes: t.opts.BashNotes,
+		Scrubbed: t.opts.Scrubbed}
+	if t.opts.Sandbox.Enforced {
+		sb := t.opts.Sandbox
+		t.limits.Sandbox = &sb
+	}
+	t.limits.Escalation, _ = t.outsideParams()
 	if t.yields() {
 		t.limits.Yield = t.opts.YieldAfter
 	}
@@ -304,6 +320,9 @@ func (t *Toolset) Tools() []Tool {
 	}
 	if t.terminals() != nil {
 		bash.InputSchema = withParam(bash.InputSchema, paramTTY, ttyProperty)
+	}
+	if offered, _ := t.outsideParams(); offered {
+		bash.InputSchema = withParam(withParam(bash.InputSchema, paramOutside, outsideProperty), paramJustification, justificationProperty)
 	}
 	if t.hosts != nil {
 		bash.InputSchema = withHostParam(bash.InputSchema, t.hostNames())
@@ -434,6 +453,7 @@ func (t *Toolset) textBudget(notices []Notice) int {
 // left running is killed. It returns once all of it is gone.
 func (t *Toolset) EndSession(id string) {
 	t.approved.forget(id)
+	t.grants.forget(id)
 	if t.opts.Tasks != nil {
 		t.opts.Tasks.Dispose(id)
 	}

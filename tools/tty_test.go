@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/conch-dev/conch/internal/term"
+	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/tools"
 )
 
@@ -168,7 +169,10 @@ func TestTTYPython(t *testing.T) {
 		t.Skip("no python3 here")
 	}
 	e := newEnv(t, envOpts{})
-	id := moved(t, e.ttyCall("python3 -q"), ">>> ")
+	// The interpreter itself, not a version manager's shim, which takes
+	// seconds on a loaded machine: the prompt must come within the
+	// yield window.
+	id := moved(t, e.ttyCall(testutil.Python3(t)+" -q"), ">>> ")
 	if got := e.input(id, "6*7", "Enter").Text; got != ">>> 6*7\n42\n>>> \n[status: running]" {
 		t.Errorf("6*7: %q", got)
 	}
@@ -182,7 +186,9 @@ func TestTTYPython(t *testing.T) {
 func TestTTYYield(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{tools: tools.Options{YieldAfter: 500 * time.Millisecond}})
-	r := e.ttyCall("for i in $(seq 1 100); do echo tick $i; sleep 0.05; done")
+	// read -t is bash's own wait: a sleep process per tick made 100
+	// ticks take over 10 s at a load of 20.
+	r := e.ttyCall("for i in $(seq 1 100); do echo tick $i; read -t 0.05; done")
 	v, ok := r.Value.(tools.YieldedValue)
 	if !ok || !strings.HasPrefix(r.Text, "tick 1\n") || !strings.HasSuffix(r.Text, "\n[waiting for input; moved to background task "+v.TaskID+
 		": send input with task_input, read it with task_output, stop it with task_kill]") {

@@ -63,6 +63,8 @@ type TaskState struct {
 	// ElapsedMs is the task's run time: start to end once it ended, else
 	// start to now.
 	ElapsedMs int64 `json:"elapsedMs"`
+	// LeftRunning is how many processes a settled task left running.
+	LeftRunning int `json:"leftRunning,omitempty"`
 }
 
 func taskState(info tasks.Info) TaskState {
@@ -75,6 +77,7 @@ func taskState(info tasks.Info) TaskState {
 		TimedOut:  o.TimedOut,
 		ElapsedMs: info.Elapsed.Milliseconds(),
 	}
+	s.LeftRunning = info.Leftovers
 	if o.TimedOut {
 		s.TimeoutMs = o.Timeout.Milliseconds()
 	}
@@ -109,6 +112,9 @@ type TaskKillValue struct {
 	TaskID string `json:"taskId"`
 	TaskState
 	AlreadyFinished bool `json:"alreadyFinished"`
+	// KilledLeftovers is how many processes a settled task had left
+	// running, which the kill ended.
+	KilledLeftovers int `json:"killedLeftovers,omitempty"`
 }
 
 // foregroundValue is r's structured value; its streams are the texts

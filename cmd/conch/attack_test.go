@@ -9,13 +9,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/conch-dev/conch/internal/cachelayer"
 	"github.com/conch-dev/conch/internal/testutil"
 )
 
@@ -31,6 +34,8 @@ type attackSetup struct {
 	home, config   string
 	wsA, wsB       string
 	state, runtime string
+	tmp            string // TMPDIR
+	pty            string // a terminal of the host's (a user's shell, say)
 	marker         string
 	writable       string // the writable list of B's write markers
 }
@@ -42,10 +47,11 @@ func newAttackSetup(t *testing.T, nobody bool) *attackSetup {
 	s.wsB = filepath.Join(filepath.Dir(home), "wsb")
 	s.state = filepath.Join(filepath.Dir(home), "state")
 	s.runtime = filepath.Join(filepath.Dir(home), "run")
+	s.tmp = filepath.Join(filepath.Dir(home), "tmp")
 	s.config = filepath.Join(home, ".config", "conch", "config.toml")
 	writeFile(t, s.config, "# conch\ntimeout_ms = 120000\n")
 	writeFile(t, filepath.Join(home, ".bashrc"), "# bashrc\n")
-	for _, d := range []string{s.wsB, s.state, s.runtime} {
+	for _, d := range []string{s.wsB, s.state, s.runtime, s.tmp} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -54,13 +60,46 @@ func newAttackSetup(t *testing.T, nobody bool) *attackSetup {
 	if out, err := git.CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v: %s", err, out)
 	}
+	// B's project file, which narrows nothing.
+	writeFile(t, filepath.Join(s.wsB, ".conch", "config.toml"), "# project\n")
+	master, slave, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { master.Close(); slave.Close() })
+	s.pty = slave.Name()
 	if nobody {
-		for _, d := range []string{home, s.wsB, s.state, s.runtime} {
+		for _, d := range []string{home, s.wsB, s.state, s.runtime, s.tmp} {
 			chownTree(t, d)
 		}
+		os.Chown(s.pty, testutil.UnprivilegedID, testutil.UnprivilegedID)
 	}
-	s.writable = s.wsB + ", " + s.state + ", /tmp, " + filepath.Join(home, ".cache")
 	return s
+}
+
+// writableRoots is the writable list of B's write markers, once the
+// server made the missing cache directories: B's workspace, the temp
+// dirs, and the caches under the cache layer, in cachelayer.Dirs' order.
+func (s *attackSetup) writableRoots() string {
+	return strings.Join(servedWritable(s.env(), s.wsB, s.tmp, "/tmp"), ", ")
+}
+
+// servedWritable is what a server run with env names as writable once it
+// made the missing cache directories: roots, then the caches under the
+// cache layer that exist, in cachelayer.Dirs' order.
+func servedWritable(environ []string, roots ...string) []string {
+	env := map[string]string{}
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	var caches []string
+	for _, d := range cachelayer.Dirs(func(k string) string { return env[k] }) {
+		if fi, err := os.Stat(d.Path); err == nil && fi.IsDir() && !slices.ContainsFunc(caches, func(c string) bool { return strings.HasPrefix(d.Path, c+"/") }) {
+			caches = append(caches, d.Path)
+		}
+	}
+	return append(roots, caches...)
 }
 
 // chownTree gives dir and everything under it to the unprivileged user.
@@ -81,7 +120,7 @@ func chownTree(t *testing.T, dir string) {
 // the runtime directory of the setup.
 func (s *attackSetup) env() []string {
 	return []string{"HOME=" + s.home, "XDG_CONFIG_HOME=" + filepath.Join(s.home, ".config"),
-		"XDG_STATE_HOME=" + s.state, "TMPDIR=" + s.state, "XDG_RUNTIME_DIR=" + s.runtime}
+		"XDG_STATE_HOME=" + s.state, "TMPDIR=" + s.tmp, "XDG_RUNTIME_DIR=" + s.runtime}
 }
 
 // connect opens an MCP session over HTTP whose first root is ws.
@@ -275,6 +314,7 @@ func (s *attackSetup) rows(t *testing.T, server int, serverLine, method string, 
 		t.Fatalf("%q does not find the server's command line %q", serverLine, line)
 	}
 	pid := strconv.Itoa(server)
+	s.writable = s.writableRoots()
 	bashrc := filepath.Join(s.home, ".bashrc")
 	outside := filepath.Join(s.home, "outside")
 	written := func(path string) string {
@@ -306,8 +346,25 @@ func (s *attackSetup) rows(t *testing.T, server int, serverLine, method string, 
 			want:  "[stderr]\nbash: line 1: " + bashrc + ": Permission denied\n" + written(bashrc) + "\n[exit code: 1]",
 			after: func(t *testing.T) { unchanged(t, bashrc, "# bashrc\n") }},
 		{name: "conch config", command: "echo 'timeout_ms = 1' >> " + s.config,
-			want:  "[stderr]\nbash: line 1: " + s.config + ": Permission denied\n" + written(s.config) + "\n[exit code: 1]",
+			want:  "[stderr]\nbash: line 1: " + s.config + ": Read-only file system\n" + written(s.config) + "\n[exit code: 1]",
 			after: func(t *testing.T) { unchanged(t, s.config, "# conch\ntimeout_ms = 120000\n") }},
+		// Boundary (issue 19): nothing shared with the host that a
+		// command can use against it.
+		{name: "conch's files", command: "cat " + filepath.Join(s.runtime, "conch", "token") + "; find " + filepath.Join(s.state, "conch") + " " + filepath.Dir(s.config) + " -mindepth 1 | wc -l",
+			want: "0\n[stderr]\ncat: " + filepath.Join(s.runtime, "conch", "token") + ": No such file or directory\n"},
+		{name: "project file", command: "echo '[sandbox]' >> .conch/config.toml",
+			want:  "[stderr]\nbash: line 1: .conch/config.toml: Read-only file system\n" + protected(filepath.Join(s.wsB, ".conch", "config.toml")) + "\n[exit code: 1]",
+			after: func(t *testing.T) { unchanged(t, filepath.Join(s.wsB, ".conch", "config.toml"), "# project\n") }},
+		{name: "host terminal", command: "exec 3<" + s.pty,
+			want: "[stderr]\nbash: line 1: " + s.pty + ": No such file or directory\n[exit code: 1]"},
+		{name: "terminals", command: "ls /dev/pts", want: "ptmx\n"},
+		{name: "a terminal of its own", command: `/usr/bin/python3 -c 'import pty, os; m, s = pty.openpty(); print(os.ttyname(s))'`, want: "/dev/pts/0\n"},
+		{name: "setuid", command: "touch suid && chmod 4755 suid",
+			want: "[stderr]\nchmod: changing permissions of 'suid': Operation not permitted\n[exit code: 1]"},
+		{name: "/dev/shm", command: "echo x > /dev/shm/" + s.marker + " && df -B1 --output=size /dev/shm | tail -1 | tr -d ' '",
+			want:  "67108864\n",
+			after: func(t *testing.T) { unchanged(t, "/dev/shm/"+s.marker, "") }},
+		{name: "cgroups", command: `awk '$3 ~ /^cgroup/ { split($4, o, ","); print o[1] }' /proc/self/mounts | sort -u`, want: "ro\n"},
 		{name: "git hook", command: "echo evil > .git/hooks/pre-commit",
 			want:  "[stderr]\nbash: line 1: .git/hooks/pre-commit: Read-only file system\n" + protected(filepath.Join(s.wsB, ".git/hooks/pre-commit")) + "\n[exit code: 1]",
 			after: func(t *testing.T) { unchanged(t, filepath.Join(s.wsB, ".git/hooks/pre-commit"), "") }},
@@ -386,7 +443,13 @@ func testAttackACP(t *testing.T, nobody bool) {
 		if c.tty {
 			continue
 		}
-		if got, want := acp.card(b, c.command), strings.TrimSuffix(exitLine.ReplaceAllString(c.want, ""), "\n"); got != want {
+		want := strings.TrimSuffix(exitLine.ReplaceAllString(c.want, ""), "\n")
+		if strings.Contains(want, "[sandbox: ") {
+			// The script rejects the question a denial brings, and the
+			// card says so (docs/sandbox.md#escalation).
+			want += "\n[the user declined to run it outside the sandbox]"
+		}
+		if got := acp.card(b, c.command); got != want {
 			t.Errorf("%s: %s:\n got %q\nwant %q", c.name, c.command, got, want)
 		}
 		if c.after != nil {

@@ -105,12 +105,12 @@ func checkCommand(args []string, stdout, stderr io.Writer) int {
 // entries (the defaults where it sets none), which a project file may
 // only narrow, and no cause of unavailability: check runs nothing.
 func fileSandbox(entries []cfgfile.Entry) (sandbox.Mode, sandbox.Network, string) {
-	mode, network := sandbox.WorkspaceWrite, sandbox.NetworkOn
+	mode, network := sandbox.WorkspaceWrite, sandbox.NetworkPublic
 	for _, e := range entries {
 		switch {
 		case e.Key == "sandbox.mode" && !e.Array:
 			mode = sandbox.Mode(e.Values[0])
-		case e.Key == "sandbox.network" && !e.Array:
+		case (e.Key == "sandbox.network" || e.Key == "sandbox.network.mode") && !e.Array:
 			network = sandbox.Network(e.Values[0])
 		}
 	}

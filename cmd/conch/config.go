@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conch-dev/conch/internal/cachelayer"
 	cfgfile "github.com/conch-dev/conch/internal/config"
 	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/rules"
@@ -52,6 +53,7 @@ type config struct {
 	denyRead        paths
 	unixSockets     paths
 	ops             opsConfig // [audit], [telemetry] (ops.go)
+	net             networkSettings // --network-allow, -deny, -allow-local, -ask; conch's own listeners
 
 	// configFile, if set before build, is the configuration file read:
 	// commands may not write it under a sandbox.
@@ -74,7 +76,7 @@ type config struct {
 var (
 	containmentModes = []string{"auto", "require", "off"}
 	sandboxModes     = []string{string(sandbox.ReadOnly), string(sandbox.WorkspaceWrite), string(sandbox.FullAccess)}
-	networkModes     = []string{string(sandbox.NetworkOn), string(sandbox.NetworkOff)}
+	networkModes     = []string{string(sandbox.NetworkOn), string(sandbox.NetworkPublic), string(sandbox.NetworkAllowlist), string(sandbox.NetworkOff)}
 )
 
 // number is a flag value that must be a positive finite number (or, with
@@ -207,10 +209,11 @@ func (c *config) addExecutorFlags(fs *flag.FlagSet) {
 	fs.Var(&c.passEnv, "pass-env", "let commands inherit the variable `NAME` although it looks like a secret (repeatable)")
 	c.containment = choice{v: "auto", from: containmentModes}
 	c.sandboxMode = choice{v: string(sandbox.WorkspaceWrite), from: sandboxModes}
-	c.network = choice{v: string(sandbox.NetworkOn), from: networkModes}
+	c.network = choice{v: string(sandbox.NetworkPublic), from: networkModes}
 	fs.Var(&c.containment, "containment", "run commands in their own user, PID and mount namespaces: auto (where the host allows them), require (refuse to start without), or off (no init; the default sandbox is then off too)")
 	fs.Var(&c.sandboxMode, "sandbox", "where commands may write: read-only, workspace-write (--cwd, the temp dirs, the cache dir, --writable-root) or full-access; the default workspace-write runs without a file sandbox where the host cannot enforce it, a mode given explicitly refuses to start there")
-	fs.Var(&c.network, "network", "whether commands reach the network: on, or off (an empty network namespace; refuses to start where the host cannot make one)")
+	fs.Var(&c.network, "network", "how commands reach the network: public (every destination but the host's own addresses, its loopback, private and link-local ranges and the cloud metadata address), allowlist (only --network-allow), off (nothing), or on (the host's network as it is, no policy); public and allowlist need a TUN device, and the default public runs as on where the host cannot give one, a mode given explicitly refuses to start there (default public; on under --sandbox full-access)")
+	c.addNetworkFlags(fs)
 	fs.Var(&c.writableRoots, "writable-root", "one more `DIR` commands may write under --sandbox workspace-write (repeatable)")
 	c.maxPids = number{zeroOK: true, count: true}
 	c.maxMemory = number{zeroOK: true, count: true}
@@ -222,6 +225,11 @@ func (c *config) addExecutorFlags(fs *flag.FlagSet) {
 
 // stateDir is conch's state directory (tools.StateDir).
 func stateDir() string { return tools.StateDir() }
+
+// cacheLayerDir is where conch's cache layer lives: in its state
+// directory, which commands cannot see, and from which the user's own
+// tools never run anything (docs/sandbox.md#the-cache-layer).
+func cacheLayerDir() string { return filepath.Join(stateDir(), "cache-layer") }
 
 // stack is what a subcommand runs: the executor, the task runtime and the
 // tools over them. close releases them in order.
@@ -285,6 +293,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		ProjectFiles:      true,
 		Hosts:             hosts,
 		BashNotes:         enforces.bashNotes(),
+		Scrubbed:          ex.Scrubbed(),
 		Unsandboxed:       enforces.unsandboxed,
 		Sandbox:           enforces.project,
 	})
@@ -325,6 +334,9 @@ const localEnforces = "process groups, child subreaper, environment scrub, non-d
 // "none (off)").
 type enforcement struct {
 	containment, sandbox string
+	// cacheLayer is conch doctor's cache layer line
+	// (docs/sandbox.md#the-cache-layer).
+	cacheLayer string
 	// degraded: the default sandbox runs without its file sandbox, which
 	// this host cannot enforce; the bash description says so
 	// (sandbox.DegradedNote, docs/sandbox.md).
@@ -336,6 +348,9 @@ type enforcement struct {
 	// (tools.Options.Sandbox): the one the commands run in, or why they
 	// have none a project could narrow.
 	project tools.Sandbox
+	// network is conch doctor's network line (after "network: "), netNote
+	// the bash description's sentence about the network ("" for none).
+	network, netNote string
 }
 
 // noSandbox is the tools.Sandbox of commands that run without a sandbox
@@ -346,10 +361,14 @@ func noSandbox(cause string) tools.Sandbox {
 
 // bashNotes are the sentences the bash description ends with for e.
 func (e enforcement) bashNotes() []string {
-	if e.degraded {
-		return []string{sandbox.DegradedNote}
+	var notes []string
+	if e.netNote != "" {
+		notes = append(notes, e.netNote)
 	}
-	return nil
+	if e.degraded {
+		notes = append(notes, sandbox.DegradedNote)
+	}
+	return notes
 }
 
 func (e enforcement) String() string {
@@ -361,7 +380,7 @@ func (e enforcement) String() string {
 // off. It must hold, where the default degrades to what the host allows.
 func (c *config) sandboxGiven() bool {
 	return (c.sandboxMode.given && c.sandboxMode.v != string(sandbox.FullAccess)) ||
-		(c.network.given && c.network.v == string(sandbox.NetworkOff))
+		(c.network.given && c.network.v != string(sandbox.NetworkOn))
 }
 
 // sandboxPolicy is the sandbox the flags configure, and whether it
@@ -379,17 +398,25 @@ func (c *config) sandboxPolicy() (p sandbox.Policy, restricts bool, err error) {
 	}
 	p = sandbox.Policy{
 		Mode:          sandbox.Mode(c.sandboxMode.v),
-		Network:       sandbox.Network(c.network.v),
+		Network:       c.networkMode(),
 		Workspace:     ws,
 		WritableRoots: c.writableRoots.vals,
 		DenyRead:      c.denyRead.vals,
 		UnixSockets:   c.unixSockets.vals,
 		TempDirs:      []string{os.TempDir(), "/tmp"},
-		Protected:     []string{cfgFile, filepath.Dir(cfgfile.DefaultPath()), stateDir()},
+		// conch's own files, the HTTP token and the cache layer among
+		// them: out of the commands' sight (CONTRACT 16.1).
+		Hidden: []string{cfgFile, filepath.Dir(cfgfile.DefaultPath()), stateDir(), filepath.Dir(tokenPath())},
 	}
-	if cache, err := os.UserCacheDir(); err == nil {
-		p.CacheDir = cache
+	if p.Mode == sandbox.WorkspaceWrite || p.Mode == "" {
+		// The caches: read from the user's, written to conch's layer
+		// (docs/sandbox.md#the-cache-layer); a missing one is made first,
+		// where its tool is installed, so that the layer has a mount
+		// point.
+		p.Caches = cachelayer.Ensure(cachelayer.Dirs(os.Getenv), nil)
+		p.CacheLayer = cacheLayerDir()
 	}
+	p.Net = c.netPolicy(p.Network)
 	return p, p.Mode != sandbox.FullAccess || p.Network != sandbox.NetworkOn, nil
 }
 

@@ -58,7 +58,9 @@ func TestConfigFile(t *testing.T) {
 		// says so (a given sandbox must hold, the default degrades).
 		`containment.mode = "auto"  # default`,
 		`sandbox.mode = "workspace-write"  # default`,
-		`sandbox.network = "on"  # flag`,
+		`sandbox.network.mode = "on"  # flag`,
+		`sandbox.network.allow = []  # default`,
+		`sandbox.network.ask = true  # default`,
 		`sandbox.escalation = "ask"  # default`,
 	} {
 		if !strings.Contains(stdout, line+"\n") {
@@ -67,6 +69,25 @@ func TestConfigFile(t *testing.T) {
 	}
 	if strings.Contains(stdout, "s3cret") {
 		t.Errorf("conch config shows the token:\n%s", stdout)
+	}
+	// The network mode by its older key, and by the new one; both is an
+	// error naming the second.
+	old := writeConfig(t, "[sandbox]\nnetwork = \"off\"\n")
+	if stdout, _, _ := testutil.RunConch(t, marker, "config", "--config", old); !strings.Contains(stdout, `sandbox.network.mode = "off"  # `+old+":2\n") {
+		t.Errorf("conch config with sandbox.network = \"off\":\n%s", stdout)
+	}
+	table := writeConfig(t, "[sandbox.network]\nmode = \"allowlist\"\nallow = [\"*.github.com\", \"10.0.0.0/8:22\"]\n")
+	if stdout, _, _ := testutil.RunConch(t, marker, "config", "--config", table); !strings.Contains(stdout, `sandbox.network.mode = "allowlist"  # `+table+":2\n") ||
+		!strings.Contains(stdout, `sandbox.network.allow = ["*.github.com", "10.0.0.0/8:22"]  # `+table+":3\n") {
+		t.Errorf("conch config with [sandbox.network]:\n%s", stdout)
+	}
+	both := writeConfig(t, "[sandbox]\nnetwork = \"off\"\n[sandbox.network]\nmode = \"on\"\n")
+	if _, stderr, code := testutil.RunConch(t, marker, "config", "--config", both); code != 2 || !strings.Contains(stderr, both+":4: sandbox.network.mode: the network mode is already set at "+both+":2") {
+		t.Errorf("both keys: exit %d, stderr %q", code, stderr)
+	}
+	badPattern := writeConfig(t, "[sandbox.network]\ndeny = [\"exa mple.com\"]\n")
+	if _, stderr, code := testutil.RunConch(t, marker, "config", "--config", badPattern); code != 2 || !strings.Contains(stderr, badPattern+":2: sandbox.network.deny: network pattern") {
+		t.Errorf("a bad pattern: exit %d, stderr %q", code, stderr)
 	}
 	// The sandbox's escalation, from the file.
 	never := writeConfig(t, "[sandbox]\nescalation = \"never\"\n")

@@ -19,16 +19,20 @@ import (
 var (
 	// tableKeys are the keys that do not follow the flag's name.
 	tableKeys = map[string]string{
-		"pass-env":           "env.pass",
-		"containment":        "containment.mode",
-		"sandbox":            "sandbox.mode",
-		"network":            "sandbox.network",
-		"writable-root":      "sandbox.writable_roots",
-		"sandbox-escalation": "sandbox.escalation",
-		"deny-read":          "sandbox.deny_read",
-		"max-pids":           "containment.max_pids",
-		"max-memory":         "containment.max_memory",
-		"unix-socket":        "sandbox.unix_sockets",
+		"pass-env":            "env.pass",
+		"containment":         "containment.mode",
+		"sandbox":             "sandbox.mode",
+		"network":             "sandbox.network.mode",
+		"network-allow":       "sandbox.network.allow",
+		"network-deny":        "sandbox.network.deny",
+		"network-allow-local": "sandbox.network.allow_local",
+		"network-ask":         "sandbox.network.ask",
+		"writable-root":       "sandbox.writable_roots",
+		"sandbox-escalation":  "sandbox.escalation",
+		"deny-read":           "sandbox.deny_read",
+		"max-pids":            "containment.max_pids",
+		"max-memory":          "containment.max_memory",
+		"unix-socket":         "sandbox.unix_sockets",
 	}
 	// notKeys are flags with no key.
 	notKeys = []string{"config", "workdir", "json", "present", "background", "host", "host-cwd", "host-sandbox", "host-network", "host-containment"}
@@ -138,6 +142,16 @@ func (s *settings) apply(entries []cfgfile.Entry, known func(string) bool) error
 		}
 	})
 	for _, e := range entries {
+		if e.Key == oldNetworkKey || e.Key == "sandbox.network.mode" {
+			// --network has two keys: `[sandbox] network`, from before
+			// the policy had a table of its own, still holds.
+			if f, ok := byKey["sandbox.network.mode"]; ok {
+				if prev := s.sources[f.Name]; prev.what == "file" {
+					return &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: fmt.Errorf("the network mode is already set at %s", prev.at)}
+				}
+				byKey[e.Key] = f
+			}
+		}
 		if handled, err := s.applyHostEntry(e); handled {
 			if err != nil {
 				return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -32,11 +33,21 @@ import (
 // missing file sandbox makes the enforcement degraded (the bash
 // description says so). An explicit --containment off turns the default
 // sandbox off with the init it needs.
-func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, enforcement, error) {
+func (c *config) executor(o *local.Options, log *slog.Logger) (_ *local.Executor, _ enforcement, err error) {
 	pol, restricts, err := c.sandboxPolicy()
 	if err != nil {
 		return nil, enforcement{}, err
 	}
+	netLine, netNote, warn, err := c.checkNetwork(&pol)
+	if err != nil {
+		return nil, enforcement{}, err
+	}
+	defer func() {
+		if err == nil && log != nil {
+			warn(log)
+		}
+	}()
+	restricts = pol.Mode != sandbox.FullAccess || pol.Network != sandbox.NetworkOn
 	given := restricts && c.sandboxGiven()
 	mode := c.containment.v
 	limited := c.maxPids.v > 0 || c.maxMemory.v > 0 // only an init's cgroups enforce them
@@ -48,7 +59,8 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 	}
 	if mode == "off" {
 		ex, err := local.New(o)
-		return ex, enforcement{containment: "none (off)", sandbox: "none (off)", project: noSandbox("containment off")}, err
+		return ex, enforcement{containment: "none (off)", sandbox: "none (off)", project: noSandbox("containment off"),
+			network: "on (containment off)", netNote: networkOnNote}, err
 	}
 	// The init is this binary (see nsinit.go); a crash of it is
 	// written where conch logs.
@@ -71,7 +83,11 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 			return nil, enforcement{}, fmt.Errorf("containment unavailable: %w", err)
 		}
 		cause := err.Error()
-		enf := enforcement{containment: "none (" + cause + ")", sandbox: "none (off)", project: noSandbox("containment unavailable: " + cause)}
+		enf := enforcement{containment: "none (" + cause + ")", sandbox: "none (off)", project: noSandbox("containment unavailable: " + cause),
+			network: "on (containment unavailable: " + cause + ")", netNote: networkOnNote}
+		if pol.Network != sandbox.NetworkOn {
+			enf.netNote = fmt.Sprintf(networkDegradedFmt, pol.Network, "no containment")
+		}
 		if log != nil {
 			log.Warn("containment unavailable: commands run without it", "cause", cause)
 		}
@@ -84,10 +100,19 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 		ex, err := local.New(o)
 		return ex, enf, err
 	}
-	enf := enforcement{containment: probe.Summary(), sandbox: "none (off)", project: noSandbox("the sandbox is off: full-access, network on")}
+	enf := enforcement{containment: probe.Summary(), sandbox: "none (off)", project: noSandbox("the sandbox is off: full-access, network on"),
+		network: netLine, netNote: netNote}
+	enf.cacheLayer = "none (" + noCacheLayer(initOpts.Sandbox) + ")"
+	switch how := contained.CacheLayer(ex); {
+	case strings.HasPrefix(how, "none ("):
+		enf.cacheLayer = how
+	case how != "":
+		enf.cacheLayer = how + " in " + initOpts.Sandbox.CacheLayer
+	}
 	if restricts {
 		enf.sandbox = fmt.Sprintf("%s, network %s", initOpts.Sandbox.Mode, initOpts.Sandbox.Network)
-		enf.project = tools.Sandbox{Mode: string(initOpts.Sandbox.Mode), Network: string(initOpts.Sandbox.Network)}
+		enf.project = tools.Sandbox{Mode: string(initOpts.Sandbox.Mode), Network: string(initOpts.Sandbox.Network),
+			Enforced: true, Writable: describedWritable(pol)}
 	}
 	if un := contained.Unenforced(ex); len(un) > 0 {
 		missing := strings.Join(un, ", ")
@@ -107,6 +132,27 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 		enf.unsandboxed = c.unsandboxed(o, initOpts)
 	}
 	return ex, enf, nil
+}
+
+// describedWritable are the directories the bash description names as
+// writable besides the session's workspace: the temp dirs, and under
+// workspace-write the caches (through conch's cache layer, when there is
+// one) and the configured writable roots.
+func describedWritable(pol sandbox.Policy) []string {
+	dirs := slices.Clone(pol.TempDirs)
+	if pol.Mode != sandbox.ReadOnly {
+		if pol.CacheLayer != "" {
+			dirs = append(dirs, pol.Caches...)
+		}
+		dirs = append(dirs, pol.WritableRoots...)
+	}
+	var out []string
+	for _, d := range dirs {
+		if d = filepath.Clean(d); d != "." && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // unsandboxed is the executor of the commands a user lets out of the
@@ -204,4 +250,15 @@ func (l *lazyExecutor) Close() error {
 		return nil
 	}
 	return ex.Close()
+}
+
+// noCacheLayer says why commands under plan have no cache layer.
+func noCacheLayer(plan *sandbox.Plan) string {
+	switch {
+	case plan == nil || plan.Mode == sandbox.FullAccess:
+		return "full-access: commands write the user's caches"
+	case plan.Mode == sandbox.ReadOnly:
+		return "read-only: the user's caches are read-only"
+	}
+	return "no cache directory"
 }

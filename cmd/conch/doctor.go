@@ -88,7 +88,7 @@ func enforcementOf(c *config) (enf enforcement, ok bool) {
 	ex, enf, err := c.executor(&local.Options{Cwd: c.cwd}, nil)
 	if err != nil {
 		cause := "none (" + err.Error() + ")"
-		return enforcement{containment: cause, sandbox: cause}, false
+		return enforcement{containment: cause, sandbox: cause, network: cause}, false
 	}
 	ex.Close()
 	return enf, true

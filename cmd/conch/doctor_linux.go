@@ -42,6 +42,8 @@ func hostLines(c *config) (lines [][2]string, ok bool) {
 		{"seccomp", yesNo(sb.Seccomp)},
 		{"containment", enf.containment},
 		{"sandbox", enf.sandbox},
+		{"network", enf.network},
+		{"cache layer", cacheLine(enf)},
 	}, ok
 }
 
@@ -57,4 +59,13 @@ func yesNo(ok bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// cacheLine is the cache layer line: how the sandbox's commands get
+// their caches, and where conch keeps what they wrote.
+func cacheLine(enf enforcement) string {
+	if enf.cacheLayer == "" {
+		return "none (no sandbox)"
+	}
+	return enf.cacheLayer
 }

@@ -26,8 +26,11 @@ var doctorLine = map[string]*regexp.Regexp{
 	"landlock":        regexp.MustCompile(`^(ABI [1-9]\d*|none \(landlock: .+\))$`),
 	"seccomp":         regexp.MustCompile(`^(yes|no)$`),
 	"containment":     regexp.MustCompile(`^(none \(off; this host would allow: (pid-namespace(, cgroup)?|none \(.+\))\)|pid-namespace(, cgroup)?|none \(.+\))$`),
-	"sandbox":         regexp.MustCompile(`^(none \(.+\)|(read-only|workspace-write|full-access), network (on|off)( \(not enforced: .+\))?)$`),
-	"mcp client":      regexp.MustCompile(`^(none configured for conch|(Claude Code|Codex|Cursor|Claude Desktop|Zed) \(/.+\))$`),
+	"sandbox":         regexp.MustCompile(`^(none \(.+\)|(read-only|workspace-write|full-access), network (on|public|allowlist|off)( \(not enforced: .+\))?)$`),
+	"network": regexp.MustCompile(`^((public|allowlist) \(a network namespace per session, its only way out conch's user-space TCP/IP stack \(gVisor\) on a TUN device; DNS answered by conch; /dev/net/tun mode 0[0-7]{3}\)|` +
+		`off \(an empty network namespace per session\)|on \(the host's network as it is, no policy; conch's own server port included\)|on \(the default public cannot be enforced: .+\)|on \(containment .+\)|none \(.+\))$`),
+	"cache layer": regexp.MustCompile(`^((overlay|copy \(overlayfs: .+\)) in /\S+|none \(.+\))$`),
+	"mcp client":  regexp.MustCompile(`^(none configured for conch|(Claude Code|Codex|Cursor|Claude Desktop|Zed) \(/.+\))$`),
 }
 
 // doctorHome is a home directory holding the configuration files of

@@ -77,13 +77,41 @@ func referenceTools(t *testing.T) []tools.Tool {
 	return tools.New(ex, &tools.Options{Tasks: tasks.New(nil), YieldAfter: 45 * time.Second, MaxWait: mcpserver.MaxWait}).Tools()
 }
 
+// servedTools is what conch serve lists on this machine's defaults: a
+// workspace-write sandbox on the public network that commands may leave
+// with the user's yes, whose temp directories and caches are writable,
+// and the scrub of this process's environment (docs/tools.md#description).
+func servedTools(t *testing.T, writable []string) []tools.Tool {
+	ex, err := local.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Close()
+	return tools.New(ex, &tools.Options{Tasks: tasks.New(nil), YieldAfter: 45 * time.Second, MaxWait: mcpserver.MaxWait,
+		Unsandboxed: ex, Scrubbed: ex.Scrubbed(),
+		Sandbox: tools.Sandbox{Mode: "workspace-write", Network: "public", Enforced: true, Writable: writable}}).Tools()
+}
+
 func testListTools(t *testing.T, tr transport) {
-	cs, _ := tr.start(t, serverOptions{marker: testutil.Marker(t)})
+	o := serverOptions{marker: testutil.Marker(t)}
+	want := referenceTools(t)
+	tmp, home := t.TempDir(), t.TempDir()
+	if tr.name == "stdio" { // the built binary, with its sandbox; its caches under a home of its own
+		o.env = []string{"TMPDIR=" + tmp, "HOME=" + home, "XDG_CACHE_HOME=" + filepath.Join(home, ".cache")}
+	}
+	cs, _ := tr.start(t, o)
 	res, err := cs.ListTools(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := referenceTools(t)
+	if tr.name == "stdio" {
+		want = servedTools(t, servedWritable(o.env, tmp, "/tmp"))
+		desc := strings.ReplaceAll(strings.ReplaceAll(want[0].Description, tmp, "<TMPDIR>"), home, "<HOME>")
+		if names := strings.Join(scrubbedNames(t), ", "); names != "" {
+			desc = strings.Replace(desc, names, "<NAMES>", 1)
+		}
+		testutil.Golden(t, "testdata/bash-description.golden", desc+"\n")
+	}
 	if len(res.Tools) != len(want) {
 		t.Fatalf("%d tools, want %d", len(res.Tools), len(want))
 	}
@@ -126,7 +154,7 @@ func testForeground(t *testing.T, tr transport) {
 		// conch serve runs commands under its default sandbox
 		// (docs/sandbox.md); the in-process HTTP stack is built on the
 		// plain local provider.
-		want["sandbox"] = map[string]any{"mode": "workspace-write", "network": "on", "denied": []any{}}
+		want["sandbox"] = map[string]any{"mode": "workspace-write", "network": "public", "denied": []any{}}
 	}
 	if diff := cmp.Diff(want, r.StructuredContent); diff != "" {
 		t.Errorf("structuredContent (-want +got):\n%s", diff)
@@ -470,6 +498,17 @@ func testNoRootsCwd(t *testing.T, tr transport) {
 	}
 }
 
+// scrubbedNames are the names of this process's environment that
+// commands do not get.
+func scrubbedNames(t *testing.T) []string {
+	ex, err := local.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Close()
+	return ex.Scrubbed()
+}
+
 // TestToolsListBytes reads tools/list off the binary's stdout as bytes:
 // each schema must go out exactly as the toolset wrote it (property order
 // included), and the tools in the toolset's order.
@@ -503,7 +542,7 @@ func TestToolsListBytes(t *testing.T) {
 		t.Fatalf("tools/list: %q (%v)", list, err)
 	}
 	at := 0
-	for _, tool := range referenceTools(t) {
+	for _, tool := range servedTools(t, nil) {
 		for _, schema := range []json.RawMessage{tool.InputSchema, tool.OutputSchema} {
 			i := strings.Index(list[at:], string(schema))
 			if i < 0 {

@@ -21,8 +21,15 @@ import (
 	"github.com/conch-dev/conch/internal/testutil"
 )
 
-// escalatedLine is the line an escalated result ends with (docs/sandbox.md).
-const escalatedLine = "[ran outside the sandbox with the user's approval]"
+// The lines a result ends with after a question about it
+// (docs/sandbox.md#escalation).
+const (
+	escalatedLine  = "[ran outside the sandbox with the user's approval]"
+	ranAgainLine   = "[ran again outside the sandbox with the user's approval]"
+	declinedLine   = "[the user declined to run it outside the sandbox]"
+	unansweredLine = "[the question was not answered]"
+	rerunNote      = "\n\nThe command runs again in full; what it did the first time stays done."
+)
 
 // sandboxDirs makes a home and a workspace outside /tmp (which
 // workspace-write leaves writable), owned by the unprivileged user when
@@ -52,15 +59,19 @@ func sandboxDirs(t *testing.T, nobody bool) (home, ws string) {
 }
 
 // escalationUser answers the server's questions with the next answer of
-// answers, and records each question with how many times the command had
-// run (lines in ws/runs) and whether ~/outside existed while it was open.
+// answers, and records each question with its choices, how many times
+// the command had run (lines in ws/runs) and whether ~/outside existed
+// while it was open. wantRuns is how many runs a question may follow (1
+// after a denial, 0 for outside_sandbox; -1: not checked).
 type escalationUser struct {
 	t        *testing.T
 	home, ws string
 	answers  []*mcp.ElicitResult // nil: never answer
+	wantRuns int
 
-	mu    sync.Mutex
-	asked []string // the questions' messages
+	mu      sync.Mutex
+	asked   []string   // the questions' messages
+	choices [][]string // their choices
 }
 
 func (u *escalationUser) questions() []string {
@@ -69,17 +80,24 @@ func (u *escalationUser) questions() []string {
 	return slices.Clone(u.asked)
 }
 
+func (u *escalationUser) offered() [][]string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.choices)
+}
+
 func (u *escalationUser) handle(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	u.mu.Lock()
 	u.asked = append(u.asked, req.Params.Message)
+	u.choices = append(u.choices, decisionEnum(req))
 	u.mu.Unlock()
 	if len(u.answers) == 0 {
 		u.t.Errorf("asked with no answer left: %q", req.Params.Message)
 		return &mcp.ElicitResult{Action: "decline"}, nil
 	}
 	time.Sleep(100 * time.Millisecond) // a second run that did not wait would show
-	if n := runs(u.t, u.ws); n != 1 {
-		u.t.Errorf("the command ran %d times while the user was asked, want 1", n)
+	if n := runs(u.t, u.ws); n != u.wantRuns && u.wantRuns >= 0 {
+		u.t.Errorf("the command ran %d times while the user was asked, want %d", n, u.wantRuns)
 	}
 	if _, err := os.Stat(filepath.Join(u.home, "outside")); !errors.Is(err, os.ErrNotExist) {
 		u.t.Errorf("~/outside exists (or %v) while the user is asked", err)
@@ -91,6 +109,26 @@ func (u *escalationUser) handle(ctx context.Context, req *mcp.ElicitRequest) (*m
 		return nil, ctx.Err()
 	}
 	return a, nil
+}
+
+// decisionEnum is the choices of a question's form.
+func decisionEnum(req *mcp.ElicitRequest) []string {
+	b, err := json.Marshal(req.Params.RequestedSchema)
+	if err != nil {
+		return nil
+	}
+	var s struct {
+		Properties struct {
+			Decision struct{ Enum []string }
+		}
+	}
+	json.Unmarshal(b, &s)
+	return s.Properties.Decision.Enum
+}
+
+// choose is an answer choosing decision.
+func choose(decision string) *mcp.ElicitResult {
+	return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": decision}}
 }
 
 // runs is how many times the escalation command ran (its first write,
@@ -107,10 +145,22 @@ func runs(t *testing.T, ws string) int {
 }
 
 // escalationCommand counts its runs in the workspace, leaves a process
-// behind in a session of its own (which the end of the server must end,
-// in both inits), then writes ~/outside, which workspace-write denies,
-// and fails either way.
+// behind in a session of its own (which the sandboxed run keeps until
+// its session ends, and the run outside the sandbox loses when its call
+// ends), then writes ~/outside, which workspace-write denies, and fails
+// either way.
 const escalationCommand = "echo run >> runs; setsid sleep 1037 >/dev/null 2>&1 & echo x > ~/outside && echo wrote; echo err >&2; exit 3"
+
+// sleeps counts the live processes with marker that run "sleep <n>".
+func sleeps(marker string, n int) int {
+	c := 0
+	for _, p := range testutil.Processes(marker) {
+		if testutil.Cmdline(p.Pid) == fmt.Sprintf("sleep %d", n) {
+			c++
+		}
+	}
+	return c
+}
 
 // startSandboxed runs conch serve --sandbox workspace-write on stdio with
 // HOME and the workspace given, as the unprivileged user when nobody is
@@ -145,9 +195,11 @@ func startSandboxed(t *testing.T, marker string, nobody bool, home, ws string, u
 
 // TestEscalationGoSDK: a command the sandbox denied is run again outside
 // it only after the user's yes (Go SDK client with elicitation), and the
-// result is the second run's followed by its own line; a no, a client
-// that cannot be asked, and escalation = "never" leave the sandboxed
-// result and run nothing more. As root and as an unprivileged user.
+// result is the second run's followed by its own line; what the second
+// run left running ends with the call (the first run's stays); a no and
+// a cancel leave the sandboxed result with a line that says which; a
+// client that cannot be asked and escalation = "never" leave it as it
+// is, and run nothing more. As root and as an unprivileged user.
 func TestEscalationGoSDK(t *testing.T) {
 	t.Parallel()
 	for _, nobody := range []bool{false, true} {
@@ -169,7 +221,7 @@ func testEscalationGoSDK(t *testing.T, nobody bool) {
 
 	// Yes: the second run writes ~/outside; the result is its own.
 	home, ws := sandboxDirs(t, nobody)
-	u := &escalationUser{t: t, home: home, ws: ws, answers: []*mcp.ElicitResult{{Action: "accept", Content: map[string]any{"decision": "Allow once"}}}}
+	u := &escalationUser{t: t, home: home, ws: ws, wantRuns: 1, answers: []*mcp.ElicitResult{choose("Allow once")}}
 	cs := startSandboxed(t, marker, nobody, home, ws, u)
 	r := callTool(t, cs, "bash", bash(escalationCommand))
 	// The second run's result, its exit marker included, then the line.
@@ -186,47 +238,73 @@ func testEscalationGoSDK(t *testing.T, nobody bool) {
 	if n := runs(t, ws); n != 2 {
 		t.Errorf("approved: ran %d times, want 2", n)
 	}
-	wantQ := "Run this command again outside the sandbox?\n\nCommand: " + escalationCommand + "\nDirectory: " + ws +
-		"\nReason: the sandbox denied a write to " + outside(home)
+	wantQ := "Run this command again outside the sandbox?\n\nReason: the sandbox denied a write to " + outside(home) +
+		"\nDirectory: " + ws + "\nCommand: " + escalationCommand + rerunNote
 	if q := u.questions(); len(q) != 1 || q[0] != wantQ {
 		t.Errorf("questions %q, want one: %q", q, wantQ)
+	}
+	// The home itself is never offered for the session.
+	if c := u.offered(); len(c) != 1 || !slices.Equal(c[0], []string{"Allow once", "Deny"}) {
+		t.Errorf("choices %q, want Allow once and Deny", c)
+	}
+	// The sandboxed run's sleep runs on (until the session ends); the
+	// one outside the sandbox ended with the call.
+	if n := sleeps(marker, 1037); n != 1 {
+		t.Errorf("approved: %d sleeps left, want 1 (the sandboxed run's)", n)
 	}
 
 	// With the network off, the second run has it: a connect to a
 	// listener on this machine fails, then works after the yes.
 	home, ws = sandboxDirs(t, nobody)
-	u = &escalationUser{t: t, home: home, ws: ws, answers: []*mcp.ElicitResult{{Action: "accept", Content: map[string]any{"decision": "Allow once"}}}}
+	u = &escalationUser{t: t, home: home, ws: ws, wantRuns: 1, answers: []*mcp.ElicitResult{choose("Allow once")}}
 	cs = startSandboxed(t, marker, nobody, home, ws, u, "--network", "off")
-	connect := "echo run >> runs; " + tcpConnect(t)
-	if got, want := text(t, callTool(t, cs, "bash", bash(connect))), "connected\n"+escalatedLine; got != want {
+	connect, _ := tcpConnect(t)
+	connect = "echo run >> runs; " + connect
+	if got, want := text(t, callTool(t, cs, "bash", bash(connect))), "connected\n"+ranAgainLine; got != want {
 		t.Errorf("network off, approved: %q, want %q", got, want)
 	}
-	wantQ = "Run this command again outside the sandbox?\n\nCommand: " + connect + "\nDirectory: " + ws + "\nReason: the sandbox denied network access"
+	wantQ = "Run this command again outside the sandbox?\n\nReason: the sandbox denied network access\nDirectory: " + ws + "\nCommand: " + connect + rerunNote
 	if q := u.questions(); len(q) != 1 || q[0] != wantQ || runs(t, ws) != 2 {
 		t.Errorf("network off: questions %q, want one: %q; ran %d times, want 2", q, wantQ, runs(t, ws))
 	}
 
-	// No: the sandboxed result stands, nothing runs again.
-	for _, answer := range []*mcp.ElicitResult{{Action: "decline"}, {Action: "cancel"}, {Action: "accept", Content: map[string]any{"decision": "Deny"}}} {
+	// No: the sandboxed result stands, nothing runs again, and the
+	// model learns the answer.
+	for _, c := range []struct {
+		answer *mcp.ElicitResult
+		line   string
+	}{{&mcp.ElicitResult{Action: "decline"}, declinedLine}, {choose("Deny"), declinedLine}, {&mcp.ElicitResult{Action: "cancel"}, unansweredLine}} {
 		home, ws := sandboxDirs(t, nobody)
-		u := &escalationUser{t: t, home: home, ws: ws, answers: []*mcp.ElicitResult{answer}}
+		u := &escalationUser{t: t, home: home, ws: ws, wantRuns: 1, answers: []*mcp.ElicitResult{c.answer}}
 		cs := startSandboxed(t, marker, nobody, home, ws, u)
 		got := text(t, callTool(t, cs, "bash", bash(escalationCommand)))
-		if !strings.HasPrefix(got, denied(home, ws)) || !strings.HasSuffix(got, "]\n[exit code: 3]") {
-			t.Errorf("%s: %q, want the sandboxed result", answer.Action, got)
+		if !strings.HasPrefix(got, denied(home, ws)) || !strings.HasSuffix(got, "]\n[exit code: 3]\n"+c.line) {
+			t.Errorf("%s: %q, want the sandboxed result and %q", c.answer.Action, got, c.line)
 		}
 		if _, err := os.Stat(outside(home)); !errors.Is(err, os.ErrNotExist) || runs(t, ws) != 1 || len(u.questions()) != 1 {
-			t.Errorf("%s: ~/outside %v, ran %d times, asked %d times; want no file, one run, one question", answer.Action, err, runs(t, ws), len(u.questions()))
+			t.Errorf("%s: ~/outside %v, ran %d times, asked %d times; want no file, one run, one question", c.answer.Action, err, runs(t, ws), len(u.questions()))
 		}
 	}
 
 	// Never answered: the client gives up on the call; nothing runs again.
 	home, ws = sandboxDirs(t, nobody)
-	u = &escalationUser{t: t, home: home, ws: ws, answers: []*mcp.ElicitResult{nil}}
+	u = &escalationUser{t: t, home: home, ws: ws, wantRuns: 1, answers: []*mcp.ElicitResult{nil}}
 	cs = startSandboxed(t, marker, nobody, home, ws, u)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	// It gives up once it was asked: a give-up after a fixed second came
+	// before the sandboxed run on a loaded machine (ran 0 times, asked 0
+	// times, at load 25).
+	ctx, cancel := context.WithCancel(t.Context())
+	gaveUp := make(chan struct{})
+	go func() {
+		defer close(gaveUp)
+		defer cancel()
+		for len(u.questions()) == 0 && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
 	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: bash(escalationCommand)})
 	cancel()
+	<-gaveUp
 	if err == nil {
 		t.Errorf("unanswered: the call returned before the client gave up")
 	}
@@ -236,7 +314,7 @@ func testEscalationGoSDK(t *testing.T, nobody bool) {
 	}
 
 	// No one to ask, or escalation never: no question, the sandboxed
-	// result stands.
+	// result stands as it is.
 	never := filepath.Join(filepath.Dir(home), "never.toml") // readable by the unprivileged user too
 	writeFile(t, never, "[sandbox]\nescalation = \"never\"\n")
 	for _, c := range []struct {
@@ -264,8 +342,10 @@ func testEscalationGoSDK(t *testing.T, nobody bool) {
 // the official TypeScript MCP client (escalate.mjs in tsClientDir): a
 // write to the home, which the sandbox denies, is run again outside it
 // after the elicitation handler accepts, and not after it declines or
-// cancels, nor for a client without elicitation. Like TestTSClient it
-// needs node and npm; CONCH_SKIP_TS_CLIENT=1 skips it.
+// cancels, each answer told to the model, nor for a client without
+// elicitation; a command that asks to run outside the sandbox runs once,
+// after the yes. Like TestTSClient it needs node and npm;
+// CONCH_SKIP_TS_CLIENT=1 skips it.
 func TestTSClientEscalation(t *testing.T) {
 	skipTSClient(t)
 	t.Parallel()
@@ -305,33 +385,47 @@ func TestTSClientEscalation(t *testing.T) {
 			"[sandbox: write to " + file(name) + " denied under workspace-write mode; writable: " + ws + ", "
 	}
 	command := func(name string) string { return "echo run >> runs-" + name + "; echo x > ~/outside-" + name }
+	lines := map[string]string{"declined": "\n" + declinedLine, "cancelled": "\n" + unansweredLine, "nocap": ""}
 	for _, c := range append(out.Elicit.Calls, out.Nocap.Calls...) {
-		if c.Name == "accepted" {
-			if c.Text != "(no output)\n"+escalatedLine || c.IsError || !c.Wrote || c.Runs != 2 {
+		switch c.Name {
+		case "accepted":
+			if c.Text != "(no output)\n"+ranAgainLine || c.IsError || !c.Wrote || c.Runs != 2 {
 				t.Errorf("accepted: %+v; want the second run's result and its line, the file written, two runs", c)
 			}
 			continue
+		case "outside":
+			if c.Text != "(no output)\n"+escalatedLine || c.IsError || !c.Wrote || c.Runs != 1 {
+				t.Errorf("outside: %+v; want its result and its line, the file written, one run", c)
+			}
+			continue
 		}
-		if !strings.HasPrefix(c.Text, sandboxed(c.Name)) || !strings.HasSuffix(c.Text, "]\n[exit code: 1]") || c.IsError || c.Wrote || c.Runs != 1 {
-			t.Errorf("%s: %+v; want the sandboxed result, no file, one run", c.Name, c)
+		if !strings.HasPrefix(c.Text, sandboxed(c.Name)) || !strings.HasSuffix(c.Text, "]\n[exit code: 1]"+lines[c.Name]) || c.IsError || c.Wrote || c.Runs != 1 {
+			t.Errorf("%s: %+v; want the sandboxed result%s, no file, one run", c.Name, c, lines[c.Name])
 		}
 	}
-	if len(out.Elicit.Calls) != 3 || len(out.Nocap.Calls) != 1 {
+	if len(out.Elicit.Calls) != 4 || len(out.Nocap.Calls) != 1 {
 		t.Errorf("calls: %+v, %+v", out.Elicit.Calls, out.Nocap.Calls)
 	}
-	if len(out.Elicit.Asked) != 3 || len(out.Nocap.Asked) != 0 {
+	if len(out.Elicit.Asked) != 4 || len(out.Nocap.Asked) != 0 {
 		t.Fatalf("questions: %+v (want one per call), %+v (want none)", out.Elicit.Asked, out.Nocap.Asked)
 	}
 	for i, name := range []string{"accepted", "declined", "cancelled"} {
 		q := out.Elicit.Asked[i]
 		want := question{
-			Message: "Run this command again outside the sandbox?\n\nCommand: " + command(name) + "\nDirectory: " + ws +
-				"\nReason: the sandbox denied a write to " + file(name),
+			Message: "Run this command again outside the sandbox?\n\nReason: the sandbox denied a write to " + file(name) +
+				"\nDirectory: " + ws + "\nCommand: " + command(name) + rerunNote,
 			Choices:        []string{"Allow once", "Deny"},
 			RunsWhileAsked: 1,
 		}
 		if d := cmp.Diff(want, q); d != "" {
 			t.Errorf("question %d (-want +got):\n%s", i, d)
 		}
+	}
+	want := question{
+		Message: "Run this command outside the sandbox?\n\nReason: write a file in the home directory\nDirectory: " + ws + "\nCommand: " + command("outside"),
+		Choices: []string{"Allow once", "Deny"},
+	}
+	if d := cmp.Diff(want, out.Elicit.Asked[3]); d != "" {
+		t.Errorf("the outside_sandbox question (-want +got):\n%s", d)
 	}
 }

@@ -44,7 +44,7 @@ func (c *config) addHostFlags(fs *flag.FlagSet) {
 	fs.Var(&c.hosts, "host", "a remote host commands may run on, `NAME=SSH` (user@host:port or a ~/.ssh/config alias; repeatable)")
 	fs.Var(&c.hostCwds, "host-cwd", "default working directory on a remote host, `NAME=DIR` (default: the remote user's home; repeatable)")
 	fs.Var(&c.hostSandbox, "host-sandbox", "the sandbox of a remote host, `NAME=MODE` (default: --sandbox when given, else workspace-write with the host's working directory as the workspace; repeatable)")
-	fs.Var(&c.hostNetwork, "host-network", "whether commands on a remote host reach the network, `NAME=on|off` (default: --network when given, else on; repeatable)")
+	fs.Var(&c.hostNetwork, "host-network", "how commands on a remote host reach the network, `NAME=MODE` with a mode of --network (default: --network when given, else the agent's default, public, degraded to on where that host cannot enforce it; repeatable)")
 	fs.Var(&c.hostContainment, "host-containment", "the containment of a remote host, `NAME=MODE` (default: --containment when given, else auto; repeatable)")
 }
 
@@ -235,7 +235,7 @@ func (c *config) agentArgs(name string) []string {
 			args = append(args, f.flag, f.global.v)
 		}
 	}
-	return args
+	return append(args, c.networkArgs()...)
 }
 
 // printHosts writes the configured hosts as their table keys, for

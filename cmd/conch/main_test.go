@@ -238,9 +238,12 @@ func liveProcesses(marker string, server int) []string {
 // waitProcess waits until a process with marker whose command line is
 // exactly cmd runs. (Not one that merely contains it: the bash -c that
 // will start it contains it too, and would be seen before it ran a line.)
+// The wait ends when the process runs; its bound only turns a process
+// that never comes into a failure, so it is generous: starting conch, its
+// init and bash took over 5 s at a load of 36.
 func waitProcess(t *testing.T, marker string, server int, cmd string) {
 	t.Helper()
-	testutil.WaitFor(t, 5*time.Second, "a process running "+cmd, func() bool {
+	testutil.WaitFor(t, 30*time.Second, "a process running "+cmd, func() bool {
 		for _, p := range testutil.Processes(marker) {
 			if p.Pid != server && testutil.Cmdline(p.Pid) == cmd {
 				return true

@@ -68,7 +68,7 @@ func TestCheckProjectFile(t *testing.T) {
 	if err := os.WriteFile(p, []byte("[rules]\nallow = [\"Bash(git push:*)\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	want := "conch check: config " + p + ":2: rules.allow: a project file may only add rules.deny, rules.ask and sandbox.deny_read, and set a stricter sandbox.mode or sandbox.network = \"off\"\n"
+	want := "conch check: config " + p + ":2: rules.allow: a project file may only add rules.deny, rules.ask, sandbox.deny_read and sandbox.network.deny, and set a stricter sandbox.mode or network mode (sandbox.network.mode, with allow and ask when it narrows to allowlist)\n"
 	if out, stderr, code := check(); code != 2 || out != "" || stderr != want {
 		t.Errorf("conch check with a refused project file: %q %q exit %d; want %q", out, stderr, code, want)
 	}
@@ -111,7 +111,7 @@ rules.ask += ["Bash(git push:*)", "Bash(npm publish:*)"]  # ` + p + `:2
 		t.Fatal(err)
 	}
 	_, stderr, code = testutil.RunConch(t, "", "config", "--cwd", project)
-	if want := "conch config: config " + p + ":2: rules.unmatched: a project file may only add rules.deny, rules.ask and sandbox.deny_read, and set a stricter sandbox.mode or sandbox.network = \"off\"\n"; code != 2 || stderr != want {
+	if want := "conch config: config " + p + ":2: rules.unmatched: a project file may only add rules.deny, rules.ask, sandbox.deny_read and sandbox.network.deny, and set a stricter sandbox.mode or network mode (sandbox.network.mode, with allow and ask when it narrows to allowlist)\n"; code != 2 || stderr != want {
 		t.Errorf("conch config with a refused project file: %q exit %d; want %q", stderr, code, want)
 	}
 }

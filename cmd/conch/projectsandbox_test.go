@@ -16,7 +16,7 @@ import (
 // tcpConnect starts a TCP listener on this machine that accepts and
 // closes every connection until the test ends, and returns the command
 // line that connects to it and says "connected".
-func tcpConnect(t *testing.T) string {
+func tcpConnect(t *testing.T) (command, addr string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -32,7 +32,8 @@ func tcpConnect(t *testing.T) string {
 			c.Close()
 		}
 	}()
-	return fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d && echo connected`, ln.Addr().(*net.TCPAddr).Port)
+	port := ln.Addr().(*net.TCPAddr).Port
+	return fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d && echo connected`, port), fmt.Sprintf("127.0.0.1:%d", port)
 }
 
 // readOnlyProject is the project file of TestProjectSandbox's first
@@ -53,11 +54,13 @@ func TestProjectSandboxRun(t *testing.T) {
 	}
 	p := filepath.Join(ws, ".conch", "config.toml")
 	writeFile(t, p, readOnlyProject)
-	connect := tcpConnect(t)
+	// The listener is on the host's loopback, which the default network
+	// policy reaches only through allow_local.
+	connect, addr := tcpConnect(t)
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	run := func(args ...string) (string, int) {
-		out, errOut, code := testutil.RunConch(t, marker, append([]string{"run"}, args...)...)
+		out, errOut, code := testutil.RunConch(t, marker, append([]string{"run", "--network-allow-local", addr}, args...)...)
 		if errOut != "" {
 			t.Logf("conch run %q: stderr %q", args, errOut)
 		}
@@ -89,7 +92,7 @@ func TestProjectSandboxRun(t *testing.T) {
 		{"[rules]\ndeny = []\n\n[sandbox]\nnetwork = \"on\"\n", []string{"--network", "off"},
 			":5: sandbox.network: on is wider than the session's off; a project file may only narrow the sandbox"},
 		{"[sandbox]\nwritable_roots = [\"/\"]\n", nil,
-			`:2: sandbox.writable_roots: a project file may only add rules.deny, rules.ask and sandbox.deny_read, and set a stricter sandbox.mode or sandbox.network = "off"`},
+			`:2: sandbox.writable_roots: a project file may only add rules.deny, rules.ask, sandbox.deny_read and sandbox.network.deny, and set a stricter sandbox.mode or network mode (sandbox.network.mode, with allow and ask when it narrows to allowlist)`},
 		{readOnlyProject, []string{"--containment", "off"},
 			":2: sandbox.mode: cannot narrow the sandbox: the session's commands run without a sandbox (containment off)"},
 	} {
@@ -125,7 +128,10 @@ func TestProjectSandboxSessions(t *testing.T) {
 func testProjectSandboxSessions(t *testing.T, sub string, nobody bool) {
 	s := newAttackSetup(t, nobody)
 	writeFile(t, filepath.Join(s.wsA, ".conch", "config.toml"), readOnlyProject)
-	connect := tcpConnect(t)
+	connect, addr := tcpConnect(t)
+	// The listener is on the host's loopback, which the default network
+	// policy reaches only through allow_local.
+	writeFile(t, filepath.Join(s.home, ".config", "conch", "config.toml"), "[sandbox.network]\nallow_local = [\""+addr+"\"]\n")
 	var a, b func(command string) string
 	switch sub {
 	case "serve":

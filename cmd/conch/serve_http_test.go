@@ -94,13 +94,19 @@ func startHTTPServe(t *testing.T, marker, addr string, env ...string) *httpServe
 // nobody is set (env must then name directories that user can write).
 func startHTTPServeAs(t *testing.T, marker, addr string, nobody bool, env ...string) *httpServe {
 	t.Helper()
+	return startHTTPServeBinary(t, testutil.ConchBinary(t), marker, addr, nobody, env...)
+}
+
+// startHTTPServeBinary is startHTTPServeAs with conch's binary at bin.
+func startHTTPServeBinary(t *testing.T, bin, marker, addr string, nobody bool, env ...string) *httpServe {
+	t.Helper()
 	s := &httpServe{t: t, runtimeDir: t.TempDir(), exited: make(chan error, 1)}
 	for _, kv := range env {
 		if d, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok {
 			s.runtimeDir = d
 		}
 	}
-	s.cmd = exec.Command(testutil.ConchBinary(t), "serve", "--http", addr)
+	s.cmd = exec.Command(bin, "serve", "--http", addr)
 	s.cmd.Env = append(append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir(), "XDG_RUNTIME_DIR="+s.runtimeDir), env...)
 	logs := newLogBuffer(t, "conch serve --http")
 	s.logs = logs
@@ -121,7 +127,9 @@ func startHTTPServeAs(t *testing.T, marker, addr string, nobody bool, env ...str
 			s.cmd.Process.Kill()
 		}
 	})
-	testutil.WaitFor(t, 5*time.Second, "the listening address in the logs", func() bool {
+	// The bound only turns a server that never listens into a failure:
+	// the binary took over 5 s to start at a load of 25.
+	testutil.WaitFor(t, 30*time.Second, "the listening address in the logs", func() bool {
 		_, rest, ok := strings.Cut(logs.String(), "url=")
 		if ok {
 			s.url, _, ok = strings.Cut(rest, " ")

@@ -74,7 +74,8 @@ func TestServeShutdown(t *testing.T) {
 				t.Fatalf("escapee: %q", got)
 			}
 			spilled := text(t, callTool(t, cs, "bash", bash(`head -c 100000 /dev/zero | tr '\0' a`)))
-			spill, _ := filepath.Glob(filepath.Join(tmp, "conch-spill-*"))
+			// In the user's spill root (docs/containment.md#spill-files).
+			spill, _ := filepath.Glob(filepath.Join(tmp, "conch-*", "conch-spill-*"))
 			if len(spill) != 1 || !strings.Contains(spilled, " omitted; full output: "+spill[0]+"/") {
 				t.Fatalf("spill dirs %q; result ends %q", spill, spilled[max(0, len(spilled)-200):])
 			}

@@ -50,7 +50,9 @@ func TestTSClientApproval(t *testing.T) {
 	want := []map[string]any{
 		{"name": "once", "text": "(no output)", "isError": false, "ran": true},
 		{"name": "declined", "text": declined("declined"), "isError": true, "ran": false},
-		{"name": "cancelled", "text": declined("cancelled"), "isError": true, "ran": false},
+		// Dismissed without an answer (what clients without a user do):
+		// no one declined anything.
+		{"name": "cancelled", "text": "Error: not run: the question was not answered (cancel); touch " + file("cancelled"), "isError": true, "ran": false},
 		{"name": "never", "thrown": "MCP error -32001: AbortError: This operation was aborted", "ran": false},
 		{"name": "session1", "text": "(no output)", "isError": false, "ran": true},
 		{"name": "session2", "text": "(no output)", "isError": false, "ran": true},
@@ -68,7 +70,7 @@ func TestTSClientApproval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantMsg := "Allow this command to run?\n\nCommand: touch " + file("once") + "\nDirectory: " + serverCwd + "\nReason: rule Bash(touch:*)"
+	wantMsg := "Allow this command to run?\n\nReason: rule Bash(touch:*)\nDirectory: " + serverCwd + "\nCommand: touch " + file("once")
 	if q["message"] != wantMsg || q["mode"] != "form" || !cmp.Equal(q["choices"], []any{"Allow once", "Allow touch for this session", "Deny"}) {
 		t.Errorf("question %v", q)
 	}

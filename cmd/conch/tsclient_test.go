@@ -119,10 +119,12 @@ func checkTSClient(t *testing.T, tr string, got map[string]any, root, denied str
 	expect("server", "conch")
 	expect("tools", list{"bash", "task_output", "task_list", "task_kill", "task_input"})
 	expect("withOutputSchema", list{"bash", "task_output", "task_list", "task_kill", "task_input"})
-	expect("bashInputProperties", list{"command", "description", "timeoutMs", "workdir", "run_in_background", "tty"})
+	// On its default sandbox, with escalation ask, bash offers to run
+	// outside it (docs/sandbox.md#escalation).
+	expect("bashInputProperties", list{"command", "description", "timeoutMs", "workdir", "run_in_background", "tty", "outside_sandbox", "justification"})
 
 	// conch serve runs under its default sandbox (docs/sandbox.md).
-	noDenial := obj{"mode": "workspace-write", "network": "on", "denied": list{}}
+	noDenial := obj{"mode": "workspace-write", "network": "public", "denied": list{}}
 	expect("echo", obj{
 		"texts": list{"hello\n"}, "isError": false,
 		"structuredContent": obj{
@@ -241,7 +243,7 @@ func checkTSClient(t *testing.T, tr string, got map[string]any, root, denied str
 	path := denied + "/" + tr
 	body := "[stderr]\ntouch: cannot touch '" + path + "': Permission denied\n"
 	marker := "[sandbox: write to " + path + " denied under workspace-write mode; writable: "
-	deniedValue := obj{"mode": "workspace-write", "network": "on", "denied": list{obj{"path": path, "op": "write"}}}
+	deniedValue := obj{"mode": "workspace-write", "network": "public", "denied": list{obj{"path": path, "op": "write"}}}
 	for _, c := range []struct{ key, end string }{{"denied.texts", "[exit code: 1]"}, {"denied.task", "[status: completed, exit code: 1]"}} {
 		expect(c.key, func() any {
 			texts, _ := got["denied"].(map[string]any)[strings.TrimPrefix(c.key, "denied.")].([]any)

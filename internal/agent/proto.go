@@ -45,7 +45,12 @@
 // it, up to MaxOutput bytes a stream) and Written its sizes. They let the
 // client keep what a command printed before a lost connection cut it.
 //
-// "end-owner", StartArgs.Owner, "output", "term-start", "input" and "raw" came
+// "leftovers" answers how many processes a settled process left running
+// (Count; shell.Leftovers), "kill-leftovers" kills them and answers once
+// they are gone.
+//
+// "end-owner", StartArgs.Owner, "output", "term-start", "input", "raw",
+// "leftovers" and "kill-leftovers" came
 // after version 1 was first released, as additions that keep it version 1
 // (a client ignores a notification it does not know, an agent answers an
 // operation it does not know with an Error of kind "other"): an agent without them
@@ -91,8 +96,10 @@ const (
 	OpTermStart = "term-start" // start a terminal (shell.Terminals)
 	OpInput     = "input"      // type into a terminal
 	OpRaw       = "raw"        // a terminal's raw stream so far
-	OpDone      = "done"       // notification: a process settled
-	OpOutput    = "output"     // notification: a foreground process's output so far
+	OpLeftovers = "leftovers"  // how many processes a settled process left running
+	OpKillLeft  = "kill-leftovers"
+	OpDone      = "done"   // notification: a process settled
+	OpOutput    = "output" // notification: a foreground process's output so far
 )
 
 // OutputInterval is how often, at most, the agent sends a foreground
@@ -145,7 +152,8 @@ type Response struct {
 	Killed  bool     `json:"killed,omitempty"`
 	Written [2]int64 `json:"written,omitzero"`
 	Done    *Done    `json:"done,omitempty"`
-	Raw     *Output  `json:"raw,omitempty"` // raw
+	Raw     *Output  `json:"raw,omitempty"`   // raw
+	Count   int      `json:"count,omitempty"` // leftovers
 }
 
 // Hello is what the agent tells about itself.
@@ -193,6 +201,7 @@ type Output struct {
 	Size      int64     `json:"size,omitempty"`
 	Lines     int64     `json:"lines,omitempty"`
 	SpillErr  *SpillErr `json:"spillErr,omitempty"`
+	Binary    bool      `json:"binary,omitempty"` // added within version 1
 }
 
 // SpillErr is why a truncated stream has no spill file: Cap > 0 for a
@@ -213,6 +222,8 @@ type Read struct {
 	StderrSkipped  shell.Omission `json:"stderrSkipped,omitzero"`
 	StdoutSpillErr *SpillErr      `json:"stdoutSpillErr,omitempty"`
 	StderrSpillErr *SpillErr      `json:"stderrSpillErr,omitempty"`
+	StdoutBinary   bool           `json:"stdoutBinary,omitempty"` // added within version 1
+	StderrBinary   bool           `json:"stderrBinary,omitempty"`
 }
 
 // Done is a settled process: its status and its Result.
@@ -374,13 +385,13 @@ func (s *SpillErr) Err() error {
 // EncodeOutput is o on the wire.
 func EncodeOutput(o shell.Output) Output {
 	return Output{Text: o.Text, Truncated: o.Truncated, SpillPath: o.SpillPath, Head: o.Head,
-		Size: o.Size, Lines: o.Lines, SpillErr: encodeSpillErr(o.SpillErr)}
+		Size: o.Size, Lines: o.Lines, SpillErr: encodeSpillErr(o.SpillErr), Binary: o.Binary}
 }
 
 // Output is o back as a shell.Output.
 func (o Output) Output() shell.Output {
 	return shell.Output{Text: o.Text, Truncated: o.Truncated, SpillPath: o.SpillPath, Head: o.Head,
-		Size: o.Size, Lines: o.Lines, SpillErr: o.SpillErr.Err()}
+		Size: o.Size, Lines: o.Lines, SpillErr: o.SpillErr.Err(), Binary: o.Binary}
 }
 
 // EncodeRead is r on the wire.
@@ -388,7 +399,8 @@ func EncodeRead(r shell.ReadResult) *Read {
 	return &Read{Stdout: r.Stdout, Stderr: r.Stderr, Lossy: r.Lossy,
 		StdoutSpill: r.StdoutSpill, StderrSpill: r.StderrSpill,
 		StdoutSkipped: r.StdoutSkipped, StderrSkipped: r.StderrSkipped,
-		StdoutSpillErr: encodeSpillErr(r.StdoutSpillErr), StderrSpillErr: encodeSpillErr(r.StderrSpillErr)}
+		StdoutSpillErr: encodeSpillErr(r.StdoutSpillErr), StderrSpillErr: encodeSpillErr(r.StderrSpillErr),
+		StdoutBinary: r.StdoutBinary, StderrBinary: r.StderrBinary}
 }
 
 // ReadResult is r back as a shell.ReadResult; a nil r is an empty read.
@@ -399,7 +411,8 @@ func (r *Read) ReadResult() shell.ReadResult {
 	return shell.ReadResult{Stdout: r.Stdout, Stderr: r.Stderr, Lossy: r.Lossy,
 		StdoutSpill: r.StdoutSpill, StderrSpill: r.StderrSpill,
 		StdoutSkipped: r.StdoutSkipped, StderrSkipped: r.StderrSkipped,
-		StdoutSpillErr: r.StdoutSpillErr.Err(), StderrSpillErr: r.StderrSpillErr.Err()}
+		StdoutSpillErr: r.StdoutSpillErr.Err(), StderrSpillErr: r.StderrSpillErr.Err(),
+		StdoutBinary: r.StdoutBinary, StderrBinary: r.StderrBinary}
 }
 
 // EncodeDone is a settled p on the wire.

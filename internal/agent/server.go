@@ -124,6 +124,20 @@ func (s *server) handle(req Request) {
 		resp.Killed = p.Kill()
 	case OpWritten:
 		resp.Written[0], resp.Written[1] = p.Written()
+	case OpLeftovers, OpKillLeft:
+		lo, ok := p.(shell.Leftovers)
+		var err error
+		switch {
+		case !ok:
+			err = errors.ErrUnsupported
+		case req.Op == OpLeftovers:
+			resp.Count, err = lo.Leftovers()
+		default:
+			err = lo.KillLeftovers()
+		}
+		if err != nil {
+			resp.Err = EncodeError(err)
+		}
 	case OpRelease:
 		s.mu.Lock()
 		delete(s.procs, req.Proc)

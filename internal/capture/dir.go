@@ -9,8 +9,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // Why a spill file is unavailable, for Stream.SpillErr.
@@ -68,6 +70,10 @@ var randomName = func() string {
 type Dir struct {
 	parent string
 	budget int64
+	// shared: parent is the user's spill root (UserRoot), made on first
+	// use, under which the spill directories of all the user's servers
+	// live.
+	shared bool
 
 	// A view made by For: base is the Dir whose directory and budget it
 	// shares (nil for that Dir itself), sub its subdirectory's name.
@@ -92,17 +98,65 @@ type spillFile struct {
 	gone error // non-nil once the file is deleted; says why
 }
 
-// NewDir returns a spill directory under parent ("" means os.TempDir())
-// whose files may hold at most budget bytes in total. Nothing is created
-// until a stream spills. NewDir panics if budget is not positive.
+// NewDir returns a spill directory under parent ("" means the user's
+// spill root, UserRoot) whose files may hold at most budget bytes in
+// total. Nothing is created until a stream spills. NewDir panics if
+// budget is not positive.
 func NewDir(parent string, budget int64) *Dir {
 	if budget <= 0 {
 		panic(fmt.Sprintf("capture: spill budget must be positive, got %d", budget))
 	}
 	if parent == "" {
-		parent = os.TempDir()
+		return &Dir{parent: UserRoot(), budget: budget, shared: true}
 	}
 	return &Dir{parent: parent, budget: budget}
+}
+
+// UserRoot is the directory under which the spill directories of every
+// conch server of this user live: conch-<uid> in os.TempDir(), mode 0700.
+// One place for all of them lets a contained session hide every spill
+// directory but its own, another server's included
+// (docs/containment.md#spill-files).
+func UserRoot() string {
+	return filepath.Join(os.TempDir(), "conch-"+strconv.Itoa(os.Geteuid()))
+}
+
+// ensureUserRoot makes root (UserRoot) if needed and checks that it is
+// this user's own private directory, not one planted by another user of
+// a shared temp dir (nor a symbolic link).
+func ensureUserRoot(root string) error {
+	if err := os.Mkdir(root, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(root)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s is not a directory of uid %d", root, os.Geteuid())
+	}
+	if fi.Mode().Perm() != 0o700 {
+		return os.Chmod(root, 0o700)
+	}
+	return nil
+}
+
+// Root returns the directory whose other entries a session of this Dir
+// may be kept from seeing: the user's spill root (UserRoot) when d's
+// directory was made there, else d's own directory (its subdirectories
+// are the sessions'). It is "" before the first spill or Ensure.
+func (d *Dir) Root() string {
+	d = d.root()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.path == "" {
+		return ""
+	}
+	if d.shared && filepath.Dir(d.path) == d.parent {
+		return d.parent
+	}
+	return d.path
 }
 
 // For returns the view of d for owner: its streams' files go to a
@@ -156,10 +210,24 @@ func (d *Dir) Ensure() (string, error) {
 // as needed and returns the latter's path. d.mu must be held.
 func (d *Dir) dirLocked(sub string) (string, error) {
 	if d.path == "" {
+		parent := d.parent
+		if d.shared {
+			if err := ensureUserRoot(parent); err != nil {
+				// Another user's, say: a directory of our own in the
+				// temp dir, as before there was a root.
+				parent = filepath.Dir(parent)
+			}
+		}
 		// MkdirTemp creates the directory 0700 with a random name.
-		p, err := os.MkdirTemp(d.parent, "conch-spill-*")
+		p, err := os.MkdirTemp(parent, "conch-spill-*")
+		if errors.Is(err, fs.ErrNotExist) && d.shared && parent == d.parent {
+			// Another server removed the root, empty, as it closed.
+			if ensureUserRoot(parent) == nil {
+				p, err = os.MkdirTemp(parent, "conch-spill-*")
+			}
+		}
 		if err != nil {
-			return "", fmt.Errorf("spill: create directory in %s: %w", d.parent, err)
+			return "", fmt.Errorf("spill: create directory in %s: %w", parent, err)
 		}
 		d.path = p
 	}
@@ -208,6 +276,9 @@ func (d *Dir) Close() error {
 	}
 	if err := os.RemoveAll(d.path); err != nil {
 		return fmt.Errorf("spill: remove %s: %w", d.path, err)
+	}
+	if d.shared {
+		os.Remove(d.parent) // the user's spill root, if no other server uses it
 	}
 	return nil
 }

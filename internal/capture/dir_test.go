@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -310,13 +311,43 @@ func TestUnwritableParentLosesOnlyTheSpill(t *testing.T) {
 	}
 }
 
-func TestDefaultParentIsTempDir(t *testing.T) {
+// TestDefaultParentIsUserRoot: without a parent, the spill directory is
+// made in the user's spill root, conch-<uid> in the temp dir (0700),
+// which two servers share: Root names it, so that a session can be kept
+// from seeing the other's.
+func TestDefaultParentIsUserRoot(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir())
+	d, e := NewDir("", 1<<30), NewDir("", 1<<30)
+	defer d.Close()
+	defer e.Close()
+	spilled(t, d, pattern(20))
+	spilled(t, e, pattern(20))
+	root := filepath.Join(os.TempDir(), "conch-"+strconv.Itoa(os.Geteuid()))
+	if filepath.Dir(d.Path()) != root || filepath.Dir(e.Path()) != root || d.Path() == e.Path() {
+		t.Errorf("Path() = %q and %q, want two directories in %q", d.Path(), e.Path(), root)
+	}
+	if d.Root() != root || e.Root() != root {
+		t.Errorf("Root() = %q, %q; want %q", d.Root(), e.Root(), root)
+	}
+	if fi, err := os.Stat(root); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("%s: %v, %v; want mode 0700", root, fi.Mode(), err)
+	}
+}
+
+// TestUserRootPlanted: a user root that is not a directory of this user
+// (here a symbolic link planted in its place) is not used: the spill
+// directory goes straight to the temp dir, its own Root.
+func TestUserRootPlanted(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	elsewhere := t.TempDir()
+	if err := os.Symlink(elsewhere, UserRoot()); err != nil {
+		t.Fatal(err)
+	}
 	d := NewDir("", 1<<30)
 	defer d.Close()
 	spilled(t, d, pattern(20))
-	if filepath.Dir(d.Path()) != os.TempDir() {
-		t.Errorf("Path() = %q, want it in %q", d.Path(), os.TempDir())
+	if filepath.Dir(d.Path()) != os.TempDir() || d.Root() != d.Path() {
+		t.Errorf("Path() = %q, Root() = %q; want a directory of its own in %q", d.Path(), d.Root(), os.TempDir())
 	}
 }
 

@@ -172,6 +172,23 @@ func (h *harness) close() {
 	h.check()
 }
 
+// binary is whether the stream so far is binary by the rule of
+// binary.go: decided once its probe is full, or at its close.
+func (h *harness) binary() bool {
+	all := h.m.all
+	if len(all) == 0 || len(all) < BinaryProbe && !h.m.closed {
+		return false
+	}
+	probe := all[:min(len(all), BinaryProbe)]
+	n := 0
+	for _, b := range probe {
+		if b < 0x20 && !strings.ContainsRune("\t\n\r\x1b", rune(b)) || b == 0x7f {
+			n++
+		}
+	}
+	return n*10 > len(probe)
+}
+
 // check compares the tail, the text and the spill file with the model.
 func (h *harness) check() {
 	h.t.Helper()
@@ -191,15 +208,23 @@ func (h *harness) check() {
 	if out.Text != want.Text || out.Truncated != want.Truncated || out.Head != want.Head || out.Size != want.Size || out.Lines != want.Lines {
 		h.t.Fatalf("Output() = %+v; want %+v", out, want)
 	}
+	// A binary stream spills as a truncated one does (binary.go).
+	binary := h.binary()
+	if out.Binary != binary {
+		h.t.Fatalf("Output().Binary = %v for %q (closed %v)", out.Binary, h.m.all, h.m.closed)
+	}
+	wantFile := wantTruncated || binary
 	var cap *shell.SpillCapError
-	if overCap := wantTruncated && int64(len(h.m.all)) > h.maxSpill; overCap != (errors.As(out.SpillErr, &cap) && cap.Cap == h.maxSpill) {
+	if overCap := wantFile && int64(len(h.m.all)) > h.maxSpill; overCap != (errors.As(out.SpillErr, &cap) && cap.Cap == h.maxSpill) {
 		h.t.Fatalf("Output().SpillErr = %v for %d bytes (max %d, maxSpill %d)", out.SpillErr, len(h.m.all), h.m.max, h.maxSpill)
 	}
-	wantErr := wantTruncated && int64(len(h.m.all)) > h.maxSpill || wantTruncated && h.m.closed && out.SpillPath == ""
+	wantErr := wantFile && int64(len(h.m.all)) > h.maxSpill || wantFile && h.m.closed && out.SpillPath == ""
 	if (out.SpillErr != nil) != wantErr {
-		h.t.Fatalf("Output().SpillErr = %v with SpillPath %q (truncated %v, closed %v)", out.SpillErr, out.SpillPath, wantTruncated, h.m.closed)
+		h.t.Fatalf("Output().SpillErr = %v with SpillPath %q (truncated %v, binary %v, closed %v)", out.SpillErr, out.SpillPath, wantTruncated, binary, h.m.closed)
 	}
-	shouldSpill := wantTruncated && int64(len(h.m.all)) <= h.maxSpill
+	// A stream found binary late spills from then on, if it never
+	// passed the cap before.
+	shouldSpill := wantFile && int64(len(h.m.all)) <= h.maxSpill
 	live := h.s.SpillPath()
 	switch {
 	case shouldSpill && live == "":
@@ -376,7 +401,11 @@ func TestDirProperties(t *testing.T) {
 				if !e.closed {
 					e.all = append(e.all, p...)
 				}
-				if !had[e] && e.s.SpillPath() != "" {
+			}
+			// A spill begins with a write past the tail, or at the close
+			// of a short binary stream.
+			for _, e := range streams {
+				if !had[e] && e.order == 0 && e.s.SpillPath() != "" {
 					spills++
 					e.order = spills
 				}

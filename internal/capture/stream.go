@@ -79,6 +79,10 @@ type Stream struct {
 	spill              *spillFile
 	err                error // why the spill failed
 	trash              []byte
+	// The binary probe (binary.go): control bytes among the first
+	// BinaryProbe, and the decision once it was made.
+	controls        int64
+	decided, binary bool
 }
 
 // NewStream returns a stream that keeps its last maxBytes bytes in memory
@@ -140,6 +144,7 @@ func (s *Stream) Write(p []byte) (int, error) {
 	s.growLocked(newTotal)
 	s.copyInLocked(newTotal-int64(len(keep)), keep)
 	s.total = newTotal
+	s.decideLocked()
 	return len(p), nil
 }
 
@@ -207,11 +212,13 @@ func (s *Stream) commit(region []byte) {
 	}
 	s.countLocked(region)
 	s.total = newTotal
+	s.decideLocked()
 }
 
 // countLocked accounts for p, the bytes that take the stream from s.total
 // on: the head keeps its share, and p's newlines are counted.
 func (s *Stream) countLocked(p []byte) {
+	s.probeLocked(p)
 	if len(s.head) < s.headMax {
 		s.head = append(s.head, p[:min(len(p), s.headMax-len(s.head))]...)
 	}
@@ -238,23 +245,7 @@ func (s *Stream) newlinesLocked(from, to int64) int64 {
 // newTotal, to the spill file, creating the file on the first overflow.
 func (s *Stream) spillLocked(newTotal int64, data []byte) {
 	if s.state == spillNone {
-		if newTotal <= int64(s.maxBytes) {
-			return
-		}
-		if newTotal > s.maxSpill {
-			s.state, s.err = spillFailed, ErrSpillTooLarge
-			return
-		}
-		sp, err := s.dir.create(s.name, newTotal)
-		if err != nil {
-			s.state, s.err = spillFailed, err
-			return
-		}
-		s.spill, s.state = sp, spillActive
-		// Nothing has overflowed before, so the ring has never
-		// wrapped: the stream so far is buf[:total].
-		if _, err := sp.f.Write(s.buf[:s.total]); err != nil {
-			s.failSpillLocked(fmt.Errorf("spill: write %s: %w", sp.path, err))
+		if newTotal <= int64(s.maxBytes) || !s.openSpillLocked(newTotal) {
 			return
 		}
 	} else {
@@ -270,6 +261,29 @@ func (s *Stream) spillLocked(newTotal int64, data []byte) {
 	if _, err := s.spill.f.Write(data); err != nil {
 		s.failSpillLocked(fmt.Errorf("spill: write %s: %w", s.spill.path, err))
 	}
+}
+
+// openSpillLocked creates the spill file for a stream that will be size
+// bytes long and writes the stream so far into it; false when there is
+// none (the stream is past its cap, the file could not be made or
+// written). Nothing has overflowed before, so the ring has never
+// wrapped: the stream so far is buf[:total].
+func (s *Stream) openSpillLocked(size int64) bool {
+	if size > s.maxSpill {
+		s.state, s.err = spillFailed, ErrSpillTooLarge
+		return false
+	}
+	sp, err := s.dir.create(s.name, size)
+	if err != nil {
+		s.state, s.err = spillFailed, err
+		return false
+	}
+	s.spill, s.state = sp, spillActive
+	if _, err := sp.f.Write(s.buf[:s.total]); err != nil {
+		s.failSpillLocked(fmt.Errorf("spill: write %s: %w", sp.path, err))
+		return false
+	}
+	return true
 }
 
 // failSpillLocked gives up on the spill file for good. A file a model
@@ -316,6 +330,7 @@ func (s *Stream) Close() {
 		return
 	}
 	s.closed = true
+	s.decideLocked()
 	if s.state != spillActive {
 		return
 	}
@@ -347,7 +362,7 @@ func (s *Stream) Output() shell.Output {
 	defer s.mu.Unlock()
 	lo := s.total - s.retainedLocked()
 	truncated := s.total > int64(s.maxBytes)
-	out := shell.Output{Truncated: truncated, Size: s.total, Lines: s.lines}
+	out := shell.Output{Truncated: truncated, Size: s.total, Lines: s.lines, Binary: s.binary}
 	if !s.released {
 		from := lo
 		if truncated {
@@ -356,7 +371,7 @@ func (s *Stream) Output() shell.Output {
 		}
 		out.Text = s.textLocked(from, s.total)
 	}
-	if !truncated {
+	if !truncated && !s.binary {
 		return out
 	}
 	out.SpillErr = s.spillErrLocked()
@@ -496,7 +511,7 @@ func (s *Stream) SpillErr() error {
 }
 
 func (s *Stream) spillErrLocked() error {
-	if s.total <= int64(s.maxBytes) {
+	if s.total <= int64(s.maxBytes) && !s.binary {
 		return nil
 	}
 	if s.err == ErrSpillTooLarge {

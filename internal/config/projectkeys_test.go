@@ -34,7 +34,7 @@ func TestProjectSandbox(t *testing.T) {
 }
 
 func TestProjectSandboxRefused(t *testing.T) {
-	const only = `: a project file may only add rules.deny, rules.ask and sandbox.deny_read, and set a stricter sandbox.mode or sandbox.network = "off"`
+	const only = `: a project file may only add rules.deny, rules.ask, sandbox.deny_read and sandbox.network.deny, and set a stricter sandbox.mode or network mode (sandbox.network.mode, with allow and ask when it narrows to allowlist)`
 	for _, c := range []struct {
 		text, want string
 		mode       sandbox.Mode

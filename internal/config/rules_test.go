@@ -56,9 +56,9 @@ func TestProjectRules(t *testing.T) {
 // the line and the key.
 func TestProjectRulesRefused(t *testing.T) {
 	for _, c := range []struct{ text, want string }{
-		{"[rules]\ndeny = [\"Bash(rm:*)\"]\nallow = [\"Bash(git push:*)\"]\n", ":3: rules.allow: a project file may only add rules.deny, rules.ask and sandbox.deny_read, and set a stricter sandbox.mode or sandbox.network = \"off\""},
-		{"[rules]\nunmatched = \"allow\"\n", ":2: rules.unmatched: a project file may only add rules.deny, rules.ask and sandbox.deny_read, and set a stricter sandbox.mode or sandbox.network = \"off\""},
-		{"timeout_ms = 5\n", ":1: timeout_ms: a project file may only add rules.deny, rules.ask and sandbox.deny_read, and set a stricter sandbox.mode or sandbox.network = \"off\""},
+		{"[rules]\ndeny = [\"Bash(rm:*)\"]\nallow = [\"Bash(git push:*)\"]\n", ":3: rules.allow: a project file may only add rules.deny, rules.ask, sandbox.deny_read and sandbox.network.deny, and set a stricter sandbox.mode or network mode (sandbox.network.mode, with allow and ask when it narrows to allowlist)"},
+		{"[rules]\nunmatched = \"allow\"\n", ":2: rules.unmatched: a project file may only add rules.deny, rules.ask, sandbox.deny_read and sandbox.network.deny, and set a stricter sandbox.mode or network mode (sandbox.network.mode, with allow and ask when it narrows to allowlist)"},
+		{"timeout_ms = 5\n", ":1: timeout_ms: a project file may only add rules.deny, rules.ask, sandbox.deny_read and sandbox.network.deny, and set a stricter sandbox.mode or network mode (sandbox.network.mode, with allow and ask when it narrows to allowlist)"},
 		{"[rules]\ndeny = \"Bash(rm:*)\"\n", ":2: rules.deny: takes a list of strings"},
 		{"[rules]\nask = [\"rm\"]\n", ":2: rules.ask: rule \"rm\": expected"},
 	} {

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,15 +61,33 @@ func benchPlan(b *testing.B, network sandbox.Network) *sandbox.Plan {
 	return plan
 }
 
+// cachePlan is benchPlan with a cache layer over n cache directories (conch
+// covers 7 on this machine: ~/.cache, ~/.npm, Go's two, cargo's two,
+// Maven's).
+func cachePlan(b *testing.B, n int) *sandbox.Plan {
+	state := b.TempDir()
+	p := sandbox.Policy{Workspace: b.TempDir(), TempDirs: []string{"/tmp"}, CacheLayer: filepath.Join(state, "cache-layer"), Hidden: []string{state}}
+	for range n {
+		p.Caches = append(p.Caches, b.TempDir())
+	}
+	plan, err := p.Resolve()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return plan
+}
+
 // BenchmarkStartSandbox alternates starting and closing an init without a
-// sandbox, with a workspace-write sandbox, and with the network off too
-// (a new network namespace), and reports each median.
+// sandbox, with a workspace-write sandbox, with the network off too (a
+// new network namespace), and with a cache layer over 7 directories, and
+// reports each median (start, and close with the layer's commit).
 func BenchmarkStartSandbox(b *testing.B) {
 	variants := []struct {
 		name string
 		plan *sandbox.Plan
-	}{{"bare", nil}, {"sandbox", benchPlan(b, sandbox.NetworkOn)}, {"netoff", benchPlan(b, sandbox.NetworkOff)}}
+	}{{"bare", nil}, {"sandbox", benchPlan(b, sandbox.NetworkOn)}, {"netoff", benchPlan(b, sandbox.NetworkOff)}, {"caches7", cachePlan(b, 7)}}
 	times := make([][]time.Duration, len(variants))
+	closes := make([][]time.Duration, len(variants))
 	for b.Loop() {
 		for k, v := range variants {
 			o := initOptions()
@@ -79,11 +98,14 @@ func BenchmarkStartSandbox(b *testing.B) {
 				b.Fatal(err)
 			}
 			times[k] = append(times[k], time.Since(t0))
+			t1 := time.Now()
 			in.Close()
+			closes[k] = append(closes[k], time.Since(t1))
 		}
 	}
 	for k, v := range variants {
 		b.ReportMetric(float64(median(times[k]).Microseconds()), v.name+"-start-us")
+		b.ReportMetric(float64(median(closes[k]).Microseconds()), v.name+"-close-us")
 	}
 }
 

@@ -135,7 +135,7 @@ func TestUserNamespacesOff(t *testing.T) {
 	for _, want := range []string{
 		"summary: none (" + cause,
 		"unavailable: true\n",
-		"error: " + cause + "nsinit: start the init " + exe + ": fork/exec " + exe + ": no space left on device\n",
+		"error: " + cause + "nsinit: start the init /proc/self/exe: fork/exec /proc/self/exe: no space left on device\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("helper output lacks %q:\n%s", want, got)

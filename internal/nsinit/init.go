@@ -38,6 +38,8 @@ func Main() int {
 	// the socket with blocking calls, so that a request wakes this very
 	// thread, which forks at once.
 	runtime.LockOSThread()
+	// Started as /proc/self/exe, it would be called "exe" in ps.
+	setName(filepath.Base(os.Args[0]))
 	// The init holds little: a few records per command. A low GC target
 	// keeps its resident memory near the runtime's floor.
 	debug.SetGCPercent(20)
@@ -59,12 +61,19 @@ func Main() int {
 		c.send(&message{Op: opFail, Err: fmt.Sprintf("init: first message %q, want %q", m.Op, opPolicy)})
 		return 1
 	}
-	unenforced, err := s.setUp(m.Plan, m.Dir)
+	s.net = m.Net
+	unenforced, cacheLayer, err := s.setUp(m)
 	if err != nil {
 		c.send(&message{Op: opFail, Err: err.Error()})
 		return 1
 	}
-	if err := c.send(&message{Op: opReady, Unenforced: unenforced}); err != nil {
+	ready := &message{Op: opReady, Unenforced: unenforced, CacheLayer: cacheLayer}
+	if s.netReady != nil {
+		ready.TUN, ready.Listening = s.netReady.TUN, s.netReady.Listening
+	}
+	err = c.send(ready, s.netFiles...)
+	s.closeNetFiles()
+	if err != nil {
 		return 1
 	}
 	s.serve()
@@ -104,6 +113,12 @@ type initState struct {
 	// home are the session's tasks files in the cgroup v1 hierarchies of
 	// the limits, where the spawner thread returns after each fork.
 	home []int
+
+	// net is the network to set up (nil: none); netReady and netFiles
+	// what the ready message tells the server of it (network_linux.go).
+	net      *Network
+	netReady *message
+	netFiles []*os.File
 }
 
 // command is the init's record of one spawned command.
@@ -116,48 +131,72 @@ type command struct {
 }
 
 // setUp makes the mounts private to the namespace, mounts its own /proc,
-// hides the spill directories of other sessions (spill: the session's
-// own; "": none), enforces the sandbox plan (nil: none) on the init
+// gives the session what it must not share with the host (its own spill
+// directory alone, devpts, /dev/shm, session keyring, read-only cgroups:
+// see isolate.go), enforces the sandbox plan of m (nil: none) on the init
 // itself, so that every command it forks inherits it, prepares the
-// spawner thread and starts listening for signals. It returns what of
-// the plan the host could not enforce.
-func (s *initState) setUp(plan *sandbox.Plan, spill string) (unenforced []string, err error) {
+// spawner thread and starts listening for signals. It returns what of the
+// plan the host could not enforce.
+func (s *initState) setUp(m *message) (unenforced []string, cacheLayer string, err error) {
+	plan := m.Plan
 	if os.Getpid() != 1 {
-		return nil, fmt.Errorf("init: pid %d, not 1: not in a new PID namespace", os.Getpid())
+		return nil, "", fmt.Errorf("init: pid %d, not 1: not in a new PID namespace", os.Getpid())
 	}
 	// Nothing mounted here may propagate back to the host.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return nil, fmt.Errorf("init: make / private: %w", err)
+		return nil, "", fmt.Errorf("init: make / private: %w", err)
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return nil, fmt.Errorf("init: mount /proc: %w", err)
+		return nil, "", fmt.Errorf("init: mount /proc: %w", err)
 	}
-	if spill != "" {
-		if err := showOnly(spill); err != nil {
-			return nil, err
+	if m.Dir != "" {
+		root := m.SpillRoot
+		if root == "" {
+			root = filepath.Dir(m.Dir)
+		}
+		if err := sandbox.HideExcept(root, m.Dir); err != nil {
+			return nil, "", fmt.Errorf("init: hide the other spill directories: %w", err)
 		}
 	}
+	if err := isolate(m.ShmBytes); err != nil {
+		return nil, "", err
+	}
+	if err := s.setUpNetwork(); err != nil {
+		return nil, "", err
+	}
 	sandboxed := plan != nil && plan.Mode != sandbox.FullAccess
+	if sandboxed && len(plan.Caches) > 0 {
+		// Before Mount, which hides the layer's directory.
+		if cacheLayer, err = sandbox.MountCaches(plan, m.CacheSession); err != nil {
+			return nil, "", fmt.Errorf("init: %w", err)
+		}
+	}
 	if sandboxed {
 		// Mounts first: Landlock forbids mounting.
 		if err := sandbox.Mount(plan); err != nil {
-			return nil, fmt.Errorf("init: %w", err)
+			return nil, "", fmt.Errorf("init: %w", err)
 		}
 	}
 	// Commands run as the same user: without this they could read the
 	// init's memory and use its socket to the server.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return nil, fmt.Errorf("init: make non-dumpable: %w", err)
+		return nil, "", fmt.Errorf("init: make non-dumpable: %w", err)
+	}
+	// In every mode, full-access included: no setuid or setgid file.
+	// Loaded first, so that the sandbox's own filter has the last word
+	// where both answer (io_uring_setup: EACCES in the sandbox).
+	if err := sandbox.RestrictSetuid(); err != nil {
+		return nil, "", fmt.Errorf("init: %w", err)
 	}
 	if sandboxed {
 		// Landlock binds the whole init (it holds nothing a command may
 		// not), the unix-socket filter this thread, which forks.
 		if unenforced, err = sandbox.Restrict(plan); err != nil {
-			return nil, fmt.Errorf("init: %w", err)
+			return nil, "", fmt.Errorf("init: %w", err)
 		}
 	}
 	if err := dropCapabilities(sandboxed); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	// Every signal is caught and dropped: as pid 1 the init must not die
 	// of a `kill -TERM 1` from a command. Caught, not ignored: an ignored
@@ -173,49 +212,22 @@ func (s *initState) setUp(plan *sandbox.Plan, spill string) (unenforced []string
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, unix.SIGCHLD)
 	go s.reaper(chld)
-	return unenforced, nil
-}
-
-// showOnly covers dir's parent with an empty tmpfs and binds dir back in
-// it: the commands see dir, read and write it as before, and none of its
-// siblings. The tmpfs is then made read-only, so nothing can be put
-// beside dir (it is the init's: a command has no capability to remount
-// it).
-func showOnly(dir string) error {
-	parent := filepath.Dir(dir)
-	// Held before the tmpfs covers it: the bind's source.
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("init: open the spill directory: %w", err)
-	}
-	defer unix.Close(fd)
-	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
-	if err := unix.Mount("tmpfs", parent, "tmpfs", flags, "size=4k,mode=0700"); err != nil {
-		return fmt.Errorf("init: hide the other spill directories: %w", err)
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return fmt.Errorf("init: hide the other spill directories: %w", err)
-	}
-	if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), dir, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("init: show the spill directory: %w", err)
-	}
-	if err := unix.Mount("", parent, "", unix.MS_REMOUNT|unix.MS_RDONLY|flags, ""); err != nil {
-		return fmt.Errorf("init: hide the other spill directories: %w", err)
-	}
-	return nil
+	return unenforced, cacheLayer, nil
 }
 
 // dropCapabilities drops, on this thread only (capabilities belong to a
 // thread), what commands forked from it must not inherit: the ambient
 // capabilities a non-root init was started with (so a non-root command
 // has none) and, from the bounding set, CAP_SYS_ADMIN (a command running
-// as root could unmount the namespace's /proc and see the host's) and
-// CAP_SYS_PTRACE (it could reach into the init). Under a sandbox, every
+// as root could unmount the namespace's /proc and see the host's, or
+// mount a writable cgroup file system), CAP_SYS_PTRACE (it could reach
+// into the init) and CAP_SETFCAP (a root server's command could give a
+// file capabilities that hold on the host, the setuid bit's twin). Under a sandbox, every
 // capability leaves the bounding set: a command run as root inside has
 // none after its exec (so no CAP_DAC_OVERRIDE past a read-only mount's
 // owner checks, no CAP_NET_RAW).
 func dropCapabilities(all bool) error {
-	drop := []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SYS_PTRACE}
+	drop := []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SYS_PTRACE, unix.CAP_SETFCAP}
 	if all {
 		drop = drop[:0]
 		for cp := uintptr(0); cp <= unix.CAP_LAST_CAP; cp++ {
@@ -321,7 +333,7 @@ func (s *initState) serve() {
 		}
 		closeFDs(fds)
 		switch m.Op {
-		case opTerminate, opLeftovers:
+		case opTerminate, opLeftovers, opCount:
 			go s.answer(m) // they wait: other requests go on meanwhile
 		default:
 			s.answer(m)
@@ -345,11 +357,26 @@ func (s *initState) answer(m *message) {
 	switch {
 	case m.Op == opRelease:
 		return // no reply
+	case m.Op == opPTY:
+		master, slave, err := openPTY()
+		if err != nil {
+			reply.Err = err.Error()
+			s.c.send(reply)
+			return
+		}
+		s.c.send(reply, master, slave)
+		master.Close()
+		slave.Close()
+		return
 	case m.Op == opLeftovers:
 		if c != nil {
 			if err := s.killLeftovers(c); err != nil {
 				reply.Err = err.Error()
 			}
+		}
+	case m.Op == opCount:
+		if c != nil {
+			reply.Count = s.countLeftovers(c)
 		}
 	case !held:
 		// Its zombie was reaped: its group id may name another group.

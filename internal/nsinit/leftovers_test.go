@@ -134,3 +134,47 @@ func TestCloseKillsEverything(t *testing.T) {
 	out1.text(t)
 	out2.text(t)
 }
+
+// TestLeftoversCount: Leftovers counts what a command left after its
+// exit, escapees included, before and after Release, and 0 once
+// KillLeftovers took them; a fork loop that left the session counts as
+// one at least, though no scan may see it alive.
+func TestLeftoversCount(t *testing.T) {
+	marker := clean(t)
+	in := startInit(t)
+	ch, stdout, _ := spawn(t, in, marker, escapees)
+	wait(t, ch)
+	testutil.WaitFor(t, 10*time.Second, "three sleeps and an sh", func() bool { return len(testutil.Processes(marker)) >= 4 })
+	// The three sleeps and the setsid'd sh (dash runs its command as a
+	// child).
+	if n, err := ch.Leftovers(); n != 4 || err != nil {
+		t.Errorf("Leftovers before Release: %d, %v; want 4", n, err)
+	}
+	ch.Release()
+	if n, err := ch.Leftovers(); n != 4 || err != nil {
+		t.Errorf("Leftovers after Release: %d, %v; want 4", n, err)
+	}
+	if err := ch.KillLeftovers(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ch.Leftovers(); n != 0 || err != nil {
+		t.Errorf("Leftovers after KillLeftovers: %d, %v; want 0", n, err)
+	}
+	stdout.text(t)
+
+	loop, beat := forkLoop(t)
+	ch, stdout, _ = spawn(t, in, marker, loop+"echo ready")
+	wait(t, ch)
+	ch.Release()
+	testutil.WaitBeating(t, beat)
+	if n, err := ch.Leftovers(); n < 1 || err != nil {
+		t.Errorf("Leftovers of a fork loop: %d, %v; want at least 1", n, err)
+	}
+	if err := ch.KillLeftovers(); err != nil {
+		t.Fatal(err)
+	}
+	if testutil.Beating(t, beat) {
+		t.Error("KillLeftovers returned with the loop alive")
+	}
+	stdout.text(t)
+}

@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 		os.Exit(degradedHelper())
 	case "nolandlock":
 		os.Exit(noLandlockHelper())
+	case "nooverlay":
+		proc.BecomeSubreaper()
+		os.Exit(noOverlayHelper(m))
 	}
 	if err := proc.BecomeSubreaper(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -160,10 +163,16 @@ func run(t *testing.T, in *nsinit.Init, marker, script string) (syscall.WaitStat
 
 func wait(t *testing.T, ch *nsinit.Child) syscall.WaitStatus {
 	t.Helper()
+	return waitFor(t, ch, 10*time.Second)
+}
+
+// waitFor is wait for a command that may take up to d (a build).
+func waitFor(t *testing.T, ch *nsinit.Child, d time.Duration) syscall.WaitStatus {
+	t.Helper()
 	select {
 	case <-ch.Exited():
-	case <-time.After(10 * time.Second):
-		t.Fatal("command did not exit within 10 s")
+	case <-time.After(d):
+		t.Fatalf("command did not exit within %v", d)
 	}
 	ws, err := ch.Wait()
 	if err != nil {

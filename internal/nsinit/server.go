@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/conch-dev/conch/internal/cachelayer"
 	"github.com/conch-dev/conch/internal/proc"
 	"github.com/conch-dev/conch/internal/sandbox"
 )
@@ -22,7 +23,11 @@ import (
 type Options struct {
 	// Path is the executable to run; it must call Main when started with
 	// Args and Env (conch: its own binary, with the hidden subcommand
-	// HelperArg). Empty means os.Executable().
+	// HelperArg). Empty means the very file this process runs
+	// (/proc/self/exe, resolved by the kernel in the forked child), never
+	// a path: a command that renames another program over the binary's
+	// path, or in a writable root, cannot make the next init run it
+	// (docs/containment.md#the-init).
 	Path string
 	// Args are the arguments after the program name.
 	Args []string
@@ -56,6 +61,17 @@ type Options struct {
 	// init covers that parent with an empty read-only tmpfs and binds
 	// SpillDir alone back in its place (docs/containment.md#spill-files).
 	SpillDir string
+	// SpillRoot, when set, is the directory under which every spill
+	// directory of the user lives, those of other servers too
+	// (capture.UserRoot): the init covers it, not just SpillDir's parent,
+	// and binds SpillDir alone back. Empty means SpillDir's parent.
+	SpillRoot string
+
+	name string // argv[0] of the init, when not Path
+	// Network, when set, gives the init a network namespace of its own
+	// set up for a filtered network policy (network_linux.go); the
+	// server takes what it made with TakeNetwork.
+	Network *Network
 }
 
 // HelperArg is the hidden subcommand on which conch's binary runs Main.
@@ -91,7 +107,20 @@ type Init struct {
 	v1 []*cgroups // the cgroup v1 hierarchies of the limits not in cg
 
 	unenforced []string // what the host could not enforce of Options.Sandbox
+
+	cache      *cachelayer.Session // nil without Sandbox.Caches
+	cacheLayer string              // how the init mounted them
+
+	net NetFiles // what the init made for Options.Network, until taken
 }
+
+// CacheLayer says how the init gave its commands the cache layer of
+// Options.Sandbox (docs/sandbox.md#the-cache-layer): "overlay"
+// (copy-on-write over the user's caches), "copy (overlayfs: <why>)"
+// (conch's copy alone, where overlayfs cannot be mounted), "none
+// (<why>)" (the layer could not be made: the caches stay read-only), or
+// "" (no cache layer).
+func (i *Init) CacheLayer() string { return i.cacheLayer }
 
 // Unenforced lists what of Options.Sandbox this host could not enforce,
 // each with its cause ("unix sockets (seccomp unavailable)"), for the
@@ -113,11 +142,12 @@ func Start(opts *Options) (*Init, error) {
 		o = *opts
 	}
 	if o.Path == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("nsinit: start: %w", err)
+		o.Path = selfExe
+		// The name it goes by (argv[0], and the init sets its comm
+		// from it): the binary's, not "exe".
+		if exe, err := os.Executable(); err == nil {
+			o.name = exe
 		}
-		o.Path = exe
 	}
 	var cg *cgroups
 	if o.Cgroup != "" {
@@ -127,9 +157,22 @@ func Start(opts *Options) (*Init, error) {
 		}
 	}
 	v1, err := newLimits(o, cg)
+	var (
+		cache   *cachelayer.Session
+		noCache string
+	)
+	if err == nil && o.Sandbox != nil && len(o.Sandbox.Caches) > 0 {
+		// Without its layer the session's commands may not write the
+		// user's caches: they stay read-only, and the rest holds.
+		var cerr error
+		if cache, cerr = cachelayer.Begin(o.Sandbox.CacheLayer); cerr != nil {
+			o.Sandbox = o.Sandbox.WithoutCaches()
+			noCache = "none (" + cerr.Error() + ")"
+		}
+	}
 	var i *Init
 	if err == nil {
-		i, err = start(o, v1)
+		i, err = start(o, v1, cache)
 	}
 	if err != nil {
 		for _, g := range append(v1, cg) {
@@ -137,20 +180,29 @@ func Start(opts *Options) (*Init, error) {
 				g.close()
 			}
 		}
+		if cache != nil {
+			cache.Close()
+		}
 		return nil, err
 	}
-	i.cg, i.v1 = cg, v1
+	i.cg, i.v1, i.cache = cg, v1, cache
+	if noCache != "" {
+		i.cacheLayer = noCache
+	}
 	return i, nil
 }
 
 // start starts the init; v1 are the cgroup v1 hierarchies of the limits,
 // whose session tasks files it is given.
-func start(o Options, v1 []*cgroups) (*Init, error) {
+func start(o Options, v1 []*cgroups, cache *cachelayer.Session) (*Init, error) {
 	ours, theirs, err := socketPair()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(o.Path, o.Args...)
+	if o.name != "" {
+		cmd.Args[0] = o.name
+	}
 	cmd.Env = o.Env
 	if cmd.Env == nil {
 		cmd.Env = []string{}
@@ -158,7 +210,7 @@ func start(o Options, v1 []*cgroups) (*Init, error) {
 	cmd.Stderr = o.Stderr
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.SysProcAttr = namespaceAttr()
-	if o.Sandbox != nil && o.Sandbox.Network == sandbox.NetworkOff {
+	if newNetNS(o) {
 		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
 	}
 	err = startDumpable(cmd)
@@ -195,10 +247,17 @@ func start(o Options, v1 []*cgroups) (*Init, error) {
 	// network file system, say) is killed: the session's first command
 	// and its end wait on this start.
 	stuck := time.AfterFunc(startTimeout, func() { cmd.Process.Kill() })
-	err = c.send(&message{Op: opPolicy, Plan: o.Sandbox, Dir: o.SpillDir}, homes...)
-	var m *message
+	pol := o.policy()
+	if cache != nil {
+		pol.CacheSession = cache.Dir
+	}
+	err = c.send(pol, homes...)
+	var (
+		m   *message
+		fds []int
+	)
 	if err == nil {
-		m, _, err = c.recv()
+		m, fds, err = c.recv()
 	}
 	if !stuck.Stop() && err != nil {
 		err = fmt.Errorf("no answer within %v: %w", startTimeout, err)
@@ -206,7 +265,8 @@ func start(o Options, v1 []*cgroups) (*Init, error) {
 	if err == nil {
 		switch m.Op {
 		case opReady:
-			i.unenforced = m.Unenforced
+			i.unenforced, i.cacheLayer = m.Unenforced, m.CacheLayer
+			i.keepNetwork(m, fds)
 		case opFail:
 			err = errors.New(m.Err)
 		default:
@@ -214,6 +274,8 @@ func start(o Options, v1 []*cgroups) (*Init, error) {
 		}
 	}
 	if err != nil {
+		closeFDs(fds)
+		i.closeNetwork()
 		c.close()
 		cmd.Process.Kill() // an init that failed exits by itself; one that answered wrong may not
 		<-i.exited
@@ -222,6 +284,13 @@ func start(o Options, v1 []*cgroups) (*Init, error) {
 	go i.read()
 	return i, nil
 }
+
+// selfExe names the file this process runs. It is resolved by the kernel
+// in the child between fork and exec (the child's /proc/self is a copy of
+// this process, whose executable the kernel holds): a rename over the
+// binary's path changes nothing it names, and the running file cannot be
+// written in place (ETXTBSY) while this process runs it.
+const selfExe = "/proc/self/exe"
 
 // startTimeout bounds the wait for a new init's first answer.
 var startTimeout = 10 * time.Second
@@ -256,9 +325,9 @@ func startDumpable(cmd *exec.Cmd) error {
 // to themselves so that `id -u` and file owners read the same inside.
 // Root maps every id to itself; another user can map only its own, and
 // must give up setgroups. A non-root init needs CAP_SYS_ADMIN (to mount
-// /proc) and CAP_SETPCAP (to shrink the commands' bounding set) after
-// exec, which only ambient capabilities carry; the init clears them
-// before it runs a command.
+// /proc), CAP_SETPCAP (to shrink the commands' bounding set) and
+// CAP_DAC_OVERRIDE (for overlayfs) after exec, which only ambient
+// capabilities carry; the init clears them before it runs a command.
 func namespaceAttr() *syscall.SysProcAttr {
 	uid, gid := os.Getuid(), os.Getgid()
 	a := &syscall.SysProcAttr{
@@ -274,7 +343,11 @@ func namespaceAttr() *syscall.SysProcAttr {
 	}
 	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
 	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP}
+	// CAP_DAC_OVERRIDE: overlayfs works in its work directory, which it
+	// makes mode 0, with the credentials of whoever mounted it (the
+	// cache layer: docs/sandbox.md#the-cache-layer). CAP_NET_ADMIN: the
+	// session's network namespace and its TUN device (network_linux.go).
+	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE, unix.CAP_NET_ADMIN}
 	return a
 }
 
@@ -289,7 +362,11 @@ func (i *Init) read() {
 		if err != nil {
 			break
 		}
-		closeFDs(fds) // the init sends none
+		if m.Op == opPTY && m.Err == "" {
+			m.fds = fds // the caller's
+		} else {
+			closeFDs(fds)
+		}
 		if m.Op == opExit {
 			i.mu.Lock()
 			ch := i.children[m.Pid]
@@ -310,6 +387,8 @@ func (i *Init) read() {
 		i.mu.Unlock()
 		if w != nil {
 			w <- m
+		} else {
+			closeFDs(m.fds)
 		}
 	}
 	i.mu.Lock()
@@ -360,6 +439,25 @@ func (i *Init) call(m *message, files ...*os.File) (*message, error) {
 		return r, errors.New(r.Err)
 	}
 	return r, nil
+}
+
+// OpenPTY opens a new pseudo-terminal in the session's own devpts
+// instance and returns its master and slave sides: a terminal a command
+// of the session can name (`tty` prints /dev/pts/N of the session) and
+// that no other session, nor the host, can open.
+func (i *Init) OpenPTY() (master, slave *os.File, err error) {
+	r, err := i.call(&message{Op: opPTY})
+	if err != nil {
+		if r != nil {
+			closeFDs(r.fds)
+		}
+		return nil, nil, fmt.Errorf("nsinit: open a terminal: %w", err)
+	}
+	if len(r.fds) != 2 {
+		closeFDs(r.fds)
+		return nil, nil, fmt.Errorf("nsinit: open a terminal: %d descriptors, want 2", len(r.fds))
+	}
+	return os.NewFile(uintptr(r.fds[0]), "/dev/ptmx"), os.NewFile(uintptr(r.fds[1]), "/dev/pts"), nil
 }
 
 // Command is what Spawn runs.
@@ -470,11 +568,17 @@ func (i *Init) Close() error {
 		i.c.close()
 		<-i.exited
 		<-i.readDone
+		i.closeNetwork()
 		var errs []error
 		for _, g := range append(i.v1, i.cg) {
 			if g != nil {
 				errs = append(errs, g.close())
 			}
+		}
+		// The init's mounts went with its namespace: what the session
+		// wrote to its cache layer joins the layer all sessions share.
+		if i.cache != nil {
+			errs = append(errs, i.cache.Close())
 		}
 		i.closeErr = errors.Join(errs...)
 	})
@@ -558,6 +662,18 @@ func (c *Child) KillLeftovers() error {
 	return err
 }
 
+// Leftovers counts the live processes the command started, its shell
+// aside: the members of its group and those charged to it that left it.
+// A process that forks and exits in a loop counts as one, although no
+// scan may see it alive. It may be called before or after Release.
+func (c *Child) Leftovers() (int, error) {
+	r, err := c.i.call(&message{Op: opCount, Pid: c.Pid})
+	if err != nil {
+		return 0, err
+	}
+	return r.Count, nil
+}
+
 // removeCgroups removes the command's cgroups that are empty.
 func (c *Child) removeCgroups() {
 	if c.cgroup != "" {
@@ -584,4 +700,19 @@ func (c *Child) Release() {
 	c.i.c.send(&message{Op: opRelease, Pid: c.Pid}) // no reply; a dead init needs none
 	c.settle(0, ErrClosed)
 	c.removeCgroups() // unless something it left runs on
+}
+
+// MaxShmBytes bounds a session's private /dev/shm: a command cannot keep
+// more of the machine's memory there than this, or than the session's
+// memory limit when that is lower (docs/containment.md#what-a-command-sees-and-holds).
+const MaxShmBytes = 64 << 20
+
+// policy is the init's first message: what it mounts and enforces before
+// it serves.
+func (o *Options) policy() *message {
+	shm := int64(MaxShmBytes)
+	if o.MaxMemory > 0 {
+		shm = min(shm, o.MaxMemory)
+	}
+	return &message{Op: opPolicy, Plan: o.Sandbox, Dir: o.SpillDir, SpillRoot: o.SpillRoot, ShmBytes: shm, Net: o.Network}
 }

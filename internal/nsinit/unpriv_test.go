@@ -36,6 +36,16 @@ var unprivTests = []string{
 	"TestSandboxNetworkOff",
 	"TestSandboxReadOnly",
 	"TestSandboxWithoutLandlock",
+	"TestIsolatedTerminals",
+	"TestIsolatedTerminalsOfSessions",
+	"TestIsolatedShm",
+	"TestIsolatedKeyring",
+	"TestReadOnlyCgroups",
+	"TestNoSetuidFiles",
+	"TestSandboxRefer",
+	"TestSandboxWheelBuild",
+	"TestCacheLayer",
+	"TestCacheLayerFallback",
 }
 
 // TestUnprivileged runs unprivTests as uid 65534 (with a copy of this test

@@ -30,14 +30,14 @@ import (
 const maxMessage = 64 << 20
 
 // maxFDs is the most descriptors one message carries.
-const maxFDs = 8
+const maxFDs = 64
 
 // Operations. Requests carry an ID and get exactly one reply with the same
 // ID and operation, except opRelease, which has none; the init also sends
 // events with ID 0.
 const (
-	opPolicy    = "policy"    // server → init, first: Plan, the sandbox to enforce (nil: none); Dir, the session's spill directory ("": none); descriptors: the session's tasks files of the cgroup v1 limits
-	opReady     = "ready"     // init → server, once: set up, serving; Unenforced
+	opPolicy    = "policy"    // server → init, first: Plan, the sandbox to enforce (nil: none); Dir, the session's spill directory ("": none); SpillRoot, what to hide around it; ShmBytes, the size of /dev/shm; CacheSession, the session's cache layer; descriptors: the session's tasks files of the cgroup v1 limits
+	opReady     = "ready"     // init → server, once: set up, serving; Unenforced, CacheLayer
 	opFail      = "fail"      // init → server, once: set-up failed; Err says why
 	opSpawn     = "spawn"     // Path, Args, Env, Dir, Terminal, three descriptors → Pid
 	opSignal    = "signal"    // Pid, Sig: signal the command's process group
@@ -45,7 +45,9 @@ const (
 	opTerminate = "terminate" // Pid, Grace → Escalated
 	opLeftovers = "leftovers" // Pid: kill everything the command started
 	opRelease   = "release"   // Pid: the server is done with the command
+	opCount     = "count"     // Pid → Count: the live processes charged to the command, its shell aside
 	opExit      = "exit"      // init → server event: Pid, Status (raw wait status)
+	opPTY       = "pty"       // → two descriptors: a new terminal's master and slave, in the session's devpts
 )
 
 // message is every request, reply and event; each uses the fields its
@@ -65,6 +67,7 @@ type message struct {
 	Status    int           `json:"status,omitempty"`
 	Alive     bool          `json:"alive,omitempty"`
 	Escalated bool          `json:"escalated,omitempty"`
+	Count     int           `json:"count,omitempty"`
 	Err       string        `json:"err,omitempty"`
 
 	// Cgroup: a spawn's fourth descriptor is its cgroup v2 (for clone3);
@@ -73,6 +76,24 @@ type message struct {
 
 	Plan       *sandbox.Plan `json:"plan,omitempty"`
 	Unenforced []string      `json:"unenforced,omitempty"`
+
+	// The init's own mounts (opPolicy): the user's spill directories'
+	// common root, the size of the private /dev/shm, the directory of the
+	// session's cache layer (Plan.Caches); and (opReady) how the cache
+	// layer was mounted.
+	SpillRoot    string `json:"spillRoot,omitempty"`
+	ShmBytes     int64  `json:"shmBytes,omitempty"`
+	CacheSession string `json:"cacheSession,omitempty"`
+	CacheLayer   string `json:"cacheLayer,omitempty"`
+
+	// fds are the descriptors a reply carried (opPTY's), for its caller.
+	fds []int
+	// Net (opPolicy) is Options.Network; TUN and Listening (opReady) say
+	// which descriptors follow: the device first, then one listener per
+	// address.
+	Net       *Network `json:"net,omitempty"`
+	TUN       bool     `json:"tun,omitempty"`
+	Listening []string `json:"listening,omitempty"`
 }
 
 // conn is one end of the socket pair. send may be called concurrently;

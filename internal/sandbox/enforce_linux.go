@@ -21,9 +21,10 @@ import (
 // protected path is bind-mounted onto itself and
 // remounted read-only (a file as well as a directory: Landlock rules can
 // only add rights, so a read-only spot inside a writable root needs a
-// mount), and each denyRead path is covered by an empty read-only tmpfs
-// (a directory) or a read-only bind of /dev/null (a file). Paths that do
-// not exist are skipped.
+// mount), each hidden path is covered (HideExcept, keeping the writable
+// roots inside it), and each denyRead path is covered by an empty
+// read-only tmpfs (a directory) or a read-only bind of /dev/null (a
+// file). Paths that do not exist are skipped.
 func Mount(plan *Plan) error {
 	if plan.Mode == FullAccess {
 		return nil
@@ -38,6 +39,13 @@ func Mount(plan *Plan) error {
 	for _, p := range plan.Protected {
 		if err := bindReadOnly(p, p); err != nil {
 			return fmt.Errorf("sandbox: protect %s: %w", p, err)
+		}
+	}
+	// conch's own: after the protected paths, which may lie inside
+	// (conch's configuration in a writable home).
+	for _, p := range plan.Hidden {
+		if err := hide(p, plan.Writable); err != nil {
+			return fmt.Errorf("sandbox: hide %s: %w", p, err)
 		}
 	}
 	for _, p := range plan.DenyRead {
@@ -88,8 +96,9 @@ func bindReadOnly(from, to string) error {
 // (every thread) and, on the calling thread only, the seccomp filter
 // on unix sockets, then sets no_new_privs; commands forked from that
 // thread inherit all of it. Landlock: everything readable and
-// executable, writable only in plan.Writable and a few devices
-// (/dev/null, /dev/zero, /dev/full, /dev/tty, /dev/pts, /dev/shm), and
+// executable, writable only in plan.Writable (with REFER where the ABI
+// has it: landlockRules) and a few devices (/dev/null, /dev/zero,
+// /dev/full, /dev/tty, /dev/ptmx, /dev/pts, /dev/shm), and
 // with the network off, TCP bind and connect denied (the empty network
 // namespace denies the rest). Seccomp: socket(AF_UNIX) fails with EACCES
 // (in the 32-bit compat ABI too) unless plan.UnixSockets lists some
@@ -107,12 +116,7 @@ func Restrict(plan *Plan) (unenforced []string, err error) {
 	case abi < 4 && plan.Network == NetworkOff:
 		unenforced = append(unenforced, fmt.Sprintf("TCP by Landlock (ABI %d < 4; the empty network namespace still holds)", abi))
 	}
-	rules := []landlock.Rule{
-		landlock.RODirs("/"),
-		landlock.RWDirs(reachable(plan.Writable)...).IgnoreIfMissing(),
-		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/tty").WithIoctlDev().IgnoreIfMissing(),
-		landlock.RWDirs("/dev/pts", "/dev/shm").WithIoctlDev().IgnoreIfMissing(),
-	}
+	rules := landlockRules(abi, reachable(plan.Writable))
 	// No IPC scopes: before ABI 8, go-landlock restricts each thread on
 	// its own, so the init's threads end up in sibling domains, and with
 	// a scope on signals the init's other threads could no longer manage
@@ -163,6 +167,28 @@ func Restrict(plan *Plan) (unenforced []string, err error) {
 		return nil, fmt.Errorf("sandbox: seccomp: %w", err)
 	}
 	return unenforced, nil
+}
+
+// landlockRules are the rules of Restrict on a kernel of Landlock ABI abi
+// (0: none): everything readable and executable; writable, writable
+// and the devices a command may write, the session's own terminals
+// among them (the init mounted /dev/pts and /dev/ptmx: see nsinit).
+// From ABI 2 the writable directories also get REFER, so that rename(2)
+// and link(2) work between them (git mv, a wheel build, git push to a
+// file remote); a protected path stays out of reach, being a mount of
+// its own (EXDEV). Below ABI 2 REFER is left out: asked for there, a
+// best-effort ruleset would drop Landlock altogether.
+func landlockRules(abi int, writable []string) []landlock.Rule {
+	rw := landlock.RWDirs(writable...).IgnoreIfMissing()
+	if abi >= 2 {
+		rw = rw.WithRefer()
+	}
+	return []landlock.Rule{
+		landlock.RODirs("/"),
+		rw,
+		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx").WithIoctlDev().IgnoreIfMissing(),
+		landlock.RWDirs("/dev/pts", "/dev/shm").WithIoctlDev().IgnoreIfMissing(),
+	}
 }
 
 // compatABI is the 32-bit system call ABI a 64-bit kernel also serves,

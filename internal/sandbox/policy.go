@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/conch-dev/conch/internal/netpolicy"
 )
 
 // Mode says where commands may write.
@@ -31,12 +33,18 @@ const (
 	FullAccess Mode = "full-access"
 )
 
-// Network says whether commands reach the network.
+// Network is how commands reach the network: the network mode
+// (docs/sandbox.md#network).
 type Network string
 
 const (
 	NetworkOn  Network = "on"
 	NetworkOff Network = "off"
+	// NetworkPublic and NetworkAllowlist send the session's traffic
+	// through conch's stack, which applies Policy.Net to each connection
+	// (package egress).
+	NetworkPublic    Network = "public"
+	NetworkAllowlist Network = "allowlist"
 )
 
 // Policy is the sandbox of a session as configured: the flags
@@ -44,6 +52,9 @@ const (
 type Policy struct {
 	Mode    Mode    // "" means WorkspaceWrite
 	Network Network // "" means NetworkOn
+	// Net is the rest of the network policy (allow, deny, allow_local,
+	// ask, conch's own listeners); its Mode is Network's.
+	Net netpolicy.Policy
 	// Workspace is the session's working directory: writable in
 	// WorkspaceWrite.
 	Workspace string
@@ -52,19 +63,34 @@ type Policy struct {
 	// TempDirs are writable in ReadOnly and WorkspaceWrite: the temp dir
 	// conch gives commands, /tmp, $TMPDIR.
 	TempDirs []string
-	// CacheDir is the user's cache dir ($XDG_CACHE_HOME or ~/.cache),
-	// writable in WorkspaceWrite.
-	CacheDir string
+	// Caches are the user's cache directories (cachelayer.Dirs, made by
+	// cachelayer.Ensure). In WorkspaceWrite, with CacheLayer set, each
+	// is covered by conch's copy-on-write cache layer and so writable to
+	// commands, without a write ever reaching the user's own directory;
+	// without CacheLayer they stay read-only, like the rest of the home.
+	Caches []string
+	// CacheLayer is the directory of conch's cache layer (conch's state
+	// directory's cache-layer: cachelayer's Begin). List it, or a
+	// directory above it, in Hidden.
+	CacheLayer string
 	// DenyRead paths are hidden: shown as empty, neither readable nor
 	// writable.
 	DenyRead []string
 	// UnixSockets are the unix socket paths commands may connect to; any
 	// other unix socket connection is denied (not in FullAccess).
 	UnixSockets []string
-	// Protected paths stay read-only even inside a writable root: conch's
-	// configuration files and state directory, other sessions' spill
-	// files. Resolve adds the git ones it finds.
+	// Protected paths stay read-only even inside a writable root. Resolve
+	// adds the git ones it finds, and each writable root's .conch
+	// directory (a project file a command could otherwise rewrite to
+	// drop its narrowing).
 	Protected []string
+	// Hidden paths are conch's own: its configuration, state and runtime
+	// directories (the HTTP token, ACP session files, the cache layer).
+	// Like DenyRead they are covered, a directory by an empty read-only
+	// tmpfs, a file by /dev/null, but they are not the user's choice and
+	// attribution does not name them; a writable root inside one (a temp
+	// dir in the state directory, say) is shown through the cover.
+	Hidden []string
 }
 
 // Plan is a Policy resolved into absolute, cleaned paths, with the git
@@ -86,6 +112,16 @@ type Plan struct {
 	Pinned      []string `json:"pinned,omitempty"`
 	DenyRead    []string `json:"denyRead,omitempty"`
 	UnixSockets []string `json:"unixSockets,omitempty"`
+	// Hidden are conch's own directories and files, covered like
+	// DenyRead, with the writable roots inside them shown through.
+	Hidden []string `json:"hidden,omitempty"`
+	// Caches are the user's cache directories covered by the cache
+	// layer at CacheLayer (they are in Writable too): see
+	// Policy.Caches.
+	Caches     []string `json:"caches,omitempty"`
+	CacheLayer string   `json:"cacheLayer,omitempty"`
+	// Net is the network policy, Mode equal to Network.
+	Net netpolicy.Policy `json:"net"`
 
 	// policy is the Policy Resolve made the Plan from (nil for a Plan
 	// made otherwise, one read from JSON in the init say), for
@@ -194,10 +230,13 @@ func (p Policy) Resolve() (*Plan, error) {
 	default:
 		return nil, fmt.Errorf("sandbox: unknown mode %q (want read-only, workspace-write or full-access)", p.Mode)
 	}
-	switch pl.Network {
-	case NetworkOn, NetworkOff:
-	default:
-		return nil, fmt.Errorf("sandbox: unknown network %q (want on or off)", p.Network)
+	if _, err := netpolicy.ParseMode(string(pl.Network)); err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	pl.Net = p.Net
+	pl.Net.Mode = netpolicy.Mode(pl.Network)
+	if _, err := pl.Net.Compile(); err != nil {
+		return nil, fmt.Errorf("sandbox: network: %w", err)
 	}
 	abs := func(path string) string {
 		if path == "" {
@@ -234,9 +273,18 @@ func (p Policy) Resolve() (*Plan, error) {
 			return nil, fmt.Errorf("sandbox: workspace-write mode needs a workspace")
 		}
 		searched = absAll(append([]string{p.Workspace}, p.WritableRoots...))
-		pl.Writable = absAll(append(append(slices.Clone(searched), p.TempDirs...), p.CacheDir))
+		pl.Writable = absAll(append(slices.Clone(searched), p.TempDirs...))
+		if p.CacheLayer != "" {
+			pl.CacheLayer = abs(p.CacheLayer)
+			pl.Caches = cacheDirs(absAll(p.Caches), pl.Writable, pl.CacheLayer)
+			pl.Writable = append(pl.Writable, pl.Caches...)
+		}
 	}
 	protected := absAll(p.Protected)
+	for _, root := range searched {
+		// A project's file: rewritten, it would drop its narrowing.
+		protected = append(protected, filepath.Join(root, ".conch"))
+	}
 	// What commands could write before any git directory is added: a
 	// .git entry there may have been planted by an earlier command.
 	plantable := slices.Clone(pl.Writable)
@@ -292,7 +340,48 @@ func (p Policy) Resolve() (*Plan, error) {
 			pl.Protected = append(pl.Protected, path)
 		}
 	}
+	for _, path := range absAll(p.Hidden) {
+		// One that is itself a writable root (a temp dir) stays: there is
+		// nothing left to hide around it.
+		if _, err := os.Lstat(path); err == nil && !slices.Contains(pl.Writable, path) && !slices.Contains(pl.Hidden, path) {
+			pl.Hidden = append(pl.Hidden, path)
+		}
+	}
 	return pl, nil
+}
+
+// WithoutCaches is p with no cache layer: its caches read-only again,
+// for a session whose layer could not be made.
+func (p *Plan) WithoutCaches() *Plan {
+	q := *p
+	q.Writable = slices.DeleteFunc(slices.Clone(p.Writable), func(w string) bool { return slices.Contains(p.Caches, w) })
+	q.Caches, q.CacheLayer = nil, ""
+	return &q
+}
+
+// cacheDirs are the caches the layer covers: existing directories, not
+// below another one (its layer covers it), and holding neither a
+// writable root (whose writes must reach the disk) nor the layer itself.
+func cacheDirs(caches, writable []string, layer string) []string {
+	var out []string
+	for _, c := range caches {
+		if fi, err := os.Stat(c); err != nil || !fi.IsDir() {
+			continue
+		}
+		holds := func(paths ...string) bool {
+			for _, p := range paths {
+				if within(p, []string{c}) {
+					return true
+				}
+			}
+			return false
+		}
+		nested := slices.ContainsFunc(caches, func(o string) bool { return o != c && within(c, []string{o}) })
+		if !nested && !holds(writable...) && !holds(layer) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // findRepos returns the directories under root (root included) that hold

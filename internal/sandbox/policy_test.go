@@ -84,7 +84,7 @@ func TestResolveFindsRepositories(t *testing.T) {
 }
 
 func TestResolveModes(t *testing.T) {
-	ro, err := Policy{Mode: ReadOnly, Workspace: "/w", TempDirs: []string{"/tmp"}, CacheDir: "/c"}.Resolve()
+	ro, err := Policy{Mode: ReadOnly, Workspace: "/w", TempDirs: []string{"/tmp"}, Caches: []string{"/c"}, CacheLayer: "/l"}.Resolve()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,5 +262,29 @@ func TestResolveRefusesPlantedGitDirs(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(home, "hooks")); err == nil {
 		t.Error("Resolve created hooks in the planted git directory")
+	}
+}
+
+// TestResolveConchDirs: a writable root's .conch directory (a project's
+// file) is protected; conch's own directories are hidden, except one
+// that is itself a writable root, and with the writable roots inside
+// them kept for Mount.
+func TestResolveConchDirs(t *testing.T) {
+	base := t.TempDir()
+	ws, state, tmp, conf := filepath.Join(base, "ws"), filepath.Join(base, "state"), filepath.Join(base, "state", "tmp"), filepath.Join(base, "conf")
+	for _, d := range []string{filepath.Join(ws, ".conch"), tmp, conf} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pl, err := Policy{Workspace: ws, TempDirs: []string{tmp}, Hidden: []string{state, conf, tmp, filepath.Join(base, "missing")}}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pl.Protected, filepath.Join(ws, ".conch")) {
+		t.Errorf("protected %q lacks the workspace's .conch", pl.Protected)
+	}
+	if want := []string{state, conf}; !slices.Equal(pl.Hidden, want) {
+		t.Errorf("hidden %q, want %q", pl.Hidden, want)
 	}
 }

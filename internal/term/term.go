@@ -72,6 +72,11 @@ type Options struct {
 	// killed, and the bound on reading output after the program exited
 	// while a process it started keeps the terminal open (default 3 s).
 	Grace time.Duration
+	// Open, if set, opens the pseudo-terminal (master and slave sides)
+	// instead of this process's /dev/ptmx: a contained executor opens it
+	// in the session's own devpts instance, where the program can name it
+	// (docs/containment.md#what-a-command-sees-and-holds).
+	Open func() (master, tty *os.File, err error)
 }
 
 // Spawn starts the program of a terminal with tty, the terminal's slave
@@ -153,7 +158,11 @@ func Start(spawn Spawn, opts *Options) (*Term, error) {
 	if o.Grace <= 0 {
 		o.Grace = 3 * time.Second
 	}
-	master, tty, err := pty.Open()
+	open := o.Open
+	if open == nil {
+		open = pty.Open
+	}
+	master, tty, err := open()
 	if err != nil {
 		return nil, fmt.Errorf("term: open a pseudo-terminal: %w", err)
 	}

@@ -154,3 +154,36 @@ func TestUnprivileged(t *testing.T) {
 		t.Error("read init's environment without privilege")
 	}
 }
+
+// TestFDs: a descriptor left open is named with its target; one that
+// another goroutine holds for a moment is not a leak.
+func TestFDs(t *testing.T) {
+	before := testutil.FDs(t)
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.FDs(t)[int(f.Fd())]; got != os.DevNull {
+		t.Errorf("FDs[%d] = %q, want %s", f.Fd(), got, os.DevNull)
+	}
+	rec := &recorder{TB: t}
+	testutil.AssertNoNewFDs(rec, before)
+	if msg := rec.String(); !strings.Contains(msg, fmt.Sprintf("1 file descriptor(s) left open: %d → %s", f.Fd(), os.DevNull)) {
+		t.Errorf("a descriptor left open: %q", msg)
+	}
+	f.Close()
+	testutil.AssertNoNewFDs(t, before)
+
+	// Held for a moment by another goroutine.
+	held := make(chan struct{})
+	go func() {
+		g, err := os.Open(os.DevNull)
+		close(held)
+		if err == nil {
+			time.Sleep(100 * time.Millisecond)
+			g.Close()
+		}
+	}()
+	<-held
+	testutil.AssertNoNewFDs(t, before)
+}

@@ -49,12 +49,14 @@ func BenchmarkRunTrueVsBare(b *testing.B) {
 }
 
 // defaultPlan is conch's default sandbox for workspace ws: workspace-write
-// with the network on, the temp dirs and the cache dir writable.
+// with the network on, the temp dirs writable and the cache dir under a
+// cache layer.
 func defaultPlan(tb testing.TB, ws string) *sandbox.Plan {
 	tb.Helper()
 	p := sandbox.Policy{Mode: sandbox.WorkspaceWrite, Network: sandbox.NetworkOn, Workspace: ws, TempDirs: []string{os.TempDir(), "/tmp"}}
 	if cache, err := os.UserCacheDir(); err == nil {
-		p.CacheDir = cache
+		state := tb.TempDir()
+		p.Caches, p.CacheLayer, p.Hidden = []string{cache}, filepath.Join(state, "cache-layer"), []string{state}
 	}
 	plan, err := p.Resolve()
 	if err != nil {

@@ -10,8 +10,14 @@ package contained
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
 	"sync"
+	"time"
 
+	"github.com/conch-dev/conch/internal/egress"
 	"github.com/conch-dev/conch/internal/nsinit"
 	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/shell"
@@ -34,7 +40,10 @@ import (
 // (see Unenforced): when the host allows no user or PID namespaces the
 // error is an *nsinit.UnavailableError naming the cause.
 func New(opts *local.Options, initOpts *nsinit.Options) (*local.Executor, error) {
-	var o local.Options
+	var (
+		o   local.Options
+		err error
+	)
 	if opts != nil {
 		o = *opts
 	}
@@ -45,11 +54,15 @@ func New(opts *local.Options, initOpts *nsinit.Options) (*local.Executor, error)
 	if initOpts != nil {
 		sp.init = *initOpts
 	}
-	probe, err := nsinit.Start(&sp.init)
+	probeOpts := sp.init
+	if probeOpts.Network, err = initNetwork(probeOpts.Sandbox); err != nil {
+		return nil, err
+	}
+	probe, err := nsinit.Start(&probeOpts)
 	if err != nil {
 		return nil, err
 	}
-	sp.unenforced = probe.Unenforced()
+	sp.unenforced, sp.cacheLayer = probe.Unenforced(), probe.CacheLayer()
 	if err := probe.Close(); err != nil {
 		return nil, fmt.Errorf("contained: end the first init: %w", err)
 	}
@@ -67,115 +80,182 @@ type spawner struct {
 	init       nsinit.Options  // every init's; Sandbox for the default workspace
 	ex         *local.Executor // for the owners' spill directories
 	unenforced []string
+	cacheLayer string
 
 	mu       sync.Mutex
 	sessions map[string]*session // by owner
+
+	net network // the network policy's askers and command start times
 }
 
-// session is one owner's init. ready is closed once in and plan, or err,
-// are set; they do not change after.
+// session is one owner's boundary: the workspace and narrowing of its
+// first command, which every init of the owner's is built for, and its
+// inits, one per set of directories the owner's user granted
+// (Command.Grants): a grant needs a new init, since an init's sandbox
+// cannot be widened, and the commands started before it keep running in
+// theirs until the owner ends.
 type session struct {
+	workspace string
+	narrowing *shell.SandboxNarrowing
+	inits     map[string]*boundary // by grantsKey; the spawner's mu guards it
+}
+
+// boundary is one init of a session. ready is closed once in and plan,
+// or err, are set; they do not change after.
+type boundary struct {
 	ready chan struct{}
 	in    *nsinit.Init
-	plan  *sandbox.Plan // nil without a sandbox
+	plan  *sandbox.Plan   // nil without a sandbox
+	eg    *egress.Session // nil unless the plan's network is filtered
 	err   error
 }
 
 var (
-	_ local.Spawner   = (*spawner)(nil)
-	_ local.Annotator = (*spawner)(nil)
+	_ local.Spawner        = (*spawner)(nil)
+	_ local.Annotator      = (*spawner)(nil)
+	_ local.TerminalOpener = (*spawner)(nil)
 )
 
-// Spawn implements local.Spawner: the command runs in its owner's init,
-// started first if the owner has none.
+// OpenTerminal implements local.TerminalOpener: the terminal is opened
+// by the init of c's owner for its grants (started first if there is
+// none), in that init's own devpts instance.
+func (s *spawner) OpenTerminal(c local.Command) (master, tty *os.File, err error) {
+	b, err := s.boundary(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b.in.OpenPTY()
+}
+
+// grantsKey names a set of granted directories (in the order they were
+// granted: a session's grants only grow).
+func grantsKey(grants []string) string { return strings.Join(grants, "\x00") }
+
+// Spawn implements local.Spawner: the command runs in its owner's init
+// for its grants, started first if the owner has none.
 func (s *spawner) Spawn(c local.Command) (local.Child, error) {
-	ss, err := s.session(c)
+	b, err := s.boundary(c)
 	if err != nil {
 		return nil, err
 	}
-	return ss.in.Spawn(nsinit.Command{
+	s.net.spawned(c, time.Now())
+	return b.in.Spawn(nsinit.Command{
 		Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir,
 		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, Terminal: c.Terminal,
 	})
 }
 
-// session returns c's owner's init, starting it if the owner has none:
-// the first command starts it, commands arriving meanwhile wait for it.
-// A start that failed is forgotten, so that the owner's next command
-// tries again.
-func (s *spawner) session(c local.Command) (*session, error) {
+// boundary returns the init of c's owner for c's grants, starting it if
+// there is none: the owner's first command starts its first init (with
+// its workspace and narrowing, kept for the owner's later inits), the
+// first command with new grants a wider one, and commands arriving
+// meanwhile wait for it. A start that failed is forgotten, so that the
+// owner's next command tries again.
+func (s *spawner) boundary(c local.Command) (*boundary, error) {
 	s.mu.Lock()
 	ss := s.sessions[c.Owner]
-	if ss != nil {
-		s.mu.Unlock()
-		<-ss.ready
-		return ss, ss.err
+	if ss == nil {
+		ss = &session{workspace: c.Workspace, narrowing: c.Narrowing, inits: make(map[string]*boundary)}
+		s.sessions[c.Owner] = ss
 	}
-	ss = &session{ready: make(chan struct{})}
-	s.sessions[c.Owner] = ss
+	key := grantsKey(c.Grants)
+	b := ss.inits[key]
+	if b != nil {
+		s.mu.Unlock()
+		<-b.ready
+		return b, b.err
+	}
+	b = &boundary{ready: make(chan struct{})}
+	ss.inits[key] = b
 	s.mu.Unlock()
-	ss.in, ss.plan, ss.err = s.start(c.Owner, c.Workspace, c.Narrowing)
-	if ss.err != nil {
+	b.in, b.plan, b.eg, b.err = s.start(c.Owner, ss.workspace, ss.narrowing, c.Grants)
+	if b.err != nil {
 		s.mu.Lock()
-		if s.sessions[c.Owner] == ss {
+		if ss.inits[key] == b {
+			delete(ss.inits, key)
+		}
+		if len(ss.inits) == 0 && s.sessions[c.Owner] == ss {
 			delete(s.sessions, c.Owner)
 		}
 		s.mu.Unlock()
 	}
-	close(ss.ready)
-	return ss, ss.err
+	close(b.ready)
+	return b, b.err
 }
 
-// start starts owner's init: the sandbox resolved for workspace and
-// narrowed by n, the owner's spill directory the only one its commands
-// see.
-func (s *spawner) start(owner, workspace string, n *shell.SandboxNarrowing) (*nsinit.Init, *sandbox.Plan, error) {
+// start starts an init of owner's: the sandbox resolved for workspace,
+// narrowed by n and widened by grants, the owner's spill directory the
+// only one its commands see, and the egress of its network when the
+// plan filters it.
+func (s *spawner) start(owner, workspace string, n *shell.SandboxNarrowing, grants []string) (*nsinit.Init, *sandbox.Plan, *egress.Session, error) {
 	o := s.init
 	if n != nil && o.Sandbox == nil {
-		return nil, nil, fmt.Errorf("contained: the session's sandbox: %w", local.ErrNoSandbox)
+		return nil, nil, nil, fmt.Errorf("contained: the session's sandbox: %w", local.ErrNoSandbox)
 	}
 	switch {
 	case n != nil:
 		plan, err := o.Sandbox.Narrowed(workspace, sandbox.Mode(n.Mode), n.NetworkOff, n.DenyRead)
+		if err == nil {
+			plan, err = narrowNetwork(plan, n)
+		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("contained: the project's sandbox: %w", err)
+			return nil, nil, nil, fmt.Errorf("contained: the project's sandbox: %w", err)
 		}
 		o.Sandbox = plan
 	case o.Sandbox != nil && workspace != "":
 		plan, err := o.Sandbox.ForWorkspace(workspace)
 		if err != nil {
-			return nil, nil, fmt.Errorf("contained: the session's sandbox: %w", err)
+			return nil, nil, nil, fmt.Errorf("contained: the session's sandbox: %w", err)
+		}
+		o.Sandbox = plan
+	}
+	if o.Sandbox != nil && len(grants) > 0 {
+		plan, err := o.Sandbox.Granted(grants)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("contained: the session's granted directories: %w", err)
 		}
 		o.Sandbox = plan
 	}
 	dir, err := s.ex.SpillDir(owner)
 	if err != nil {
-		return nil, nil, fmt.Errorf("contained: the session's spill directory: %w", err)
+		return nil, nil, nil, fmt.Errorf("contained: the session's spill directory: %w", err)
 	}
-	o.SpillDir = dir
+	o.SpillDir, o.SpillRoot = dir, s.ex.SpillRoot()
+	if o.Network, err = initNetwork(o.Sandbox); err != nil {
+		return nil, nil, nil, err
+	}
 	in, err := nsinit.Start(&o)
 	if err != nil {
-		return nil, nil, fmt.Errorf("contained: start the session's init: %w", err)
+		return nil, nil, nil, fmt.Errorf("contained: start the session's init: %w", err)
 	}
-	return in, o.Sandbox, nil
+	eg, err := s.startEgress(owner, in, o.Sandbox)
+	if err != nil {
+		in.Close()
+		return nil, nil, nil, fmt.Errorf("contained: the session's network: %w", err)
+	}
+	return in, o.Sandbox, eg, nil
 }
 
-// plan is the sandbox of owner's init (the default one once the owner
-// has ended).
-func (s *spawner) plan(owner string) *sandbox.Plan {
+// plan is the sandbox of the init that runs c's commands (the default
+// one once the owner has ended), and its egress (nil once the owner has
+// ended).
+func (s *spawner) plan(c local.Command) (*sandbox.Plan, *egress.Session) {
 	s.mu.Lock()
-	ss := s.sessions[owner]
+	var b *boundary
+	if ss := s.sessions[c.Owner]; ss != nil {
+		b = ss.inits[grantsKey(c.Grants)]
+	}
 	s.mu.Unlock()
-	if ss != nil {
+	if b != nil {
 		select {
-		case <-ss.ready:
-			if ss.err == nil {
-				return ss.plan
+		case <-b.ready:
+			if b.err == nil {
+				return b.plan, b.eg
 			}
 		default:
 		}
 	}
-	return s.init.Sandbox
+	return s.init.Sandbox, nil
 }
 
 // Annotate implements local.Annotator: under a sandbox, a command that
@@ -183,10 +263,12 @@ func (s *spawner) plan(owner string) *sandbox.Plan {
 // (sandbox.Attribute on its stderr), and every command the structured
 // report.
 func (s *spawner) Annotate(c local.Command, r *shell.Result) {
-	plan := s.plan(c.Owner)
+	plan, eg := s.plan(c)
 	if plan == nil {
+		s.net.finished(c)
 		return
 	}
+	defer s.annotateNetwork(c, eg, r)
 	code := 0 // a signal's end is not attributed
 	if r.ExitCode != nil {
 		code = *r.ExitCode
@@ -203,34 +285,52 @@ func (s *spawner) Annotate(c local.Command, r *shell.Result) {
 	}
 }
 
-// EndOwner implements local.Spawner: the owner's init ends, and the
-// kernel kills everything in its namespace, whatever it did to escape
-// its group or its parent.
+// EndOwner implements local.Spawner: the owner's inits end, and the
+// kernel kills everything in their namespaces, whatever it did to
+// escape its group or its parent.
 func (s *spawner) EndOwner(owner string) {
 	s.mu.Lock()
-	ss := s.sessions[owner]
+	var inits []*boundary
+	if ss := s.sessions[owner]; ss != nil {
+		inits = slices.Collect(maps.Values(ss.inits))
+	}
 	delete(s.sessions, owner)
 	s.mu.Unlock()
-	if ss != nil {
-		ss.close()
-	}
+	closeAll(inits)
+	s.net.forget(owner)
 }
 
 // Close implements local.Spawner: every init ends, and the kernel kills
 // everything in their namespaces.
 func (s *spawner) Close() error {
 	s.mu.Lock()
-	sessions := s.sessions
+	var inits []*boundary
+	for _, ss := range s.sessions {
+		inits = append(inits, slices.Collect(maps.Values(ss.inits))...)
+	}
 	s.sessions = make(map[string]*session)
 	s.mu.Unlock()
+	return closeAll(inits)
+}
+
+// closeAll ends the inits, concurrently, each once its start is over.
+func closeAll(inits []*boundary) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
 	)
-	for _, ss := range sessions {
+	for _, b := range inits {
 		wg.Go(func() {
-			if err := ss.close(); err != nil {
+			<-b.ready
+			if b.in == nil {
+				return
+			}
+			err := b.in.Close()
+			if b.eg != nil {
+				b.eg.Close()
+			}
+			if err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -241,15 +341,6 @@ func (s *spawner) Close() error {
 	return errors.Join(errs...)
 }
 
-// close ends the session's init once its start is over.
-func (ss *session) close() error {
-	<-ss.ready
-	if ss.in == nil {
-		return nil
-	}
-	return ss.in.Close()
-}
-
 // Unenforced lists what of the sandbox given to New this host could not
 // enforce, each with its cause (nsinit.Init.Unenforced of New's first
 // init); nil when everything holds or ex was not made by New.
@@ -258,4 +349,14 @@ func Unenforced(ex *local.Executor) []string {
 		return s.unenforced
 	}
 	return nil
+}
+
+// CacheLayer says how the inits of ex give their commands the cache layer
+// of the sandbox given to New (nsinit.Init.CacheLayer of New's first
+// init): "overlay", "copy (overlayfs: <why>)", or "" (none).
+func CacheLayer(ex *local.Executor) string {
+	if s, ok := ex.Options().Spawner.(*spawner); ok {
+		return s.cacheLayer
+	}
+	return ""
 }

@@ -98,6 +98,12 @@ func testTerminalContained(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(home, "x")); !os.IsNotExist(err) {
 		t.Errorf("~/x was written: %v", err)
 	}
+
+	// The terminal is the session's own, of its devpts instance: its
+	// program can name it, and it is the only one there.
+	if got := terminalRun(t, ex, "tty; ls /dev/pts | tr '\\n' ' '", ws); got != "/dev/pts/0\n0 ptmx " {
+		t.Errorf("the terminal's name and /dev/pts: %q, want /dev/pts/0 and its instance's", got)
+	}
 }
 
 func TestTerminalContained(t *testing.T) { testTerminalContained(t) }

@@ -72,7 +72,12 @@ type directChild struct {
 	// leftoversTaken: the last Terminate killed what the command left
 	// outside its group, after the group was gone.
 	leftoversTaken atomic.Bool
+	// released: the shell was reaped; what is left of its group is a
+	// leftover too.
+	released atomic.Bool
 }
+
+var _ LeftoverCounter = (*directChild)(nil)
 
 func (c *directChild) Wait() (syscall.WaitStatus, error) {
 	ws, err := proc.WaitExited(c.pgid)
@@ -103,10 +108,21 @@ func (c *directChild) Terminate(grace time.Duration) (bool, error) {
 // did. It looks without a scan of /proc first: most commands leave
 // nothing.
 func (c *directChild) KillLeftovers() error {
+	if c.released.Load() {
+		c.d.tracker.KillCommandAll(c.pgid, c.grace)
+		return nil
+	}
 	if !c.leftoversTaken.Swap(false) && c.d.tracker.MayHaveLeftovers(c.pgid) {
 		c.d.tracker.KillCommand(c.pgid, c.grace, nil)
 	}
 	return nil
 }
 
-func (c *directChild) Release() { proc.WaitCmd(c.cmd) }
+func (c *directChild) Release() {
+	proc.WaitCmd(c.cmd)
+	c.released.Store(true)
+}
+
+// Leftovers implements LeftoverCounter: what the tracker finds of the
+// command's sessions, the shell's own group included once it is gone.
+func (c *directChild) Leftovers() (int, error) { return c.d.tracker.CountCommand(c.pgid), nil }

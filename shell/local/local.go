@@ -202,6 +202,13 @@ func (e *Executor) SpillDir(owner string) (string, error) {
 	return e.spill.For(owner).Ensure()
 }
 
+// SpillRoot is the directory under which the owners' spill directories
+// (SpillDir) lie and nothing of another owner's or another server's is
+// to be shown: the user's spill root, shared by every conch server of the
+// user, when Options.SpillParent is empty; else the executor's own spill
+// directory. It is "" before the first SpillDir or spill.
+func (e *Executor) SpillRoot() string { return e.spill.Root() }
+
 // Kill causes; the first one recorded wins.
 const (
 	causeNone int32 = iota
@@ -246,7 +253,10 @@ type command struct {
 	sandbox  *shell.SandboxReport // the Annotator's
 }
 
-var _ shell.Process = (*command)(nil)
+var (
+	_ shell.Process   = (*command)(nil)
+	_ shell.Leftovers = (*command)(nil)
+)
 
 // spawn checks the workdir (it exists, is a directory, and we may enter
 // it) and starts bash in a new session and group.
@@ -282,6 +292,7 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 		Owner:     s.Owner,
 		Workspace: s.Workspace,
 		Narrowing: s.Narrowing,
+		Grants:    s.Grants,
 		Grace:     e.opts.Grace,
 	}
 
@@ -566,6 +577,29 @@ func (c *command) stop(cause int32, async bool) bool {
 	return true
 }
 
+// Leftovers implements shell.Leftovers with the Spawner's Child, which
+// knows what the command started (a LeftoverCounter).
+func (c *command) Leftovers() (int, error) {
+	if !c.settled() {
+		return 0, nil
+	}
+	lc, ok := c.child.(LeftoverCounter)
+	if !ok {
+		return 0, errors.ErrUnsupported
+	}
+	return lc.Leftovers()
+}
+
+// KillLeftovers implements shell.Leftovers: the Child's KillLeftovers,
+// which takes everything still charged to the command once it was
+// released.
+func (c *command) KillLeftovers() error {
+	if !c.settled() {
+		return nil
+	}
+	return c.child.KillLeftovers()
+}
+
 func (c *command) causeOf() int32 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -619,7 +653,8 @@ func (c *command) Read() shell.ReadResult {
 	var r shell.ReadResult
 	r.Stdout, r.StdoutSkipped = c.stdout.Next()
 	r.Stderr, r.StderrSkipped = c.stderr.Next()
-	if r.StdoutSkipped.Bytes > 0 || r.StderrSkipped.Bytes > 0 {
+	r.StdoutBinary, r.StderrBinary = c.stdout.Binary(), c.stderr.Binary()
+	if r.StdoutSkipped.Bytes > 0 || r.StderrSkipped.Bytes > 0 || r.StdoutBinary || r.StderrBinary {
 		r.Lossy = true
 		if r.StdoutSpill = c.stdout.SpillPath(); r.StdoutSpill == "" {
 			r.StdoutSpillErr = c.stdout.SpillErr()

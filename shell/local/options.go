@@ -39,7 +39,8 @@ type Options struct {
 	// SpillBudget bounds the total size of all spill files (default 1 GiB).
 	SpillBudget int64
 	// SpillParent is where the private spill directory is created
-	// (default os.TempDir()).
+	// (default: the user's spill root, conch-<uid> in os.TempDir(), which
+	// every conch server of the user shares: see Executor.SpillRoot).
 	SpillParent string
 	// Environ is the environment commands inherit before the scrub
 	// (default os.Environ() at New).

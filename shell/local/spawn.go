@@ -57,6 +57,15 @@ type Annotator interface {
 	Annotate(c Command, r *shell.Result)
 }
 
+// TerminalOpener is implemented by a Spawner that opens the
+// pseudo-terminals of its commands itself (the contained provider: in
+// the session's own devpts instance, so that the program can name its
+// terminal and no other session can open it). StartTerminal then asks it
+// for the terminal of c, instead of opening one in this process.
+type TerminalOpener interface {
+	OpenTerminal(c Command) (master, tty *os.File, err error)
+}
+
 // Command is one shell for a Spawner to start.
 type Command struct {
 	// Path is the executable; Args its arguments, Args[0] included.
@@ -82,6 +91,10 @@ type Command struct {
 	// cannot make the command's sandbox that strict refuses it (the
 	// default one, which has no sandbox, refuses any).
 	Narrowing *shell.SandboxNarrowing
+	// Grants is the command's Request.Grants: a Spawner with a sandbox
+	// runs the command in one that lets it write them too; one without
+	// ignores them.
+	Grants []string
 	// Grace is the executor's delay between SIGTERM and SIGKILL, for
 	// the kills of what the command leaves running.
 	Grace time.Duration
@@ -109,6 +122,17 @@ type Child interface {
 	// Terminate; it should cost little when there is nothing to kill.
 	KillLeftovers() error
 	// Release lets the shell go: its zombie is reaped and its process
-	// group id may be reused.
+	// group id may be reused. KillLeftovers may still be called after
+	// it, and then takes the members of the group that outlived the
+	// shell too.
 	Release()
+}
+
+// LeftoverCounter is implemented by Children that can count what the
+// command left running once its shell was released (shell.Leftovers).
+type LeftoverCounter interface {
+	// Leftovers counts the live processes the command started, its
+	// shell aside: the members of its group and what left it. A process
+	// that forks and exits in a loop counts as one.
+	Leftovers() (int, error)
 }

@@ -38,23 +38,28 @@ func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
 	raw := capture.NewStream(e.spill.For(s.Owner), "tty", e.opts.MaxOutputBytes, e.opts.MaxSpillBytes)
 	// Through the spawn hook, as every command: a contained executor runs
 	// the terminal's program inside its init's namespaces and sandbox.
-	spawn := func(tty *os.File) (term.Process, error) {
-		return e.spawner.Spawn(Command{
-			Path:      e.opts.Shell,
-			Args:      []string{"bash", "-c", s.Command},
-			Env:       term.Env(envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv)),
-			Dir:       s.Workdir,
-			Stdin:     tty,
-			Stdout:    tty,
-			Stderr:    tty,
-			Terminal:  true,
-			Owner:     s.Owner,
-			Workspace: s.Workspace,
-			Narrowing: s.Narrowing,
-			Grace:     e.opts.Grace,
-		})
+	c := Command{
+		Path:      e.opts.Shell,
+		Args:      []string{"bash", "-c", s.Command},
+		Env:       term.Env(envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv)),
+		Dir:       s.Workdir,
+		Terminal:  true,
+		Owner:     s.Owner,
+		Workspace: s.Workspace,
+		Narrowing: s.Narrowing,
+		Grants:    s.Grants,
+		Grace:     e.opts.Grace,
 	}
-	t, err := term.Start(spawn, &term.Options{Raw: raw, Grace: e.opts.Grace})
+	spawn := func(tty *os.File) (term.Process, error) {
+		c := c
+		c.Stdin, c.Stdout, c.Stderr = tty, tty, tty
+		return e.spawner.Spawn(c)
+	}
+	topts := &term.Options{Raw: raw, Grace: e.opts.Grace}
+	if o, ok := e.spawner.(TerminalOpener); ok {
+		topts.Open = func() (*os.File, *os.File, error) { return o.OpenTerminal(c) }
+	}
+	t, err := term.Start(spawn, topts)
 	if err != nil {
 		raw.Close()
 		return nil, &shell.SpawnError{Err: err}

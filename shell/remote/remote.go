@@ -583,7 +583,10 @@ type process struct {
 	released *atomic.Bool
 }
 
-var _ shell.Process = (*process)(nil)
+var (
+	_ shell.Process   = (*process)(nil)
+	_ shell.Leftovers = (*process)(nil)
+)
 
 func (p *process) settle(d *agent.Done, lost bool) {
 	p.settleMu.Lock()
@@ -702,6 +705,44 @@ func (p *process) Written() (stdout, stderr int64) {
 		return 0, 0
 	}
 	return resp.Written[0], resp.Written[1]
+}
+
+// Leftovers implements shell.Leftovers: the agent's executor counts
+// what the command left on the host. An agent too old to know the
+// operation answers errors.ErrUnsupported; after a lost connection,
+// the agent killed everything it ran, so nothing is left.
+func (p *process) Leftovers() (int, error) {
+	if p.settled() == nil {
+		return 0, nil
+	}
+	resp, err := p.c.call(agent.Request{Op: agent.OpLeftovers, Proc: p.id})
+	switch {
+	case err != nil && p.lostNow():
+		return 0, nil
+	case err != nil:
+		return 0, err
+	case resp.Err != nil:
+		return 0, resp.Err.Err()
+	}
+	return resp.Count, nil
+}
+
+// KillLeftovers implements shell.Leftovers: the agent kills them and
+// answers once they are gone.
+func (p *process) KillLeftovers() error {
+	if p.settled() == nil {
+		return nil
+	}
+	resp, err := p.c.call(agent.Request{Op: agent.OpKillLeft, Proc: p.id})
+	switch {
+	case err != nil && p.lostNow():
+		return nil
+	case err != nil:
+		return err
+	case resp.Err != nil:
+		return resp.Err.Err()
+	}
+	return nil
 }
 
 // StartTerminal implements shell.Terminals: the agent starts the terminal

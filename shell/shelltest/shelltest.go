@@ -77,9 +77,12 @@ func Run(t *testing.T, newExecutor NewExecutor) {
 type suite struct{ newExecutor NewExecutor }
 
 type testCase struct {
-	name   string
-	run    func(t *testing.T, s *suite)
-	serial bool // measures the machine (heap, CPU) and must run alone
+	name string
+	run  func(t *testing.T, s *suite)
+	// serial: the case runs alone, before the parallel ones: it measures
+	// the machine (heap, CPU), or its promise holds only while no other
+	// executor of this process runs commands (testTerminalKillTakesAll).
+	serial bool
 }
 
 const defaultGrace = 500 * time.Millisecond

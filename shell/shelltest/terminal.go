@@ -156,6 +156,15 @@ func testTerminalPrompts(t *testing.T, su *suite) {
 // TerminalKillTakesAll: Kill stops an interactive shell (which ignores
 // SIGTERM), the jobs it put in groups of their own and what left its
 // session; nothing is left.
+//
+// It runs alone (serial): `setsid sleep 301` forks, and its child is
+// re-parented to the executor's process as soon as setsid exits. The
+// local provider attributes such an escapee by its start time, which
+// names a command only while no other executor of the process runs one
+// (proc.Tracker; the README's "Several executors in one process"): an
+// escapee nobody owns is taken by any executor's Close. Beside the
+// suite's parallel cases, another case's Close killed the sleep before
+// the test saw it ("timed out after 10s waiting for the two sleeps").
 func testTerminalKillTakesAll(t *testing.T, su *suite) {
 	ex, marker := su.exec(t, Config{Grace: 300 * time.Millisecond})
 	r := startTerminal(t, ex, interactiveShell)

@@ -2,7 +2,9 @@
 // TypeScript MCP client: each command writes a file in the home, outside
 // the workspace, which the sandbox denies; the elicitation handler then
 // answers the question to run it again outside the sandbox with accept,
-// decline and cancel. Also a client without the elicitation capability.
+// decline and cancel; a last command asks to run outside the sandbox
+// (outside_sandbox) before it runs, and is accepted. Also a client
+// without the elicitation capability.
 // Prints what it saw as one JSON object on stdout; the Go test
 // TestTSClientEscalation (cmd/conch) runs it and checks that object.
 //
@@ -23,10 +25,17 @@ if (!bin || !home || !work) {
   process.exit(2);
 }
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const command = (name) => ({
-  command: `echo run >> runs-${name}; echo x > ~/outside-${name}`,
-  description: 'Write a file outside the workspace',
-});
+const command = (name) => {
+  const args = {
+    command: `echo run >> runs-${name}; echo x > ~/outside-${name}`,
+    description: 'Write a file outside the workspace',
+  };
+  if (name === 'outside') {
+    args.outside_sandbox = true;
+    args.justification = 'write a file in the home directory';
+  }
+  return args;
+};
 const wrote = (name) => fs.existsSync(path.join(home, 'outside-' + name));
 const runs = (name) => {
   try {
@@ -72,7 +81,7 @@ async function serve(name, answers) {
   }
   try {
     await client.connect(transport);
-    for (const call of answers ? ['accepted', 'declined', 'cancelled'] : ['nocap']) {
+    for (const call of answers ? ['accepted', 'declined', 'cancelled', 'outside'] : ['nocap']) {
       current = call;
       const r = await client.callTool({ name: 'bash', arguments: command(call) });
       out.calls.push({ name: call, text: r.content[0].text, isError: !!r.isError, runs: runs(call), wrote: wrote(call) });
@@ -90,6 +99,7 @@ const [elicit, nocap] = await Promise.all([
     { action: 'accept', content: { decision: 'Allow once' } },
     { action: 'decline' },
     { action: 'cancel' },
+    { action: 'accept', content: { decision: 'Allow once' } },
   ]),
   serve('conch-ts-no-elicitation', null),
 ]);

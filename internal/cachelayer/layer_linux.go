@@ -1,0 +1,233 @@
+//go:build linux
+
+package cachelayer
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// The layer's directory (Root, conch's state directory's cache-layer),
+// which commands never see (the init hides conch's state directory once
+// the cache mounts are made):
+//
+//	shared/<key>/          the committed layer of one cache directory:
+//	                       the lower layer above the user's own
+//	sessions/<id>/<key>/   a session's upper and work directories
+//	sessions/<id>.lock     held (flock) by the server while the session lives
+//	commit.lock            held while a session is committed
+//
+// A session writes into its own upper directory: overlayfs leaves an
+// upper directory shared by two live mounts undefined (tried here: a
+// lookup cached by one mount made the other's later write fail with
+// "Stale file handle"). When the session ends, its upper directory is
+// merged into shared/, which the next sessions see.
+
+// Key names a cache directory in the layer: a hash of its path, and its
+// base name for the reader.
+func Key(dir string) string {
+	sum := sha256.Sum256([]byte(filepath.Clean(dir)))
+	return hex.EncodeToString(sum[:6]) + "-" + strings.TrimPrefix(filepath.Base(dir), ".")
+}
+
+// Shared is the committed layer of cache directory dir under root.
+func Shared(root, dir string) string { return filepath.Join(root, "shared", Key(dir)) }
+
+// Upper and Work are a session's overlayfs directories for dir.
+func Upper(session, dir string) string { return filepath.Join(session, Key(dir), "upper") }
+func Work(session, dir string) string  { return filepath.Join(session, Key(dir), "work") }
+
+// Session is one session's part of the layer, from Begin to Close.
+type Session struct {
+	root string
+	// Dir is the session's directory, for the init (Upper, Work).
+	Dir  string
+	lock *os.File
+}
+
+// Begin makes a session's directory under root (made 0700 if needed)
+// and holds its lock. Sessions a killed server left behind are committed
+// first.
+func Begin(root string) (*Session, error) {
+	sessions := filepath.Join(root, "sessions")
+	if err := os.MkdirAll(sessions, 0o700); err != nil {
+		return nil, fmt.Errorf("cache layer: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "shared"), 0o700); err != nil {
+		return nil, fmt.Errorf("cache layer: %w", err)
+	}
+	sweep(root)
+	var b [12]byte
+	rand.Read(b[:])
+	dir := filepath.Join(sessions, hex.EncodeToString(b[:]))
+	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("cache layer: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("cache layer: lock %s: %w", lock.Name(), err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		lock.Close()
+		os.Remove(lock.Name())
+		return nil, fmt.Errorf("cache layer: %w", err)
+	}
+	return &Session{root: root, Dir: dir, lock: lock}, nil
+}
+
+// Close commits what the session wrote to the shared layer, removes the
+// session's directory and lets its lock go. Call it once the session's
+// mounts are gone (its init has exited).
+func (s *Session) Close() error {
+	err := commit(s.root, s.Dir)
+	os.Remove(s.lock.Name())
+	s.lock.Close()
+	return err
+}
+
+// sweep commits the sessions under root whose lock no one holds: their
+// server died before it could.
+func sweep(root string) {
+	locks, _ := filepath.Glob(filepath.Join(root, "sessions", "*.lock"))
+	for _, l := range locks {
+		f, err := os.OpenFile(l, os.O_RDWR, 0)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			commit(root, strings.TrimSuffix(l, ".lock"))
+			os.Remove(l)
+		}
+		f.Close()
+	}
+}
+
+// commit merges each upper directory of session into root's shared
+// layer, under root's commit lock, then removes session.
+func commit(root, session string) error {
+	lock, err := os.OpenFile(filepath.Join(root, "commit.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("cache layer: commit: %w", err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("cache layer: commit: %w", err)
+	}
+	ents, _ := os.ReadDir(session)
+	var errs []error
+	for _, e := range ents {
+		upper := filepath.Join(session, e.Name(), "upper")
+		if _, err := os.Lstat(upper); err != nil {
+			continue
+		}
+		dst := filepath.Join(root, "shared", e.Name())
+		if err := os.MkdirAll(dst, 0o700); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := merge(upper, dst); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := removeAll(session); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cache layer: commit %s: %w", session, err)
+	}
+	return nil
+}
+
+// merge moves what src (an overlayfs upper directory) holds into dst:
+// a new entry by one rename, a directory present in both entry by entry.
+// A whiteout (the session deleted a file) deletes the entry from dst,
+// never from the user's own cache, which stays as it was.
+func merge(src, dst string) error {
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		s, d := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
+		fi, err := os.Lstat(s)
+		if err != nil {
+			continue
+		}
+		if isWhiteout(fi) {
+			errs = append(errs, withWritable(dst, func() error { return removeAll(d) }))
+			continue
+		}
+		di, derr := os.Lstat(d)
+		if fi.IsDir() && derr == nil && di.IsDir() {
+			errs = append(errs, withWritable(d, func() error { return merge(s, d) }))
+			continue
+		}
+		errs = append(errs, withWritable(dst, func() error {
+			if derr == nil && (di.IsDir() || fi.IsDir()) {
+				if err := removeAll(d); err != nil {
+					return err
+				}
+			}
+			// Moving a directory rewrites its "..": it must be writable
+			// for the move (Go's module cache makes its directories
+			// read-only).
+			if fi.IsDir() && fi.Mode().Perm()&0o200 == 0 {
+				if err := os.Chmod(s, fi.Mode().Perm()|0o700); err != nil {
+					return err
+				}
+				defer os.Chmod(d, fi.Mode().Perm())
+			}
+			return os.Rename(s, d)
+		}))
+	}
+	return errors.Join(errs...)
+}
+
+// isWhiteout reports whether fi is an overlayfs whiteout: a character
+// device 0/0.
+func isWhiteout(fi fs.FileInfo) bool {
+	if fi.Mode()&fs.ModeCharDevice == 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*unix.Stat_t)
+	return ok && st.Rdev == 0
+}
+
+// withWritable runs f with dir made writable by its owner for the time
+// of it, if it was not.
+func withWritable(dir string, f func() error) error {
+	fi, err := os.Lstat(dir)
+	if err == nil && fi.IsDir() && fi.Mode().Perm()&0o300 != 0o300 {
+		if err := os.Chmod(dir, fi.Mode().Perm()|0o700); err == nil {
+			defer os.Chmod(dir, fi.Mode().Perm())
+		}
+	}
+	return f()
+}
+
+// removeAll is os.RemoveAll for trees whose directories may not be
+// writable or searchable (overlayfs's work directory is mode 0; Go's
+// module cache is read-only).
+func removeAll(path string) error {
+	if err := os.RemoveAll(path); err == nil {
+		return nil
+	}
+	filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(path)
+}

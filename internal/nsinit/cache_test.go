@@ -1,0 +1,173 @@
+//go:build linux
+
+package nsinit_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	seccomp "github.com/elastic/go-seccomp-bpf"
+
+	"github.com/conch-dev/conch/internal/nsinit"
+	"github.com/conch-dev/conch/internal/sandbox"
+	"github.com/conch-dev/conch/internal/testutil"
+)
+
+// treeSum is a digest of everything under dir: names, modes, link
+// targets and contents; the user's caches must keep theirs.
+func treeSum(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %v\n", strings.TrimPrefix(p, dir), fi.Mode())
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			l, _ := os.Readlink(p)
+			fmt.Fprintln(h, l)
+		case fi.Mode().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			h.Write(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// cacheWant is the cache layer a TestCacheLayer run must find: "overlay",
+// or "copy" in the run of TestCacheLayerFallback.
+const cacheWantEnv = "NSINIT_TEST_CACHE_WANT"
+
+// TestCacheLayer: in workspace-write mode a command reads the user's
+// cache, and what it writes there (a patched entry, a new one, a deleted
+// one) goes to conch's layer, never to the user's directory, which keeps
+// every byte; the next session sees what the first wrote; the layer's
+// own directory is out of sight. TestCacheLayerFallback runs it again
+// where overlayfs cannot be mounted.
+func TestCacheLayer(t *testing.T) {
+	want := sandbox.CacheOverlay
+	if os.Getenv(cacheWantEnv) == "copy" {
+		want = sandbox.CacheCopy
+	}
+	marker := clean(t)
+	h := newSandboxHost(t, marker)
+	cache := filepath.Join(h.home, ".cache")
+	entry := filepath.Join(cache, "go-build", "ab", "abcd-d")
+	if err := os.MkdirAll(filepath.Dir(entry), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(entry, []byte("real\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cache, "doomed"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := treeSum(t, cache)
+	p := h.policy(sandbox.NetworkOn)
+	start := func() *nsinit.Init {
+		t.Helper()
+		plan, err := p.Resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := initOptions()
+		o.Sandbox = plan
+		in, err := nsinit.Start(o)
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		t.Cleanup(func() { in.Close() })
+		if got := in.CacheLayer(); !strings.HasPrefix(got, want) {
+			t.Fatalf("cache layer %q, want %s", got, want)
+		}
+		return in
+	}
+	in := start()
+	script := `cat ~/.cache/go-build/ab/abcd-d 2>/dev/null; mkdir -p ~/.cache/go-build/ab ~/.cache/npm-ish/x && echo evil > ~/.cache/go-build/ab/abcd-d && echo new > ~/.cache/npm-ish/x/y && rm -f ~/.cache/doomed && cat ~/.cache/go-build/ab/abcd-d ~/.cache/npm-ish/x/y; ls -A ` + h.state + `; echo listed`
+	code, stdout, stderr := h.runIn(t, in, script)
+	wantOut := "real\nevil\nnew\nlisted\n"
+	if want == sandbox.CacheCopy {
+		// conch's copy alone: the user's entry is not there to read.
+		wantOut = "evil\nnew\nlisted\n"
+	}
+	if code != 0 || stdout != wantOut {
+		t.Errorf("in the first session: status %d, stdout %q, want %q (stderr %q)", code, stdout, wantOut, stderr)
+	}
+	if got := treeSum(t, cache); got != before {
+		t.Error("the user's cache changed while the session ran")
+	}
+	if err := in.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if got := treeSum(t, cache); got != before {
+		t.Error("the user's cache changed when the session ended")
+	}
+	// The next session starts from what the first left.
+	in = start()
+	if code, stdout, stderr := h.runIn(t, in, `cat ~/.cache/go-build/ab/abcd-d ~/.cache/npm-ish/x/y; test -e ~/.cache/doomed || echo gone`); code != 0 || stdout != "evil\nnew\ngone\n" {
+		t.Errorf("in the next session: status %d, stdout %q (stderr %q)", code, stdout, stderr)
+	}
+	in.Close()
+	if entries, _ := os.ReadDir(filepath.Join(h.state, "cache-layer", "sessions")); len(entries) != 0 {
+		t.Errorf("sessions left in the layer: %v", entries)
+	}
+}
+
+// noOverlayHelper runs TestCacheLayer in a process whose kernel seems to
+// lack the new mount API, so overlayfs (mounted through fsopen) cannot
+// be: a seccomp filter makes fsopen fail with ENOSYS.
+func noOverlayHelper(m interface{ Run() int }) int {
+	hide := seccomp.Filter{
+		NoNewPrivs: true,
+		Flag:       seccomp.FilterFlagTSync,
+		Policy: seccomp.Policy{
+			DefaultAction: seccomp.ActionAllow,
+			Syscalls: []seccomp.SyscallGroup{{
+				Action: seccomp.ActionErrno | seccomp.Action(syscall.ENOSYS),
+				Names:  []string{"fsopen"},
+			}},
+		},
+	}
+	if err := seccomp.LoadFilter(hide); err != nil {
+		fmt.Println("set-up:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// TestCacheLayerFallback: where overlayfs cannot be mounted, commands
+// write conch's own copy of the caches (bound over the user's
+// directories): TestCacheLayer passes with that copy.
+func TestCacheLayerFallback(t *testing.T) {
+	marker := clean(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestCacheLayer$", "-test.v", "-test.count=1")
+	cmd.Env = append(testutil.Env(marker), helperEnv+"=nooverlay", cacheWantEnv+"=copy", "HOME="+os.Getenv("HOME"), "PATH="+os.Getenv("PATH"), "TMPDIR="+os.Getenv("TMPDIR"), noRaceSleep)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestCacheLayer ") {
+		t.Errorf("TestCacheLayer without overlayfs: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,57 @@
+//go:build linux
+
+package nsinit
+
+import (
+	"time"
+
+	"github.com/conch-dev/conch/internal/proc"
+)
+
+// countScans bounds the scans countLeftovers makes while it finds only
+// traces of a process that forks and exits in a loop, before it counts
+// the loop as one live process.
+const countScans = 4
+
+// countLeftovers counts the live processes charged to c, c's own shell
+// aside (docs/containment.md#leftovers). A process that forks and exits
+// in a loop is rarely seen alive by a scan, but each generation leaves a
+// zombie child of the init, charged to c, until the next scan reaps it:
+// when a scan finds no live process of c but such zombies, it is made
+// again, and a loop that leaves new ones at every scan counts as one.
+func (s *initState) countLeftovers(c *command) int {
+	delay := time.Millisecond
+	for try := 0; ; try++ {
+		s.mu.Lock()
+		infos, err := proc.Scan()
+		if err != nil {
+			s.mu.Unlock()
+			return 0
+		}
+		s.account(infos)
+		live, traces := 0, 0
+		for _, p := range infos {
+			if p.Pid == 1 || p.Pid == c.pid && p.StartTime == c.start || !chargedTo(s.owners[keyOf(p)], c) {
+				continue
+			}
+			switch {
+			case p.Alive():
+				live++
+			case p.PPid == 1:
+				traces++
+			}
+		}
+		s.reapZombies(infos)
+		s.mu.Unlock()
+		switch {
+		case live > 0:
+			return live
+		case traces == 0:
+			return 0
+		case try == countScans-1:
+			return 1
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, 8*time.Millisecond)
+	}
+}

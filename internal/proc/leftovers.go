@@ -1,0 +1,50 @@
+//go:build linux
+
+package proc
+
+import (
+	"os"
+	"time"
+)
+
+// leftoverScans bounds the scans CountCommand makes while it finds only
+// traces of a process that forks and exits in a loop (zombies of ours in
+// the command's sessions, each scan new ones), before it counts the loop
+// as one live process.
+const leftoverScans = 4
+
+// CountCommand counts the live processes the command added as sid left
+// running once its shell is gone: the members of its session (its group
+// included) and the sessions of escapees attributed to it, with their
+// descendants, as KillAll would find them. A process that forks and exits
+// in a loop is rarely seen alive by a scan; the zombies it leaves are our
+// children and stay in its session until reaped, so when a scan finds no
+// live process but such zombies, they are reaped and the scan made again,
+// and a loop that leaves new ones each time counts as one process.
+func (t *Tracker) CountCommand(sid int) int {
+	self := os.Getpid()
+	delay := firstPoll
+	for try := 0; ; try++ {
+		held := make(map[int]int)
+		n := len(t.collect(self, scope{root: sid}, held, make(map[int]bool)))
+		traces := len(held)
+		release(held) // reaps them: the next scan's are new
+		switch {
+		case n > 0:
+			return n
+		case traces == 0:
+			return 0
+		case try == leftoverScans-1:
+			return 1
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, maxPoll)
+	}
+}
+
+// KillCommandAll is KillCommand for a command whose shell is gone and
+// released: what it left in its own group is taken too, with the rest of
+// its session and its escapees' sessions, and everything below them.
+func (t *Tracker) KillCommandAll(sid int, grace time.Duration) {
+	t.kill(grace, scope{root: sid})
+}

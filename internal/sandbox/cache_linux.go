@@ -1,0 +1,126 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/conch-dev/conch/internal/cachelayer"
+)
+
+// CacheOverlay and CacheCopy say how MountCaches gave commands their
+// caches (Init.CacheLayer): copy-on-write over the user's, or conch's
+// own copy alone where overlayfs cannot be mounted.
+const (
+	CacheOverlay = "overlay"
+	CacheCopy    = "copy"
+)
+
+// MountCaches puts the cache layer over each of plan.Caches (the user's
+// cache directories) for a session whose directory in the layer is
+// session (cachelayer.Begin): an overlayfs whose lower layers are the
+// layer's shared copy and the user's directory and whose upper layer is
+// the session's, so that commands read the user's caches and write only
+// to conch's layer. Where overlayfs cannot be mounted (a kernel before
+// 5.11 in a user namespace, a file system it refuses), the layer's shared
+// copy alone is bound over the user's directory: commands start from
+// conch's copy (a cold cache) and still never write the user's. It must
+// run before Mount, which hides the layer's directory. It returns
+// CacheOverlay, or CacheCopy and why, for conch doctor.
+func MountCaches(plan *Plan, session string) (how string, err error) {
+	how = CacheOverlay
+	var why error
+	for _, c := range plan.Caches {
+		shared := cachelayer.Shared(plan.CacheLayer, c)
+		if mkErr := os.MkdirAll(shared, 0o700); mkErr != nil {
+			// No layer for it: the user's directory stays read-only
+			// (Landlock counts it writable, the mount does not).
+			if err := bindReadOnly(c, c); err != nil {
+				return "", fmt.Errorf("sandbox: cache layer for %s: %w", c, err)
+			}
+			how = fmt.Sprintf("none (%v)", mkErr)
+			continue
+		}
+		if why == nil {
+			why = overlay(c, shared, session)
+			if why == nil {
+				continue
+			}
+		}
+		how = CacheCopy + " (overlayfs: " + why.Error() + ")"
+		if err := unix.Mount(shared, c, "", unix.MS_BIND|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+			return "", fmt.Errorf("sandbox: cache layer for %s: bind: %w", c, err)
+		}
+	}
+	return how, nil
+}
+
+// overlay mounts an overlayfs on dir with the layer's shared copy and dir
+// itself below and the session's directories above, through the new mount
+// API (one value per call: no escaping of ':' or ',' in paths). user
+// xattrs: trusted ones need privileges of the initial user namespace.
+func overlay(dir, shared, session string) error {
+	if session == "" {
+		return errors.New("no session directory")
+	}
+	upper, work := cachelayer.Upper(session, dir), cachelayer.Work(session, dir)
+	for _, d := range []string{upper, work} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	fd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("fsopen: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := lowerDirs(fd, shared, dir); err != nil {
+		return err
+	}
+	for _, kv := range [][2]string{{"upperdir", upper}, {"workdir", work}} {
+		if err := unix.FsconfigSetString(fd, kv[0], kv[1]); err != nil {
+			return fmt.Errorf("%s: %w", kv[0], err)
+		}
+	}
+	if err := unix.FsconfigSetFlag(fd, "userxattr"); err != nil {
+		return fmt.Errorf("userxattr: %w", err)
+	}
+	if err := unix.FsconfigCreate(fd); err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	mfd, err := unix.Fsmount(fd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return fmt.Errorf("fsmount: %w", err)
+	}
+	defer unix.Close(mfd)
+	if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, dir, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount: %w", err)
+	}
+	return nil
+}
+
+// lowerDirs sets the lower layers, top first: one "lowerdir+" each
+// (Linux 6.5), else one "lowerdir" with ':' escaped.
+func lowerDirs(fd int, dirs ...string) error {
+	if err := unix.FsconfigSetString(fd, "lowerdir+", dirs[0]); err == nil {
+		for _, d := range dirs[1:] {
+			if err := unix.FsconfigSetString(fd, "lowerdir+", d); err != nil {
+				return fmt.Errorf("lowerdir+: %w", err)
+			}
+		}
+		return nil
+	}
+	esc := make([]string, len(dirs))
+	for i, d := range dirs {
+		esc[i] = strings.ReplaceAll(strings.ReplaceAll(d, `\`, `\\`), ":", `\:`)
+	}
+	if err := unix.FsconfigSetString(fd, "lowerdir", strings.Join(esc, ":")); err != nil {
+		return fmt.Errorf("lowerdir: %w", err)
+	}
+	return nil
+}
