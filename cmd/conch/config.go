@@ -53,6 +53,7 @@ type config struct {
 	maxMemory       number // 0: no limit
 	denyRead        paths
 	unixSockets     paths
+	ops             opsConfig // [audit], [telemetry] (ops.go)
 	net             networkSettings // --network-allow, -deny, -allow-local, -ask; conch's own listeners
 
 	// configFile, if set before build, is the configuration file read:
@@ -189,6 +190,7 @@ func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64, logDefault slo
 	c.escalation = choice{v: "ask", from: []string{"ask", "never"}}
 	fs.Var(&c.escalation, "sandbox-escalation", "when the sandbox denied a command: ask (the user, where the client can ask, whether to run it again outside the sandbox, once) or never")
 	fs.Var(&c.maxResultBytes, "max-result-bytes", "bound on the text of a bash result (longer output keeps its start and end), in bytes")
+	c.ops.addFlags(fs)
 }
 
 // addExecutorFlags registers the flags of the executor with their
@@ -241,6 +243,8 @@ type stack struct {
 	tasks       *tasks.Runtime
 	tools       *tools.Toolset
 	home        string
+	// ops records the stack's work (audit log, traces, metrics).
+	ops *operations
 
 	provider string // the provider key's value
 	enforces string // what the provider enforces, for the start-up line
@@ -274,6 +278,11 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 	}
 	home := stateDir()
 	rt := tasks.New(&tasks.Options{MaxPerSession: int(c.maxTasks.v), OnNotice: c.onNotice})
+	op, err := c.ops.build(log, rt)
+	if err != nil {
+		(&stack{ex: ex, unsandboxed: enforces.unsandboxed, hosts: hostExs, tasks: rt, ops: &operations{}}).close()
+		return nil, err
+	}
 	ts := tools.New(ex, &tools.Options{
 		Tasks:             rt,
 		DisableBackground: c.noBackground,
@@ -289,7 +298,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		Unsandboxed:       enforces.unsandboxed,
 		Sandbox:           enforces.project,
 	})
-	return &stack{ex: ex, unsandboxed: enforces.unsandboxed, hosts: hostExs, tasks: rt, tools: ts, home: home, provider: c.provider.v, enforces: enforces.String()}, nil
+	return &stack{ex: ex, unsandboxed: enforces.unsandboxed, hosts: hostExs, tasks: rt, tools: ts, home: home, ops: op, provider: c.provider.v, enforces: enforces.String()}, nil
 }
 
 // checkCwd refuses a --cwd that is not a directory.
@@ -436,5 +445,7 @@ func (s *stack) close() error {
 	if s.unsandboxed != nil {
 		s.unsandboxed.Close()
 	}
-	return s.ex.Close()
+	err := s.ex.Close()
+	s.ops.close(nil)
+	return err
 }

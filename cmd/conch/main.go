@@ -25,6 +25,7 @@ Usage:
   conch check -- '<command line>'  decide a command line by the permission
                                    rules, running nothing
   conch doctor [flags]             print what this host gives conch
+  conch audit verify|tail [FILE]   check the audit log's hash chain, or read it
   conch agent [flags]              serve a remote conch on stdio (started over SSH)
   conch version                    print the version
   conch help                       this text
@@ -65,6 +66,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return checkCommand(args[1:], stdout, stderr)
 	case "doctor":
 		return doctorCommand(ctx, args[1:], stdout, stderr)
+	case "audit":
+		return auditCommand(ctx, args[1:], stdout, stderr)
 	case "agent":
 		return agentCommand(ctx, args[1:], stdin, stdout, stderr)
 	case "version", "--version", "-version":
