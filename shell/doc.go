@@ -1,8 +1,8 @@
 // Package shell is conch's executor seam: the one interface through which
 // everything above it (the task runtime, the model-facing tools, the MCP
 // and ACP transports) runs a bash command, whatever runs it underneath
-// (local processes in shell/local today; a Landlock sandbox and remote
-// hosts later).
+// (local processes in shell/local, the per-session init with its
+// sandbox in shell/contained, remote hosts in shell/remote).
 //
 // # The flow
 //

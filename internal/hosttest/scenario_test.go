@@ -106,7 +106,7 @@ func scenario(dir, denied string) []step {
 		{name: "sandbox_denial", call: hosttest.Bash("touch " + denied), want: func(t *testing.T, g got) any {
 			m := regexp.MustCompile(`^\[stderr\]\n(touch: cannot touch '` + regexp.QuoteMeta(denied) + `': [A-Za-z -]+\n)` +
 				`\[sandbox: write to ` + regexp.QuoteMeta(denied) + ` denied under workspace-write mode; writable: ([^\n]+)\]\n\[exit code: 1\]` +
-				// conch then asks the user (docs/sandbox.md#asking): Claude Code's -p
+				// conch then asks the user (docs/sandbox.md#after-a-denial): Claude Code's -p
 				// cancels the question, Codex declines it.
 				`\n\[(the question was not answered|the user declined to run it outside the sandbox)\]$`).FindStringSubmatch(g.text)
 			if m == nil || !strings.Contains(", "+m[2]+",", ", "+dir+",") {

@@ -14,7 +14,7 @@ import (
 const countScans = 4
 
 // countLeftovers counts the live processes charged to c, c's own shell
-// aside (docs/containment.md#leftovers). A process that forks and exits
+// aside (docs/containment.md#killing-what-a-command-left). A process that forks and exits
 // in a loop is rarely seen alive by a scan, but each generation leaves a
 // zombie child of the init, charged to c, until the next scan reaps it:
 // when a scan finds no live process of c but such zombies, it is made
