@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 )
 
@@ -41,9 +42,36 @@ var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
+	stopProfile := startProfile(os.Args[1:])
 	code := Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stopProfile()
 	stop()
 	os.Exit(code)
+}
+
+// startProfile writes a CPU profile of `conch serve`, `acp` or `run` to
+// the file $CONCH_CPUPROFILE names, until the returned func is called
+// (docs/operations.md#profiling). Other subcommands (the inits and agents
+// the server starts inherit the variable) write none.
+func startProfile(args []string) func() {
+	path := os.Getenv("CONCH_CPUPROFILE")
+	if path == "" || len(args) == 0 || (args[0] != "serve" && args[0] != "acp" && args[0] != "run") {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "conch: CONCH_CPUPROFILE: %v\n", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintf(os.Stderr, "conch: CONCH_CPUPROFILE: %v\n", err)
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 // Main runs conch with args (without the program name) and returns the
