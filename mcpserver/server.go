@@ -285,12 +285,18 @@ func (s *Server) handler(name string, resolve resolver) mcp.ToolHandler {
 			}
 		}
 		start := time.Now()
+		x.awaitCancelled(ctx)
+		stop := context.AfterFunc(ctx, x.cancelBegan)
 		r := s.ts.Call(ctx, sess, name, req.Params.Arguments, &co)
+		began := !stop()
 		if ctx.Err() != nil {
 			// A cancelled call's result never reaches the model (the
 			// client drops it): its notices wait for the session's next
 			// result.
 			x.requeue(r.Notices)
+		}
+		if began {
+			x.cancelEnded()
 		}
 		s.log.Debug("tool call", "session", x.id, "tool", name, "isError", r.IsError, "elapsed", time.Since(start))
 		return callResult(r), nil

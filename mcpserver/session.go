@@ -39,6 +39,13 @@ type session struct {
 	ctx  context.Context
 	stop context.CancelFunc
 
+	// cancelled counts the calls whose client cancelled them and that
+	// have not returned yet (settled is broadcast when it changes): a new
+	// call waits for them, so that their notices ride on it (see
+	// awaitCancelled). Guarded by mu.
+	cancelled int
+	settled   *sync.Cond
+
 	// httpCalls are the calls in flight over HTTP, to drop the responses
 	// of those the client cancelled (stdio follows them on its
 	// connection).
@@ -157,6 +164,52 @@ func (x *session) end(reason string) {
 // requeue gives notices back to the toolset for x's next result, unless
 // x has ended: its end forgets what the toolset holds for it (under x.mu,
 // ended is set before the toolset's session ends).
+// cancelBegan and cancelEnded count a call the client cancelled, from
+// its cancellation to its return.
+func (x *session) cancelBegan() { x.addCancelled(1) }
+func (x *session) cancelEnded() { x.addCancelled(-1) }
+
+func (x *session) addCancelled(n int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.cancelled += n
+	x.cond().Broadcast()
+}
+
+func (x *session) cond() *sync.Cond {
+	if x.settled == nil {
+		x.settled = sync.NewCond(&x.mu)
+	}
+	return x.settled
+}
+
+// awaitCancelled waits, for at most maxCancelWait or until ctx is done,
+// until no call of the session that its client cancelled is still
+// returning. A client gets a cancelled call's end at once and may call
+// again while the server still ends the command (over HTTP the two run
+// side by side): the new call then carries the notices the cancelled one
+// drained, instead of the one after it.
+func (x *session) awaitCancelled(ctx context.Context) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.cancelled <= 0 {
+		return
+	}
+	c := x.cond()
+	timer := time.AfterFunc(maxCancelWait, func() { x.mu.Lock(); c.Broadcast(); x.mu.Unlock() })
+	defer timer.Stop()
+	stop := context.AfterFunc(ctx, func() { x.mu.Lock(); c.Broadcast(); x.mu.Unlock() })
+	defer stop()
+	deadline := time.Now().Add(maxCancelWait)
+	for x.cancelled > 0 && ctx.Err() == nil && time.Now().Before(deadline) {
+		c.Wait()
+	}
+}
+
+// maxCancelWait bounds awaitCancelled: a cancelled command ends within
+// its kill grace.
+const maxCancelWait = 10 * time.Second
+
 func (x *session) requeue(notices []tools.Notice) {
 	x.mu.Lock()
 	defer x.mu.Unlock()

@@ -112,7 +112,7 @@ func (s *attackSetup) writableRoots() string {
 // cache layer that exist, in cachelayer.Dirs' order.
 func servedWritable(environ []string, roots ...string) []string {
 	env := map[string]string{}
-	for _, kv := range environ {
+	for _, kv := range append(os.Environ(), environ...) { // the server's: this process's, then environ
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}

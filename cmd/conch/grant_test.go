@@ -55,7 +55,7 @@ func testEscalationGrant(t *testing.T, nobody bool) {
 	s := newAttackSetup(t, nobody)
 	t.Cleanup(func() { testutil.AssertNoProcesses(t, s.marker) })
 	sib := filepath.Join(filepath.Dir(s.home), "sib")
-	if err := os.Mkdir(sib, 0o755); err != nil {
+	if err := os.MkdirAll(sib, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if nobody {

@@ -34,7 +34,8 @@ type Dir struct {
 // npm's cache ($npm_config_cache, ~/.npm), Go's module cache and
 // checksum database ($GOMODCACHE, else $GOPATH/pkg/mod; $GOPATH/pkg/sumdb;
 // GOPATH and GOMODCACHE also from Go's own env file, without running
-// go), $GOCACHE when it is elsewhere, cargo's registry and git checkouts
+// go), $GOCACHE when it is elsewhere, Go's telemetry counters
+// ($XDG_CONFIG_HOME/go/telemetry), cargo's registry and git checkouts
 // ($CARGO_HOME, ~/.cargo), Maven's repository (~/.m2/repository),
 // Gradle's caches ($GRADLE_USER_HOME, ~/.gradle), pnpm's store
 // ($XDG_DATA_HOME/pnpm), bun's cache ($BUN_INSTALL_CACHE_DIR, ~/.bun) and
@@ -72,12 +73,17 @@ func Dirs(getenv func(string) string) []Dir {
 	cargo := env("CARGO_HOME", filepath.Join(home, ".cargo"))
 	gradle := env("GRADLE_USER_HOME", filepath.Join(home, ".gradle"))
 	data := env("XDG_DATA_HOME", filepath.Join(home, ".local", "share"))
+	config := env("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
 	dirs := []Dir{
 		{Path: env("XDG_CACHE_HOME", filepath.Join(home, ".cache"))},
 		{Path: npm, Tool: "npm"},
 		{Path: modcache, Tool: "go"},
 		{Path: filepath.Join(gopath, "pkg", "sumdb"), Tool: "go"},
 		{Path: env("GOCACHE", goenv["GOCACHE"]), Tool: "go"},
+		// Go's telemetry counters: every go command writes them (local
+		// only, unless the user opted in to uploading), and a denial
+		// there would mark every go command.
+		{Path: filepath.Join(config, "go", "telemetry"), Tool: "go"},
 		{Path: filepath.Join(cargo, "registry"), Tool: "cargo"},
 		{Path: filepath.Join(cargo, "git"), Tool: "cargo"},
 		{Path: filepath.Join(home, ".m2", "repository"), Tool: "mvn"},
