@@ -103,7 +103,7 @@ func auditVerify(path string, stdout, stderr io.Writer) int {
 }
 
 func auditTail(ctx context.Context, path string, n int, follow bool, stdout, stderr io.Writer) int {
-	lines, err := audit.Tail(path, n)
+	lines, end, err := audit.TailAt(path, n)
 	if err != nil {
 		fmt.Fprintf(stderr, "conch audit tail: %v\n", err)
 		return exitUsage
@@ -114,7 +114,8 @@ func auditTail(ctx context.Context, path string, n int, follow bool, stdout, std
 	if !follow {
 		return 0
 	}
-	err = audit.Follow(ctx, path, 200*time.Millisecond, func(l []byte) error {
+	// From where the last lines ended: a line written meanwhile shows.
+	err = audit.FollowFrom(ctx, path, end, 200*time.Millisecond, func(l []byte) error {
 		_, err := fmt.Fprintln(stdout, audit.Format(l))
 		return err
 	})

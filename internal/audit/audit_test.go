@@ -515,3 +515,38 @@ func TestClose(t *testing.T) {
 		t.Errorf("verify: %d lines, problems %v; want %d lines", r.Lines, r.Problems, 3*audit.QueueLen)
 	}
 }
+
+// TestTailAtThenFollow: a line written between TailAt and FollowFrom (the
+// two halves of `conch audit tail -f`) is the first FollowFrom hands on,
+// and no line is handed twice.
+func TestTailAtThenFollow(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l := write(t, path, &audit.Options{Now: clock()}, session("s1"))
+	defer l.Close()
+	got, end, err := audit.TailAt(path, 1)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("TailAt: %d lines, %v", len(got), err)
+	}
+	last := seqOf(t, string(got[0]))
+	l.Record(context.Background(), ops.Kill{Owner: "s1", Task: "bash-9", Reason: "session_end"})
+	l.Sync()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	seen := make(chan string, 10)
+	done := make(chan error, 1)
+	go func() {
+		done <- audit.FollowFrom(ctx, path, end, 10*time.Millisecond, func(b []byte) error { seen <- string(b); return nil })
+	}()
+	select {
+	case line := <-seen:
+		if seq := seqOf(t, line); seq != last+1 {
+			t.Errorf("FollowFrom's first line has seq %d, want %d", seq, last+1)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("FollowFrom did not hand on the line written after TailAt")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -188,47 +188,63 @@ func escape(s string) string {
 // Tail returns the last n lines of the log at path, oldest first,
 // reaching into its rotated files when the live one holds fewer.
 func Tail(path string, n int) ([][]byte, error) {
+	lines, _, err := TailAt(path, n)
+	return lines, err
+}
+
+// TailAt is Tail, and the offset in the live file (path) where its lines
+// end, for FollowFrom to carry on from there: a line written between the
+// two is neither lost nor printed twice. A last line not yet ended by its
+// newline (being written) is left to FollowFrom.
+func TailAt(path string, n int) (lines [][]byte, end int64, err error) {
 	set, err := Set(path)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if len(set) == 0 {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: fs.ErrNotExist}
+		return nil, 0, &fs.PathError{Op: "read", Path: path, Err: fs.ErrNotExist}
 	}
 	var out [][]byte
-	for i := len(set) - 1; i >= 0 && len(out) < n; i-- {
-		lines, err := lastLines(set[i], n-len(out))
+	for i := len(set) - 1; i >= 0 && (len(out) < n || i == len(set)-1); i-- {
+		lines, size, err := lastLines(set[i], n-len(out))
 		if err != nil {
-			return nil, err
+			return nil, 0, err
+		}
+		if i == len(set)-1 {
+			end = size
 		}
 		out = append(lines, out...)
 	}
-	return out, nil
+	return out, end, nil
 }
 
-// lastLines returns the last n lines of a file (a cut last line
-// included).
-func lastLines(name string, n int) ([][]byte, error) {
+// lastLines returns the last n lines of a file (none when n is 0) that
+// its newline ends, and the bytes those lines take from the file's start.
+func lastLines(name string, n int) ([][]byte, int64, error) {
 	f, err := os.Open(name)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
-	var ring [][]byte
+	var (
+		ring [][]byte
+		size int64
+	)
 	br := bufio.NewReaderSize(f, 64<<10)
 	for {
 		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
+		if err == io.EOF {
+			return ring, size, nil
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("read %s: %w", name, err)
+		}
+		size += int64(len(line))
+		if n > 0 {
 			ring = append(ring, line)
 			if len(ring) > n {
 				ring = ring[1:]
 			}
-		}
-		if err == io.EOF {
-			return ring, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", name, err)
 		}
 	}
 }
@@ -238,12 +254,22 @@ func lastLines(name string, n int) ([][]byte, error) {
 // it returns each's error), following the log across rotations. It looks
 // for new lines every poll.
 func Follow(ctx context.Context, path string, poll time.Duration, each func(line []byte) error) error {
+	return FollowFrom(ctx, path, -1, poll, each)
+}
+
+// FollowFrom is Follow from the offset from of the live file (TailAt's
+// end), or from its end when from is negative.
+func FollowFrom(ctx context.Context, path string, from int64, poll time.Duration, each func(line []byte) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer func() { f.Close() }()
-	if _, err := f.Seek(0, io.SeekEnd); err != nil {
+	whence := io.SeekStart
+	if from < 0 {
+		from, whence = 0, io.SeekEnd
+	}
+	if _, err := f.Seek(from, whence); err != nil {
 		return err
 	}
 	var pending []byte
