@@ -53,7 +53,7 @@ type config struct {
 	maxMemory       number // 0: no limit
 	denyRead        paths
 	unixSockets     paths
-	ops             opsConfig // [audit], [telemetry] (ops.go)
+	ops             opsConfig       // [audit], [telemetry] (ops.go)
 	net             networkSettings // --network-allow, -deny, -allow-local, -ask; conch's own listeners
 
 	// configFile, if set before build, is the configuration file read:
