@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/conch-dev/conch/internal/sshdtest"
 	"github.com/conch-dev/conch/internal/testutil"
@@ -48,6 +49,26 @@ exec /bin/bash -c "$c"
 // unprivileged test user, on the same sshd, which the root run started.
 func TestSuite(t *testing.T) {
 	h := startSuiteHost(t)
+	// One upload before the cases: each case's executor dials on its
+	// own, and all of them at once would each upload the agent (a
+	// build of tens of megabytes) side by side.
+	warm, err := sshhost.New(sshhost.Host{Name: "h1", SSH: h.user + "@" + h.addr}, &sshhost.Options{
+		SSHConfig:     filepath.Join(h.dir, "no-ssh-config"),
+		KnownHosts:    []string{filepath.Join(h.dir, "known_hosts")},
+		IdentityFiles: []string{filepath.Join(h.dir, "id_ed25519")},
+		AgentSocket:   "none",
+		AgentBinary:   filepath.Join(h.dir, "conch"),
+		Stderr:        h.stderr,
+		Executor:      remote.Options{DialTimeout: 2 * time.Minute},
+	})
+	if err != nil {
+		t.Fatalf("sshhost.New: %v", err)
+	}
+	if _, err := warm.Hello(t.Context()); err != nil {
+		warm.Close()
+		t.Fatalf("the first connection (the upload): %v", err)
+	}
+	warm.Close()
 	shelltest.Run(t, func(t *testing.T, c shelltest.Config) shell.Executor {
 		// The spill parent is the agent's temp dir, where it makes its
 		// spill directory. The marker reaches the commands through each
@@ -104,7 +125,7 @@ func TestSuite(t *testing.T) {
 			AgentBinary:   filepath.Join(h.dir, "conch"),
 			AgentArgs:     append(args, "--test-environ", f.Name()),
 			Stderr:        h.stderr,
-			Executor:      remote.Options{Timeout: c.Timeout, MaxTimeout: c.MaxTimeout},
+			Executor:      remote.Options{Timeout: c.Timeout, MaxTimeout: c.MaxTimeout, DialTimeout: 2 * time.Minute},
 		})
 		if err != nil {
 			t.Fatalf("sshhost.New: %v", err)
