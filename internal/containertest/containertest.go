@@ -331,7 +331,7 @@ func AssertNoAgents(t testing.TB, engine, name string) {
 	t.Helper()
 	var left string
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		out, err := Output(engine, nil, "exec", name, "sh", "-c", `for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; done | grep -e '/conch-[0-9a-f]* ' || true`)
+		out, err := Output(engine, nil, "exec", name, "sh", "-c", `for p in /proc/[0-9]*; do echo "$(cut -d' ' -f1,3,4 $p/stat) $(tr '\0' ' ' < $p/cmdline)"; done | grep -e '/conch-[0-9a-f]* ' || true`)
 		if err != nil {
 			t.Errorf("containertest: list the processes of %s: %v", name, err)
 			return

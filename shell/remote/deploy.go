@@ -42,14 +42,16 @@ func FileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// Deployed is where Deploy found or put the agent on a host.
+// Deployed is where Probe found, or Deploy put, the agent on a host.
 type Deployed struct {
 	// Path is the agent binary on the host.
 	Path string
 	// Home is the host user's home directory ($HOME there).
 	Home string
-	// Uploaded: the binary was copied there by this call.
-	Uploaded bool
+	// Current: the binary at Path is the one to run (this conch, or a
+	// conch the user installed for another platform); else it must be
+	// uploaded.
+	Current bool
 }
 
 // cacheDir is where deployed agents live on the host: the remote user's
@@ -57,12 +59,23 @@ type Deployed struct {
 const cacheDir = `"${XDG_CACHE_HOME:-$HOME/.cache}/conch"`
 
 // Deploy makes sure the host called host, reached through run, has the
-// conch at binary (whose sha256 is binHash) at its versioned path:
-// conch-<first 16 hex digits of its sha256>, in the host user's cache. A
-// file there whose checksum differs (a cut upload, a corrupted disk) is
-// replaced; a host of another OS or architecture is a *PlatformError
-// unless a conch the user installed for it is there.
+// conch at binary (whose sha256 is binHash): Probe, then Upload when the
+// host lacks it.
 func Deploy(ctx context.Context, host string, run RunScript, binary, binHash string) (Deployed, error) {
+	dep, err := Probe(ctx, host, run, binHash)
+	if err == nil && !dep.Current {
+		err = dep.Upload(ctx, run, binary, binHash)
+	}
+	return dep, err
+}
+
+// Probe looks, on the host called host reached through run, for the conch
+// whose sha256 is binHash at its versioned path: conch-<first 16 hex
+// digits of its sha256>, in the host user's cache. A file there whose
+// checksum differs (a cut upload, a corrupted disk) is not Current; a
+// host of another OS or architecture is a *PlatformError unless a conch
+// the user installed for it is there.
+func Probe(ctx context.Context, host string, run RunScript, binHash string) (Deployed, error) {
 	name := "conch-" + binHash[:16]
 	probe := `set -u; d=` + cacheDir + `; uname -sm; printf '%s\n' "$d/` + name + `" "$HOME"; ` +
 		`if [ -x "$d/` + name + `" ]; then sha256sum < "$d/` + name + `" | cut -c1-64; else echo none; fi`
@@ -81,14 +94,10 @@ func Deploy(ctx context.Context, host string, run RunScript, binary, binHash str
 		if sum == "none" {
 			return Deployed{}, &PlatformError{Host: host, OS: goos, Arch: goarch, Path: dep.Path}
 		}
-		return dep, nil // a conch the user installed there for its own platform
+		dep.Current = true // a conch the user installed there for its own platform
+		return dep, nil
 	}
-	if sum != binHash {
-		if err := upload(ctx, run, binary, binHash, dep.Path); err != nil {
-			return Deployed{}, err
-		}
-		dep.Uploaded = true
-	}
+	dep.Current = sum == binHash
 	return dep, nil
 }
 
@@ -107,10 +116,11 @@ const removeOld = `inuse=$(ls -l /proc/[0-9]*/exe 2>/dev/null || true); ` +
 	`rm -f "$o"; done; ` +
 	`find "$d" -maxdepth 1 -name '.upload-*' -mmin +60 -exec rm -f {} + 2>/dev/null || true`
 
-// upload copies binary to path on the host through a temporary file that
-// is checked against binHash before it is renamed, then removes the
-// older builds there (removeOld).
-func upload(ctx context.Context, run RunScript, binary, binHash, path string) error {
+// Upload copies binary (whose sha256 is binHash) to d.Path on the host
+// through a temporary file that is checked against binHash before it is
+// renamed, then removes the older builds there (removeOld).
+func (d Deployed) Upload(ctx context.Context, run RunScript, binary, binHash string) error {
+	path := d.Path
 	f, err := os.Open(binary)
 	if err != nil {
 		return fmt.Errorf("upload: %w", err)

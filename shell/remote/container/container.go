@@ -191,7 +191,7 @@ func (d *Dialer) Dial(ctx context.Context) (io.ReadWriteCloser, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.path == "" {
-		dep, err := remote.Deploy(ctx, d.host.Name, d.run, d.opts.AgentBinary, d.binHash)
+		dep, err := remote.Probe(ctx, d.host.Name, d.run, d.binHash)
 		if err != nil {
 			return nil, err
 		}
@@ -201,6 +201,11 @@ func (d *Dialer) Dial(ctx context.Context) (io.ReadWriteCloser, error) {
 				return nil, fmt.Errorf("the container's user has no home directory to work in (HOME=%q); set the host's cwd", dep.Home)
 			}
 			cwd = dep.Home
+		}
+		if !dep.Current {
+			if err := dep.Upload(ctx, d.run, d.opts.AgentBinary, d.binHash); err != nil {
+				return nil, err
+			}
 		}
 		d.path, d.cwd = dep.Path, cwd
 	}
