@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/conch-dev/conch/internal/agent"
 	"github.com/conch-dev/conch/internal/containertest"
 	"github.com/conch-dev/conch/internal/testutil"
 )
@@ -162,5 +163,37 @@ func TestPodmanHostContained(t *testing.T) {
 	out, code := doctorHostLines(t, cfg, "box")
 	if !strings.Contains(out, "\ncwd: /root\ncontainment: pid-namespace") || !strings.Contains(out, "\nsandbox: workspace-write, network ") || code != 0 {
 		t.Errorf("conch doctor --host box: exit %d\n%s", code, out)
+	}
+}
+
+// TestAgentPartialIDMap: root of a user namespace that maps only some ids
+// (here `unshare -r`: uid 0 alone, setgroups denied; rootless podman and
+// Kubernetes' hostUsers: false are alike) contains its commands, with an
+// init that maps the ranges it has: a map of every id was refused, and
+// containment was lost.
+func TestAgentPartialIDMap(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	cmd := exec.Command("unshare", "--user", "--map-root-user", testutil.ConchBinary(t), "agent", "--containment", "require")
+	cmd.Env = testutil.Env(marker)
+	cmd.Stderr = newLogBuffer(t, "conch agent")
+	c, in, _, hello := startAgent(t, cmd)
+	if !strings.Contains(hello.Enforces, "; containment: pid-namespace") {
+		t.Errorf("root with a partial id map enforces %q", hello.Enforces)
+	}
+	c.Write(agent.Request{ID: 2, Op: agent.OpStart, Proc: 1, Start: &agent.StartArgs{Command: "id -u; tr -s ' ' < /proc/self/uid_map; echo $$"}})
+	var resp agent.Response
+	for resp.Op != agent.OpDone {
+		resp = agent.Response{}
+		if err := c.Read(&resp); err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	}
+	if got := resp.Done.Stdout.Text; !strings.HasPrefix(got, "0\n 0 0 1\n") || strings.HasSuffix(got, "\n1\n") {
+		t.Errorf("a command there: %q, want uid 0, the one-id map, and not pid 1", got)
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("conch agent: %v", err)
 	}
 }
