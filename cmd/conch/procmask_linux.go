@@ -9,60 +9,68 @@ import (
 	"strings"
 )
 
-// withProcMaskHint adds procMaskHint to err, an init's failure to start,
-// when it could not mount its /proc.
-func withProcMaskHint(err error) error {
-	if !strings.Contains(err.Error(), "mount /proc") {
-		return err
-	}
-	if hint := procMaskHint(); hint != "" {
-		return fmt.Errorf("%w (%s)", err, hint)
+// withContainerHint adds to err, an init's failure to start, what keeps a
+// container from giving it and which option of the container's engine
+// would (docs/remote.md#containers): a masked /proc (paths under it
+// covered by other mounts, the default of podman, docker and Kubernetes)
+// makes the kernel refuse a fresh procfs mount, and docker's default
+// seccomp profile refuses new user namespaces outright. Any other error,
+// or one outside such a container, is left as it is.
+func withContainerHint(err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "mount /proc"):
+		if procMasked() {
+			return fmt.Errorf("%w (/proc is masked in this container; %s)", err, engineHow())
+		}
+	case strings.Contains(msg, "operation not permitted"):
+		if procMasked() {
+			return fmt.Errorf("%w (this container refuses user namespaces and masks /proc; %s)", err, engineHow())
+		}
 	}
 	return err
 }
 
-// procMaskHint says, when this process runs in a container whose engine
-// masked /proc (paths under it covered by other mounts, the default of
-// podman, docker and Kubernetes), which option of that engine unmasks it:
-// the kernel refuses a fresh procfs mount, and so an init of its own,
-// while any of /proc is covered (docs/remote.md#containers). It is "" when
-// nothing under /proc but binfmt_misc is covered.
-func procMaskHint() string {
+// procMasked reports whether another mount covers a path under /proc
+// (binfmt_misc, which hosts mount there, aside).
+func procMasked() bool {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return ""
+		return false
 	}
 	defer f.Close()
-	masked := false
 	for s := bufio.NewScanner(f); s.Scan(); {
 		fields := strings.Fields(s.Text())
 		if len(fields) > 4 && strings.HasPrefix(fields[4], "/proc/") && fields[4] != "/proc/sys/fs/binfmt_misc" {
-			masked = true
-			break
+			return true
 		}
 	}
-	if !masked {
-		return ""
-	}
-	how := []string{unmaskPodman, unmaskDocker, unmaskKubernetes}
-	switch {
-	case exists("/run/.containerenv"):
-		how = how[:1]
-	case exists("/.dockerenv"):
-		how = how[1:2]
-	case os.Getenv("KUBERNETES_SERVICE_HOST") != "":
-		how = how[2:]
-	}
-	return "/proc is masked in this container; " + strings.Join(how, ", ")
+	return false
 }
 
-// How each engine unmasks /proc (checked on podman 4.3, docker 20.10 and
-// Kubernetes 1.37: docs/remote.md#containers).
+// How each engine lets a container's processes mount a fresh /proc in
+// new user namespaces (checked on podman 4.3, docker 20.10 and Kubernetes
+// 1.37).
 const (
 	unmaskPodman     = "podman unmasks it with --security-opt unmask=/proc/*"
 	unmaskDocker     = "docker with --security-opt systempaths=unconfined and a seccomp profile that allows user namespaces"
 	unmaskKubernetes = "Kubernetes with a privileged container (securityContext.privileged: true)"
 )
+
+// engineHow is the option of this container's engine (podman leaves
+// /run/.containerenv, docker /.dockerenv, Kubernetes its service's
+// variables), or of each when it cannot tell.
+func engineHow() string {
+	switch {
+	case exists("/run/.containerenv"):
+		return unmaskPodman
+	case exists("/.dockerenv"):
+		return unmaskDocker
+	case os.Getenv("KUBERNETES_SERVICE_HOST") != "":
+		return unmaskKubernetes
+	}
+	return strings.Join([]string{unmaskPodman, unmaskDocker, unmaskKubernetes}, ", ")
+}
 
 func exists(path string) bool {
 	_, err := os.Lstat(path)

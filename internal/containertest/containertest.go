@@ -236,6 +236,10 @@ func start(engine, image string, runArgs ...string) (string, error) {
 
 // Remove removes the container name at once, killing what runs in it.
 func Remove(engine, name string) {
+	if filepath.Base(engine) == "docker" {
+		Output(engine, nil, "rm", "-f", name) // docker's rm has no -t; -f kills at once
+		return
+	}
 	Output(engine, nil, "rm", "-f", "-t", "0", name)
 }
 
@@ -268,16 +272,17 @@ func Shared(t testing.TB, key, engine, image string, runArgs ...string) string {
 func removeShared() {
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
+	for k, c := range shared {
+		Remove(c.engine, c.name)
+		delete(shared, k)
+	}
 	if service != nil {
 		service.Process.Kill()
 		service.Wait()
 		os.RemoveAll(serviceDir)
 		service = nil
 	}
-	for k, c := range shared {
-		Remove(c.engine, c.name)
-		delete(shared, k)
-	}
+	stopDockerLocked()
 }
 
 var (
