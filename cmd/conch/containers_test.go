@@ -21,6 +21,7 @@ import (
 // user's home, never in /, which workspace-write would make writable;
 // with no home other than / it refuses to start.
 func TestAgentCwdRoot(t *testing.T) {
+	t.Parallel()
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	home := t.TempDir()
@@ -101,6 +102,7 @@ const maskedHint = "mount /proc: operation not permitted (/proc is masked in thi
 // unmasks /proc; with containment required, the agent refuses to start
 // and the call says why.
 func TestPodmanHostMasked(t *testing.T) {
+	t.Parallel()
 	ctr := podmanContainer(t, "masked")
 	cfg := "[hosts.box]\npodman = \"" + ctr + "\"\n"
 	cs := serveContainer(t, ctr, cfg+"\n[hosts.strict]\npodman = \""+ctr+"\"\ncontainment = \"require\"\n")
@@ -147,6 +149,7 @@ func TestPodmanHostMasked(t *testing.T) {
 // (an agent that took the image's working directory / as its workspace
 // let it through).
 func TestPodmanHostContained(t *testing.T) {
+	t.Parallel()
 	ctr := podmanContainer(t, "unmasked", "--security-opt", "unmask=/proc/*")
 	cfg := "[hosts.box]\npodman = \"" + ctr + "\"\n"
 	cs := serveContainer(t, ctr, cfg)
@@ -172,6 +175,7 @@ func TestPodmanHostContained(t *testing.T) {
 // init that maps the ranges it has: a map of every id was refused, and
 // containment was lost.
 func TestAgentPartialIDMap(t *testing.T) {
+	t.Parallel()
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	cmd := exec.Command("unshare", "--user", "--map-root-user", testutil.ConchBinary(t), "agent", "--containment", "require")

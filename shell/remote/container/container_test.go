@@ -62,23 +62,7 @@ func TestExecClientKilled(t *testing.T) {
 	}
 	shelltest.ReadUntil(t, p, func(r shell.ReadResult) bool { return r.Stdout == "started\n" })
 	testutil.WaitFor(t, 10*time.Second, "sleep 1000 runs", func() bool { return len(testutil.Processes(marker)) > 0 })
-	// The exec client: this process's child running `podman … exec -i … <ctr> …/conch-<hash> agent`.
-	infos, err := proc.Scan()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var clients []int
-	for _, i := range infos {
-		if c := testutil.Cmdline(i.Pid); strings.Contains(c, " exec -i ") && strings.Contains(c, " "+ctr+" ") && strings.Contains(c, " agent ") {
-			clients = append(clients, i.Pid)
-		}
-	}
-	if len(clients) != 1 {
-		t.Fatalf("exec clients of the agent: %v, want one", clients)
-	}
-	if err := syscall.Kill(clients[0], syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	killExecClient(t, ctr)
 	shelltest.WaitDone(t, p, 20*time.Second)
 	want := remote.LostMarker("box") + "\n"
 	if r := p.Result(); !strings.HasSuffix(r.Stderr.Text, want) || p.Status() != shell.StatusKilled {
@@ -115,5 +99,27 @@ func TestNoHome(t *testing.T) {
 	ex, _ = newExec(t, h, container.Host{Name: "box", Engine: "podman", Container: ctr})
 	if hello, err := ex.Hello(t.Context()); err != nil || hello.Cwd != "/root" {
 		t.Errorf("root's agent: %+v, %v; want it in /root", hello, err)
+	}
+}
+
+// killExecClient SIGKILLs the exec client of the one agent in ctr: this
+// process's child running `<engine> … exec -i … <ctr> …/conch-<hash> agent …`.
+func killExecClient(t *testing.T, ctr string) {
+	t.Helper()
+	infos, err := proc.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clients []int
+	for _, i := range infos {
+		if c := testutil.Cmdline(i.Pid); strings.Contains(c, " exec -i ") && strings.Contains(c, " "+ctr+" ") && strings.Contains(c, " agent ") {
+			clients = append(clients, i.Pid)
+		}
+	}
+	if len(clients) != 1 {
+		t.Fatalf("exec clients of the agent: %v, want one", clients)
+	}
+	if err := syscall.Kill(clients[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -4,12 +4,10 @@ package container_test
 
 import (
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/conch-dev/conch/internal/containertest"
-	"github.com/conch-dev/conch/internal/proc"
 	"github.com/conch-dev/conch/internal/remotetest"
 	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/shell"
@@ -68,20 +66,7 @@ func TestDocker(t *testing.T) {
 		}
 		shelltest.ReadUntil(t, p, func(r shell.ReadResult) bool { return r.Stdout == "/root\nin docker\n" })
 		testutil.WaitFor(t, 10*time.Second, "sleep 1000 runs", func() bool { return len(testutil.Processes(marker)) > 0 })
-		infos, err := proc.Scan()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var clients []int
-		for _, i := range infos {
-			if c := testutil.Cmdline(i.Pid); strings.Contains(c, " exec -i ") && strings.Contains(c, " "+ctr+" ") && strings.Contains(c, " agent ") {
-				clients = append(clients, i.Pid)
-			}
-		}
-		if len(clients) != 1 {
-			t.Fatalf("exec clients of the agent: %v, want one", clients)
-		}
-		syscall.Kill(clients[0], syscall.SIGKILL)
+		killExecClient(t, ctr)
 		shelltest.WaitDone(t, p, 20*time.Second)
 		if r := p.Result(); !strings.HasSuffix(r.Stderr.Text, remote.LostMarker("dk")+"\n") || p.Status() != shell.StatusKilled {
 			t.Errorf("the call whose exec client died: %s %+v", p.Status(), r)
