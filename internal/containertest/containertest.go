@@ -206,6 +206,11 @@ func Image(t testing.TB, engine, bin string) string {
 
 func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
 
+// maxLife is how long a test container lives, in seconds, at the most:
+// a test binary killed by its timeout runs no cleanup, and its
+// containers (run with --rm) then remove themselves.
+const maxLife = "3600"
+
 // Start runs a container of image with engine and returns its name; it
 // sleeps until it is removed. The container shares this machine's
 // temporary directory at the same path and has no network; runArgs are
@@ -226,8 +231,8 @@ func start(engine, image string, runArgs ...string) (string, error) {
 	rand.Read(b[:])
 	name := "conch-test-" + hex.EncodeToString(b[:])
 	tmp := os.TempDir()
-	args := append([]string{"run", "-d", "--name", name, "--network", "none", "-v", tmp + ":" + tmp}, runArgs...)
-	if _, err := Output(engine, nil, append(args, image, "sleep", "2147483647")...); err != nil {
+	args := append([]string{"run", "-d", "--rm", "--name", name, "--network", "none", "-v", tmp + ":" + tmp}, runArgs...)
+	if _, err := Output(engine, nil, append(args, image, "sleep", maxLife)...); err != nil {
 		Remove(engine, name)
 		return "", err
 	}

@@ -19,8 +19,15 @@ import (
 )
 
 // TestMain points podman at the tests' configuration, removes the
-// containers the tests shared, and fails the run if goroutines leaked.
-func TestMain(m *testing.M) { testutil.VerifyTestMain(m, containertest.Setup()) }
+// containers the tests shared and the engine wrapper's directory, and
+// fails the run if goroutines leaked.
+func TestMain(m *testing.M) {
+	testutil.VerifyTestMain(m, containertest.Setup(), func() {
+		if podmanH != nil {
+			os.RemoveAll(podmanH.dir)
+		}
+	})
+}
 
 // environWrapper stands in for the engine in the suite, as sshd's
 // ForceCommand does over SSH: the suite asks for the environment commands
