@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -97,8 +98,32 @@ func agentCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 // to what it allows, with a warning on stderr, and a mode given
 // explicitly that it cannot enforce is an error.
 func (c *config) agentExecutor(log *slog.Logger) (*local.Executor, enforcement, error) {
+	if err := c.agentCwd(); err != nil {
+		return nil, enforcement{}, err
+	}
 	if err := c.checkCwd(); err != nil {
 		return nil, enforcement{}, err
 	}
 	return c.executor(c.localOptions(), log)
+}
+
+// agentCwd gives an agent started without --cwd in / the user's home as
+// its working directory, and with it the workspace of workspace-write:
+// an engine's exec starts in the image's working directory, often /, and
+// a workspace of / would let the sandbox's commands write anywhere. With
+// no home to go to (HOME unset, /, or not a directory) the agent refuses
+// to start.
+func (c *config) agentCwd() error {
+	if c.cwd != "" {
+		return nil
+	}
+	if wd, err := os.Getwd(); err != nil || wd != "/" {
+		return nil
+	}
+	home := os.Getenv("HOME")
+	if fi, err := os.Stat(home); err != nil || !fi.IsDir() || !filepath.IsAbs(home) || filepath.Clean(home) == "/" {
+		return fmt.Errorf("the working directory is / and HOME (%q) is no other directory: give --cwd", home)
+	}
+	c.cwd = filepath.Clean(home)
+	return nil
 }

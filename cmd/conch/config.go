@@ -44,6 +44,8 @@ type config struct {
 	hostSandbox     hostValues // NAME=MODE
 	hostNetwork     hostValues // NAME=on|off
 	hostContainment hostValues // NAME=MODE
+	hostPodman      hostValues // NAME=CONTAINER
+	hostDocker      hostValues // NAME=CONTAINER
 	containment     choice
 	sandboxMode     choice
 	network         choice
@@ -274,7 +276,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		for i, h := range hosts {
 			names[i] = h.Name
 		}
-		log.Info("remote hosts (conch agent runs there over SSH)", "names", strings.Join(names, ","))
+		log.Info("remote hosts (conch agent runs there over SSH or a container engine's exec)", "names", strings.Join(names, ","))
 	}
 	home := stateDir()
 	rt := tasks.New(&tasks.Options{MaxPerSession: int(c.maxTasks.v), OnNotice: c.onNotice})

@@ -35,7 +35,7 @@ var (
 		"unix-socket":         "sandbox.unix_sockets",
 	}
 	// notKeys are flags with no key.
-	notKeys = []string{"config", "workdir", "json", "present", "background", "host", "host-cwd", "host-sandbox", "host-network", "host-containment"}
+	notKeys = []string{"config", "workdir", "json", "present", "background", "host", "host-cwd", "host-sandbox", "host-network", "host-containment", "host-podman", "host-docker"}
 )
 
 // configKey is the configuration key of the flag named name, or "".

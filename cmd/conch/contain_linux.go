@@ -79,6 +79,7 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (_ *local.Executor
 	}
 	ex, err := contained.New(o, &initOpts)
 	if err != nil {
+		err = withContainerHint(err)
 		if mode == "require" {
 			return nil, enforcement{}, fmt.Errorf("containment unavailable: %w", err)
 		}

@@ -26,6 +26,8 @@ bash that commands run in, user and PID namespaces, cgroup v2, Landlock,
 seccomp, the containment and sandbox commands would get, and each MCP
 client configuration file that names a conch server. The flags are
 those of conch serve, whose settings are checked as serve would.
+--host NAME asks a configured remote host instead: conch connects to it
+as serve would and prints what its agent enforces there.
 
 Exit status:
   0   the configured provider can run commands as configured (the
@@ -45,6 +47,7 @@ Flags:
 // sandbox that restricts) needs an init the host allows, and doctor
 // starts one to find out. --containment auto never fails: it falls back.
 func doctorCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	hostName, args := doctorHostArg(args)
 	fs := flag.NewFlagSet("conch doctor", flag.ContinueOnError)
 	var c config
 	c.addFlags(fs, 45000, slog.LevelInfo)
@@ -55,6 +58,9 @@ func doctorCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "conch doctor: unexpected argument %q\nRun 'conch doctor --help' for usage.\n", fs.Arg(0))
 		return exitUsage
+	}
+	if hostName != "" {
+		return doctorHost(ctx, &c, hostName, stdout, stderr)
 	}
 	bash, bashErr := bashVersion(ctx)
 	if bashErr != nil {

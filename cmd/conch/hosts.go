@@ -16,23 +16,26 @@ import (
 	"github.com/conch-dev/conch/internal/agent"
 	cfgfile "github.com/conch-dev/conch/internal/config"
 	"github.com/conch-dev/conch/shell/remote"
+	"github.com/conch-dev/conch/shell/remote/container"
 	"github.com/conch-dev/conch/shell/remote/sshhost"
 	"github.com/conch-dev/conch/tools"
 )
 
-// Remote hosts are configured as tables, `[hosts.<name>]` with `ssh`,
+// Remote hosts are configured as tables, `[hosts.<name>]` with one
+// transport (`ssh`, or `podman` or `docker`: a running container), and
 // `cwd`, `sandbox`, `network` and `containment`, or with the repeatable
-// flags --host NAME=SSH, --host-cwd NAME=DIR, --host-sandbox NAME=MODE,
-// --host-network NAME=on|off and --host-containment NAME=MODE; a --host
-// flag replaces the file's hosts (docs/remote.md).
+// flags --host NAME=SSH, --host-podman NAME=CONTAINER, --host-docker
+// NAME=CONTAINER, --host-cwd NAME=DIR, --host-sandbox NAME=MODE,
+// --host-network NAME=on|off and --host-containment NAME=MODE; a flag
+// replaces the file's hosts of its transport (docs/remote.md).
 
 // hostFields maps a host table's keys to their flags.
-var hostFields = map[string]string{"ssh": "host", "cwd": "host-cwd", "sandbox": "host-sandbox",
-	"network": "host-network", "containment": "host-containment"}
+var hostFields = map[string]string{"ssh": "host", "podman": "host-podman", "docker": "host-docker", "cwd": "host-cwd",
+	"sandbox": "host-sandbox", "network": "host-network", "containment": "host-containment"}
 
 // hostFieldNames are the keys of a host table, in the order conch config
 // prints them.
-var hostFieldNames = []string{"ssh", "cwd", "sandbox", "network", "containment"}
+var hostFieldNames = []string{"ssh", "podman", "docker", "cwd", "sandbox", "network", "containment"}
 
 // addHostFlags registers the flags of remote hosts.
 func (c *config) addHostFlags(fs *flag.FlagSet) {
@@ -41,8 +44,15 @@ func (c *config) addHostFlags(fs *flag.FlagSet) {
 	c.hostSandbox = hostValues{what: "mode", from: sandboxModes}
 	c.hostNetwork = hostValues{what: "network", from: networkModes}
 	c.hostContainment = hostValues{what: "mode", from: containmentModes}
+	c.hostPodman = hostValues{what: "container"}
+	c.hostDocker = hostValues{what: "container"}
+	c.hosts.peers = []*hostValues{&c.hostPodman, &c.hostDocker}
+	c.hostPodman.peers = []*hostValues{&c.hosts, &c.hostDocker}
+	c.hostDocker.peers = []*hostValues{&c.hosts, &c.hostPodman}
 	fs.Var(&c.hosts, "host", "a remote host commands may run on, `NAME=SSH` (user@host:port or a ~/.ssh/config alias; repeatable)")
-	fs.Var(&c.hostCwds, "host-cwd", "default working directory on a remote host, `NAME=DIR` (default: the remote user's home; repeatable)")
+	fs.Var(&c.hostPodman, "host-podman", "a running podman container commands may run on, `NAME=CONTAINER` (through podman exec; repeatable)")
+	fs.Var(&c.hostDocker, "host-docker", "a running docker container commands may run on, `NAME=CONTAINER` (through docker exec; repeatable)")
+	fs.Var(&c.hostCwds, "host-cwd", "default working directory on a remote host, `NAME=DIR` (default: the remote user's home, or the container user's; repeatable)")
 	fs.Var(&c.hostSandbox, "host-sandbox", "the sandbox of a remote host, `NAME=MODE` (default: --sandbox when given, else workspace-write with the host's working directory as the workspace; repeatable)")
 	fs.Var(&c.hostNetwork, "host-network", "how commands on a remote host reach the network, `NAME=MODE` with a mode of --network (default: --network when given, else the agent's default, public, degraded to on where that host cannot enforce it; repeatable)")
 	fs.Var(&c.hostContainment, "host-containment", "the containment of a remote host, `NAME=MODE` (default: --containment when given, else auto; repeatable)")
@@ -58,6 +68,8 @@ type hostValues struct {
 	from []string // the values allowed; nil: any
 	vals []string
 	by   map[string]string
+	// peers are the flags of the other transports: a host has one.
+	peers []*hostValues
 }
 
 func (h *hostValues) String() string {
@@ -80,6 +92,8 @@ func (h *hostValues) Set(s string) error {
 		return errors.New(`"local" is this machine; name the host otherwise`)
 	case h.by[name] != "":
 		return fmt.Errorf("host %s is given twice", name)
+	case slices.ContainsFunc(h.peers, func(p *hostValues) bool { return p.by[name] != "" }):
+		return fmt.Errorf("host %s is given two transports (a host is one of ssh, podman or docker)", name)
 	}
 	if h.by == nil {
 		h.by = map[string]string{}
@@ -130,13 +144,13 @@ func (c *config) remoteHosts(log *slog.Logger) ([]tools.Host, []*remote.Executor
 		v    *hostValues
 	}{{"--host-sandbox", &c.hostSandbox}, {"--host-network", &c.hostNetwork}, {"--host-containment", &c.hostContainment}} {
 		for name := range hv.v.by {
-			if c.hosts.by[name] == "" {
+			if !c.hostConfigured(name) {
 				return nil, nil, fmt.Errorf("%s %s: no host %s is configured", hv.flag, name, name)
 			}
 		}
 	}
 	for name, cwd := range c.hostCwds.by {
-		if c.hosts.by[name] == "" {
+		if !c.hostConfigured(name) {
 			return nil, nil, fmt.Errorf("--host-cwd %s: no host %s is configured", name, name)
 		}
 		if !path.IsAbs(cwd) {
@@ -147,19 +161,27 @@ func (c *config) remoteHosts(log *slog.Logger) ([]tools.Host, []*remote.Executor
 		hosts []tools.Host
 		exs   []*remote.Executor
 	)
-	for _, spec := range c.hosts.vals {
-		name, ssh, _ := strings.Cut(spec, "=")
-		o := &sshhost.Options{
-			AgentArgs: c.agentArgs(name),
-			Executor:  remote.Options{Timeout: c.timeoutMs.millis(), MaxTimeout: c.maxTimeoutMs.millis()},
-		}
+	for _, spec := range c.hostSpecs() {
+		name, target, _ := strings.Cut(spec.v, "=")
+		var stderr io.Writer
+		eo := remote.Options{Timeout: c.timeoutMs.millis(), MaxTimeout: c.maxTimeoutMs.millis()}
 		if log != nil {
-			o.Stderr = &agentLog{log: log, host: name}
-			o.Executor.OnConnect = func(h agent.Hello) {
+			stderr = &agentLog{log: log, host: name}
+			eo.OnConnect = func(h agent.Hello) {
 				log.Info("connected to a remote host", "host", name, "conch", h.Conch, "enforces", h.Enforces)
 			}
 		}
-		ex, err := sshhost.New(sshhost.Host{Name: name, SSH: ssh, Cwd: c.hostCwds.by[name]}, o)
+		var (
+			ex  *remote.Executor
+			err error
+		)
+		if spec.engine == "" {
+			ex, err = sshhost.New(sshhost.Host{Name: name, SSH: target, Cwd: c.hostCwds.by[name]},
+				&sshhost.Options{AgentArgs: c.agentArgs(name), Stderr: stderr, Executor: eo})
+		} else {
+			ex, err = container.New(container.Host{Name: name, Engine: spec.engine, Container: target, Cwd: c.hostCwds.by[name]},
+				&container.Options{AgentArgs: c.agentArgs(name), Stderr: stderr, Executor: eo})
+		}
 		if err != nil {
 			for _, ex := range exs {
 				ex.Close()
@@ -170,6 +192,31 @@ func (c *config) remoteHosts(log *slog.Logger) ([]tools.Host, []*remote.Executor
 		exs = append(exs, ex)
 	}
 	return hosts, exs, nil
+}
+
+// hostSpec is a configured host: NAME=TARGET of its transport's flag,
+// and its engine ("" for SSH).
+type hostSpec struct{ v, engine string }
+
+// hostSpecs are the configured hosts: those over SSH, then the podman
+// and the docker containers.
+func (c *config) hostSpecs() []hostSpec {
+	var specs []hostSpec
+	for _, t := range []struct {
+		v      *hostValues
+		engine string
+	}{{&c.hosts, ""}, {&c.hostPodman, "podman"}, {&c.hostDocker, "docker"}} {
+		for _, v := range t.v.vals {
+			specs = append(specs, hostSpec{v, t.engine})
+		}
+	}
+	return specs
+}
+
+// hostConfigured reports whether a host called name is configured, by
+// any transport.
+func (c *config) hostConfigured(name string) bool {
+	return c.hosts.by[name] != "" || c.hostPodman.by[name] != "" || c.hostDocker.by[name] != ""
 }
 
 // agentLog writes an agent's standard error to conch's log, a warning

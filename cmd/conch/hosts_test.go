@@ -31,7 +31,8 @@ func TestHostsConfig(t *testing.T) {
 	t.Parallel()
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
-	p := writeConfig(t, "timeout_ms = 300\n\n[hosts.gpu1]\nssh = \"me@gpu1.example:2222\"\ncwd = \"/srv/train\"\n\n[hosts.build]\nssh = \"buildbox\"\nnetwork = \"off\"\n")
+	p := writeConfig(t, "timeout_ms = 300\n\n[hosts.gpu1]\nssh = \"me@gpu1.example:2222\"\ncwd = \"/srv/train\"\n\n[hosts.build]\nssh = \"buildbox\"\nnetwork = \"off\"\n"+
+		"\n[hosts.dev]\npodman = \"devbox\"\n\n[hosts.ci]\ndocker = \"runner\"\n")
 	stdout, stderr, code := testutil.RunConch(t, marker, "config", "--config", p)
 	if code != 0 {
 		t.Fatalf("conch config: exit %d, stderr %q", code, stderr)
@@ -41,16 +42,19 @@ func TestHostsConfig(t *testing.T) {
 		`hosts.build.ssh = "buildbox"  # ` + p + ":8",
 		`hosts.gpu1.cwd = "/srv/train"  # ` + p + ":5",
 		`hosts.build.network = "off"  # ` + p + ":9",
+		`hosts.dev.podman = "devbox"  # ` + p + ":12",
+		`hosts.ci.docker = "runner"  # ` + p + ":15",
 	} {
 		if !strings.Contains(stdout, line+"\n") {
 			t.Errorf("conch config lacks %q:\n%s", line, stdout)
 		}
 	}
 	for _, c := range []struct{ text, want string }{
-		{"[hosts.gpu1]\nport = 22\n", ":2: hosts.gpu1.port: unknown key (a host takes ssh, cwd, sandbox, network, containment)"},
+		{"[hosts.gpu1]\nport = 22\n", ":2: hosts.gpu1.port: unknown key (a host takes ssh, podman, docker, cwd, sandbox, network, containment)"},
 		{"[hosts.local]\nssh = \"x\"\n", `:2: hosts.local.ssh: "local" is this machine; name the host otherwise`},
 		{"[hosts.gpu1]\nssh = [\"a\"]\n", ":2: hosts.gpu1.ssh: takes one value, not a list"},
 		{"[hosts.gpu1]\nssh = \"a\"\nsandbox = \"none\"\n", ":3: hosts.gpu1.sandbox: mode must be one of: read-only, workspace-write, full-access"},
+		{"[hosts.gpu1]\nssh = \"a\"\npodman = \"b\"\n", ":3: hosts.gpu1.podman: host gpu1 is given two transports (a host is one of ssh, podman or docker)"},
 	} {
 		p := writeConfig(t, c.text)
 		_, stderr, code := testutil.RunConch(t, marker, "config", "--config", p)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/conch-dev/conch/internal/containertest"
 	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/mcpserver"
 	"github.com/conch-dev/conch/shell/local"
@@ -37,7 +38,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Setenv("XDG_CONFIG_HOME", dir)
-	testutil.VerifyTestMain(m, func() { os.RemoveAll(dir) })
+	testutil.VerifyTestMain(m, func() { os.RemoveAll(dir) }, containertest.Setup())
 }
 
 // logBuffer collects output written from several goroutines.

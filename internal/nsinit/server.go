@@ -323,7 +323,7 @@ func startDumpable(cmd *exec.Cmd) error {
 // namespaceAttr starts the init in new user, PID and mount namespaces,
 // as pid 1, in a session of its own, mapping this process's uid and gid
 // to themselves so that `id -u` and file owners read the same inside.
-// Root maps every id to itself; another user can map only its own, and
+// Root maps every id it has to itself (identityMap); another user can map only its own, and
 // must give up setgroups. A non-root init needs CAP_SYS_ADMIN (to mount
 // /proc), CAP_SETPCAP (to shrink the commands' bounding set) and
 // CAP_SYS_PTRACE (for the sandbox's supervisor to read a command that
@@ -339,9 +339,8 @@ func namespaceAttr() *syscall.SysProcAttr {
 		Pdeathsig:  syscall.SIGKILL,
 	}
 	if uid == 0 {
-		all := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1<<32 - 1}}
-		a.UidMappings, a.GidMappings = all, all
-		a.GidMappingsEnableSetgroups = true
+		a.UidMappings, a.GidMappings = identityMap("/proc/self/uid_map"), identityMap("/proc/self/gid_map")
+		a.GidMappingsEnableSetgroups = setgroupsAllowed()
 		return a
 	}
 	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}

@@ -9,8 +9,6 @@ package sshhost
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +16,6 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,13 +115,7 @@ func (e *HostKeyError) Error() string {
 
 // PlatformError is a host of another OS or architecture that has no conch
 // of its own at Path.
-type PlatformError struct {
-	Host, OS, Arch, Path string
-}
-
-func (e *PlatformError) Error() string {
-	return fmt.Sprintf("host %s: no conch for %s/%s there; install it at %s", e.Host, e.OS, e.Arch, e.Path)
-}
+type PlatformError = remote.PlatformError
 
 // target is one SSH server to log in to.
 type target struct {
@@ -190,7 +181,7 @@ func NewDialer(h Host, o *Options) (*Dialer, error) {
 			return nil, fmt.Errorf("host %s: find conch's own binary: %w", h.Name, err)
 		}
 	}
-	sum, err := fileSHA256(opts.AgentBinary)
+	sum, err := remote.FileSHA256(opts.AgentBinary)
 	if err != nil {
 		return nil, fmt.Errorf("host %s: checksum of the agent binary: %w", h.Name, err)
 	}
@@ -216,19 +207,6 @@ func NewDialer(h Host, o *Options) (*Dialer, error) {
 		d.hops[i].auth = authMethods(ids, opts.AgentSocket)
 	}
 	return d, nil
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func readSSHConfig(path string) (*ssh_config.Config, error) {
@@ -618,109 +596,24 @@ func (d *Dialer) output(ctx context.Context, script string, stdin io.Reader) (st
 	return out.String(), nil
 }
 
-// cacheDir is where deployed agents live on the host: the remote user's
-// cache (XDG_CACHE_HOME, else ~/.cache), under conch/.
-const cacheDir = `"${XDG_CACHE_HOME:-$HOME/.cache}/conch"`
-
-// deployLocked makes sure the host has this conch at its versioned path:
-// conch-<first 16 hex digits of its sha256>, in the cache. A file there
-// whose checksum differs (a cut upload, a corrupted disk) is replaced.
+// deployLocked makes sure the host has this conch (remote.Deploy) and
+// remembers the command that starts it.
 func (d *Dialer) deployLocked(ctx context.Context) error {
-	name := "conch-" + d.binHash[:16]
-	probe := `set -u; d=` + cacheDir + `; uname -sm; printf '%s\n' "$d/` + name + `"; ` +
-		`if [ -x "$d/` + name + `" ]; then sha256sum < "$d/` + name + `" | cut -c1-64; else echo none; fi`
-	out, err := d.output(ctx, probe, nil)
+	dep, err := remote.Deploy(ctx, d.name, d.output, d.opts.AgentBinary, d.binHash)
 	if err != nil {
-		return fmt.Errorf("probe: %w", err)
+		return err
 	}
-	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-	if len(lines) != 3 {
-		return fmt.Errorf("probe: unexpected answer %q", out)
-	}
-	goos, goarch := platform(lines[0])
-	path, sum := lines[1], lines[2]
-	if goos != runtime.GOOS || goarch != runtime.GOARCH {
-		if sum == "none" {
-			return &PlatformError{Host: d.name, OS: goos, Arch: goarch, Path: path}
-		}
-		// A conch the user installed there for its own platform.
-		d.agentCmd = agentCommand(path, d.opts.AgentArgs)
-		return nil
-	}
-	if sum != d.binHash {
-		if err := d.upload(ctx, path); err != nil {
-			return err
-		}
-	}
-	d.agentCmd = agentCommand(path, d.opts.AgentArgs)
+	d.agentCmd = agentCommand(dep.Path, d.opts.AgentArgs)
 	return nil
-}
-
-// removeOld is the part of the upload script that removes, once the new
-// build $f is in place, the other builds of its directory (conch-<16 hex
-// digits>) that no process of the remote user runs (its /proc/<pid>/exe):
-// a build in use is another local conch's agent, whose init re-executes
-// that file. Temporary uploads an hour old were cut and are removed too.
-// Another conch whose build was removed uploads it again on its next
-// connection.
-const removeOld = `inuse=$(ls -l /proc/[0-9]*/exe 2>/dev/null || true); ` +
-	`for o in "$d"/conch-????????????????; do ` +
-	`[ "$o" != "$f" ] && [ -f "$o" ] || continue; ` +
-	`case "${o##*/conch-}" in *[!0-9a-f]*) continue;; esac; ` +
-	`case "$inuse" in *" -> $o"*) continue;; esac; ` +
-	`rm -f "$o"; done; ` +
-	`find "$d" -maxdepth 1 -name '.upload-*' -mmin +60 -exec rm -f {} + 2>/dev/null || true`
-
-// upload copies AgentBinary to path on the host through a temporary file
-// that is checked against the binary's checksum before it is renamed,
-// then removes the older builds there (removeOld).
-func (d *Dialer) upload(ctx context.Context, path string) error {
-	f, err := os.Open(d.opts.AgentBinary)
-	if err != nil {
-		return fmt.Errorf("upload: %w", err)
-	}
-	defer f.Close()
-	script := `set -eu; f=` + shellQuote(path) + `; d=$(dirname "$f"); mkdir -p "$d"; chmod 700 "$d"; ` +
-		`t=$(mktemp "$d/.upload-XXXXXX"); trap 'rm -f "$t"' EXIT; cat > "$t"; ` +
-		`s=$(sha256sum < "$t" | cut -c1-64); if [ "$s" != ` + d.binHash + ` ]; then echo "checksum $s after upload" >&2; exit 1; fi; ` +
-		`chmod 700 "$t"; mv -f "$t" "$f"; trap - EXIT; ` + removeOld
-	if _, err := d.output(ctx, script, f); err != nil {
-		return fmt.Errorf("upload conch to %s: %w", path, err)
-	}
-	return nil
-}
-
-// platform maps `uname -sm` to Go's names.
-func platform(uname string) (goos, goarch string) {
-	f := strings.Fields(uname)
-	if len(f) != 2 {
-		return strings.ToLower(uname), "unknown"
-	}
-	goos = strings.ToLower(f[0])
-	switch f[1] {
-	case "x86_64", "amd64":
-		goarch = "amd64"
-	case "aarch64", "arm64":
-		goarch = "arm64"
-	case "i386", "i486", "i586", "i686":
-		goarch = "386"
-	case "armv6l", "armv7l":
-		goarch = "arm"
-	default:
-		goarch = strings.ToLower(f[1])
-	}
-	return goos, goarch
 }
 
 func agentCommand(path string, args []string) string {
-	cmd := "exec " + shellQuote(path) + " agent"
+	cmd := "exec " + remote.ShellQuote(path) + " agent"
 	for _, a := range args {
-		cmd += " " + shellQuote(a)
+		cmd += " " + remote.ShellQuote(a)
 	}
 	return cmd
 }
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // startAgent starts the agent in a session of its own.
 func (d *Dialer) startAgent(ctx context.Context) (io.ReadWriteCloser, error) {
@@ -758,7 +651,7 @@ type stream struct {
 	s       *ssh.Session
 	in      io.WriteCloser
 	out     io.Reader
-	stderr  stderrTail
+	stderr  remote.StderrTail
 	exited  chan struct{} // closed once the session's Wait returned exitErr
 	exitErr error
 	once    sync.Once
@@ -780,7 +673,7 @@ func (st *stream) Read(b []byte) (int, error) {
 	}
 	var ee *ssh.ExitError
 	if errors.As(st.exitErr, &ee) {
-		if last := st.stderr.last(); last != "" {
+		if last := st.stderr.Last(); last != "" {
 			return n, fmt.Errorf("agent exited with status %d: %s", ee.ExitStatus(), last)
 		}
 	}
@@ -799,30 +692,4 @@ func (st *stream) Close() error {
 		st.release()
 	})
 	return nil
-}
-
-// stderrTail keeps the end of an agent's standard error.
-type stderrTail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-const stderrTailBytes = 2048
-
-func (t *stderrTail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - stderrTailBytes; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-// last is the last non-empty line written.
-func (t *stderrTail) last() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
 }

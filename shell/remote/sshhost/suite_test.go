@@ -3,7 +3,6 @@
 package sshhost_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-dev/conch/internal/remotetest"
 	"github.com/conch-dev/conch/internal/sshdtest"
 	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/shell"
@@ -70,60 +70,16 @@ func TestSuite(t *testing.T) {
 	}
 	warm.Close()
 	shelltest.Run(t, func(t *testing.T, c shelltest.Config) shell.Executor {
-		// The spill parent is the agent's temp dir, where it makes its
-		// spill directory. The marker reaches the commands through each
-		// spawn (suiteExec), not through the agent's own environment:
-		// the agent is a process of the executor, not one of its
-		// commands, and the suite counts the processes that carry it.
-		var env []string
-		var marker string
-		for _, kv := range c.Environ {
-			if v, ok := strings.CutPrefix(kv, testutil.MarkerEnv+"="); ok {
-				marker = v
-				continue
-			}
-			env = append(env, kv)
-		}
-		env = append(env, "TMPDIR="+c.SpillParent)
-		f, err := os.CreateTemp(h.dir, "environ-")
-		if err == nil {
-			_, err = f.WriteString(strings.Join(env, "\x00") + "\x00")
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-		}
-		if err == nil {
-			err = os.Chmod(f.Name(), 0o644) // the wrapper reads it as the login user
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.Remove(f.Name()) })
-		args := []string{"--grace-ms", strconv.FormatInt(c.Grace.Milliseconds(), 10)}
-		for _, f := range []struct {
-			flag string
-			v    int64
-		}{
-			{"--timeout-ms", c.Timeout.Milliseconds()}, {"--max-timeout-ms", c.MaxTimeout.Milliseconds()},
-			{"--max-output-bytes", int64(c.MaxOutputBytes)}, {"--max-spill-bytes", c.MaxSpillBytes},
-		} {
-			if f.v > 0 {
-				args = append(args, f.flag, strconv.FormatInt(f.v, 10))
-			}
-		}
-		for _, name := range c.PassEnv {
-			args = append(args, "--pass-env", name)
-		}
-		if c.Cwd != "" {
-			args = append(args, "--cwd", c.Cwd)
-		}
+		env, marker := remotetest.AgentEnviron(c)
+		environ := remotetest.EnvironFile(t, h.dir, env)
+		args := remotetest.AgentArgs(c)
 		ex, err := sshhost.New(sshhost.Host{Name: "h1", SSH: h.user + "@" + h.addr, Cwd: c.Cwd}, &sshhost.Options{
 			SSHConfig:     filepath.Join(h.dir, "no-ssh-config"),
 			KnownHosts:    []string{filepath.Join(h.dir, "known_hosts")},
 			IdentityFiles: []string{filepath.Join(h.dir, "id_ed25519")},
 			AgentSocket:   "none",
 			AgentBinary:   filepath.Join(h.dir, "conch"),
-			AgentArgs:     append(args, "--test-environ", f.Name()),
+			AgentArgs:     append(args, "--test-environ", environ),
 			Stderr:        h.stderr,
 			Executor:      remote.Options{Timeout: c.Timeout, MaxTimeout: c.MaxTimeout, DialTimeout: 2 * time.Minute},
 		})
@@ -139,34 +95,8 @@ func TestSuite(t *testing.T) {
 			ex.Close()
 			t.Fatalf("connect: %v", err)
 		}
-		return suiteExec{ex, marker}
+		return remotetest.Marked{Executor: ex, Marker: marker}
 	})
-}
-
-// suiteExec gives every command it spawns the suite's marker, as the
-// suite's Environ would (Resolve is left alone: the suite checks what it
-// fills in).
-type suiteExec struct {
-	*remote.Executor
-	marker string
-}
-
-func (e suiteExec) marked(s shell.Spec) shell.Spec {
-	env := map[string]string{testutil.MarkerEnv: e.marker}
-	for k, v := range s.Env {
-		env[k] = v
-	}
-	s.Env = env
-	return s
-}
-
-func (e suiteExec) Launch(s shell.Spec) (shell.Process, error) { return e.Executor.Launch(e.marked(s)) }
-func (e suiteExec) Start(s shell.Spec) (shell.Process, error)  { return e.Executor.Start(e.marked(s)) }
-func (e suiteExec) LaunchContext(ctx context.Context, s shell.Spec) (shell.Process, error) {
-	return e.Executor.LaunchContext(ctx, e.marked(s))
-}
-func (e suiteExec) StartTerminal(s shell.Spec) (shell.Terminal, error) {
-	return e.Executor.StartTerminal(e.marked(s))
 }
 
 // suiteEnv carries the suite's sshd from the root run to a run as nobody:

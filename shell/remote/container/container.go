@@ -1,0 +1,322 @@
+// Package container reaches a running container for shell/remote, through
+// its engine's exec with stdin and stdout attached (`podman exec -i`,
+// `docker exec -i`): it deploys this conch binary into the container when
+// the container lacks it (over exec stdin, its checksum checked, as over
+// SSH) and starts `conch agent` there, whose stdin and stdout carry the
+// agent protocol. Only the byte stream differs from an SSH host: the
+// agent owns the processes, and kills them all when its input ends (an
+// exec stream that closes does not kill what it started).
+//
+// The agent always gets an explicit working directory: the host's Cwd,
+// else the container user's home. An engine's exec starts in the image's
+// working directory, often /, and an agent that took / as the workspace
+// of workspace-write would let its commands write anywhere.
+package container
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/conch-dev/conch/shell/remote"
+)
+
+// Engines are the engines this package drives: their exec takes the same
+// flags.
+var Engines = []string{"podman", "docker"}
+
+// Host is a container that commands run in.
+type Host struct {
+	// Name is the host as the model and the user know it.
+	Name string
+	// Engine is "podman" or "docker".
+	Engine string
+	// Container is the container's name or ID; it must be running.
+	Container string
+	// Cwd is where commands run by default in the container; "" means
+	// the home directory of the container's user.
+	Cwd string
+	// User is the user the agent runs as (exec's --user); "" is the
+	// container's.
+	User string
+}
+
+// Options configure how the container is reached; a zero field means its
+// default.
+type Options struct {
+	// EngineBinary is the engine's command (default: Host.Engine, looked
+	// up in PATH).
+	EngineBinary string
+	// EngineArgs go before "exec" (a connection: podman's --url, docker's
+	// --host or --context).
+	EngineArgs []string
+	// AgentBinary is the conch binary deployed to the container (default:
+	// this program's executable). It must be built for the container's OS
+	// and architecture, and run with the libraries the image has (a conch
+	// built with CGO_ENABLED=0 runs in any image).
+	AgentBinary string
+	// AgentArgs are extra arguments of `conch agent` in the container.
+	AgentArgs []string
+	// Stderr receives the agent's standard error (default: discarded).
+	Stderr io.Writer
+	// Executor configures the remote executor; its Cwd is Host.Cwd.
+	Executor remote.Options
+}
+
+// New returns an executor for h that reaches it through its engine's
+// exec. It connects on first use.
+func New(h Host, o *Options) (*remote.Executor, error) {
+	d, err := NewDialer(h, o)
+	if err != nil {
+		return nil, err
+	}
+	var ro remote.Options
+	if o != nil {
+		ro = o.Executor
+	}
+	ro.Cwd = h.Cwd
+	return remote.New(h.Name, d, &ro)
+}
+
+// Dialer starts agents in one container; it implements remote.Dialer.
+type Dialer struct {
+	host    Host
+	opts    Options
+	binHash string
+
+	mu   sync.Mutex // serialises deploying
+	path string     // the deployed agent, once deployed
+	cwd  string     // the agent's working directory
+}
+
+var _ remote.Dialer = (*Dialer)(nil)
+
+// NewDialer checks h and reads the agent binary's checksum.
+func NewDialer(h Host, o *Options) (*Dialer, error) {
+	var opts Options
+	if o != nil {
+		opts = *o
+	}
+	switch {
+	case h.Container == "":
+		return nil, fmt.Errorf("host %s: no container named", h.Name)
+	case h.Cwd != "" && !path.IsAbs(h.Cwd):
+		return nil, fmt.Errorf("host %s: cwd %q must be absolute", h.Name, h.Cwd)
+	}
+	if opts.EngineBinary == "" {
+		if !isEngine(h.Engine) {
+			return nil, fmt.Errorf("host %s: unknown container engine %q (want %s)", h.Name, h.Engine, strings.Join(Engines, " or "))
+		}
+		opts.EngineBinary = h.Engine
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = io.Discard
+	}
+	var err error
+	if opts.AgentBinary == "" {
+		if opts.AgentBinary, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("host %s: find conch's own binary: %w", h.Name, err)
+		}
+	}
+	sum, err := remote.FileSHA256(opts.AgentBinary)
+	if err != nil {
+		return nil, fmt.Errorf("host %s: checksum of the agent binary: %w", h.Name, err)
+	}
+	return &Dialer{host: h, opts: opts, binHash: sum}, nil
+}
+
+func isEngine(s string) bool {
+	for _, e := range Engines {
+		if s == e {
+			return true
+		}
+	}
+	return false
+}
+
+// exec is the engine's command that runs argv in the container, stdin
+// attached; workdir "" is the image's.
+func (d *Dialer) exec(workdir string, argv ...string) *exec.Cmd {
+	args := append([]string{}, d.opts.EngineArgs...)
+	args = append(args, "exec", "-i")
+	if workdir != "" {
+		args = append(args, "--workdir", workdir)
+	}
+	if d.host.User != "" {
+		args = append(args, "--user", d.host.User)
+	}
+	args = append(args, d.host.Container)
+	cmd := exec.Command(d.opts.EngineBinary, append(args, argv...)...)
+	// Its own process group: a signal meant for conch's group (a ^C in a
+	// terminal) must not cut the stream before conch ends it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
+}
+
+// run implements remote.RunScript with the container's sh.
+func (d *Dialer) run(ctx context.Context, script string, stdin io.Reader) (string, error) {
+	cmd := d.exec("", "sh", "-c", script)
+	var out, errb bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &out, &errb
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("%s exec: %w", d.opts.EngineBinary, err)
+	}
+	stop := context.AfterFunc(ctx, func() { cmd.Process.Kill() })
+	err := cmd.Wait()
+	stop()
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", context.Cause(ctx)
+		}
+		if msg := strings.TrimSpace(errb.String()); msg != "" {
+			return "", fmt.Errorf("%w: %s", err, msg)
+		}
+		return "", err
+	}
+	return out.String(), nil
+}
+
+// Dial implements remote.Dialer: it deploys the agent when the container
+// lacks it, and starts it.
+func (d *Dialer) Dial(ctx context.Context) (io.ReadWriteCloser, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.path == "" {
+		dep, err := remote.Probe(ctx, d.host.Name, d.run, d.binHash)
+		if err != nil {
+			return nil, err
+		}
+		cwd := d.host.Cwd
+		if cwd == "" {
+			if !path.IsAbs(dep.Home) || path.Clean(dep.Home) == "/" {
+				return nil, fmt.Errorf("the container's user has no home directory to work in (HOME=%q); set the host's cwd", dep.Home)
+			}
+			cwd = dep.Home
+		}
+		if !dep.Current {
+			if err := dep.Upload(ctx, d.run, d.opts.AgentBinary, d.binHash); err != nil {
+				return nil, err
+			}
+		}
+		d.path, d.cwd = dep.Path, cwd
+	}
+	return d.startAgent()
+}
+
+// startAgent starts the agent with an exec of its own.
+func (d *Dialer) startAgent() (io.ReadWriteCloser, error) {
+	argv := append([]string{d.path, "agent"}, d.opts.AgentArgs...)
+	if !hasFlag(d.opts.AgentArgs, "--cwd") {
+		argv = append(argv, "--cwd", d.cwd)
+	}
+	cmd := d.exec(d.cwd, argv...)
+	// Pipes of our own, not cmd's: Wait closes those it made as soon as
+	// the client exits, under a Read that may still be draining.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("start agent: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, fmt.Errorf("start agent: %w", err)
+	}
+	st := &stream{cmd: cmd, in: inW, out: outR, exited: make(chan struct{})}
+	cmd.Stdin, cmd.Stdout = inR, outW
+	cmd.Stderr = io.MultiWriter(d.opts.Stderr, &st.stderr)
+	err = cmd.Start()
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, fmt.Errorf("start agent: %s exec: %w", d.opts.EngineBinary, err)
+	}
+	go func() {
+		st.exitErr = cmd.Wait()
+		close(st.exited)
+	}()
+	return st, nil
+}
+
+func hasFlag(args []string, flag string) bool {
+	for _, a := range args {
+		if a == flag || strings.HasPrefix(a, flag+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// Bounds of a stream's end.
+const (
+	// exitWait bounds the wait for the exec client's exit status once
+	// the agent's output ended.
+	exitWait = 2 * time.Second
+	// closeWait bounds the wait for the exec client to exit once the
+	// agent's input was closed: the agent kills what it started (its
+	// grace included) and exits, and then the client does; a client
+	// still there after it is killed.
+	closeWait = 30 * time.Second
+)
+
+// stream is an agent's exec: its stdout to read, its stdin to write.
+type stream struct {
+	cmd     *exec.Cmd
+	in      *os.File
+	out     *os.File
+	stderr  remote.StderrTail
+	exited  chan struct{} // closed once Wait returned exitErr
+	exitErr error
+	once    sync.Once
+}
+
+// Read implements io.Reader. When the agent's output ends because it
+// exited with an error (it could not start: a mode this container cannot
+// enforce, a cwd it lacks), the error says so in the agent's last words.
+func (st *stream) Read(b []byte) (int, error) {
+	n, err := st.out.Read(b)
+	if err != io.EOF {
+		return n, err
+	}
+	select {
+	case <-st.exited:
+	case <-time.After(exitWait):
+		return n, io.EOF
+	}
+	var ee *exec.ExitError
+	if errors.As(st.exitErr, &ee) && ee.Exited() {
+		if last := st.stderr.Last(); last != "" {
+			return n, fmt.Errorf("agent exited with status %d: %s", ee.ExitCode(), last)
+		}
+	}
+	return n, io.EOF
+}
+
+func (st *stream) Write(b []byte) (int, error) { return st.in.Write(b) }
+
+// Close ends the agent's input (it then kills what it started and exits)
+// and waits for the exec client to end.
+func (st *stream) Close() error {
+	st.once.Do(func() {
+		st.in.Close()
+		select {
+		case <-st.exited:
+		case <-time.After(closeWait):
+			st.cmd.Process.Kill()
+			<-st.exited
+		}
+		st.out.Close()
+	})
+	return nil
+}
