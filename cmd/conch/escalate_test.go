@@ -181,7 +181,7 @@ func startSandboxed(t *testing.T, marker string, nobody bool, home, ws string, u
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, o).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, o).Connect(ctx, &mcp.CommandTransport{Command: cmd}, legacyMCP)
 	if err != nil {
 		t.Fatalf("connect to conch serve: %v", err)
 	}
