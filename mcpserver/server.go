@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/conch-dev/conch/mcpserver/taskext"
 	"github.com/conch-dev/conch/tools"
 )
 
@@ -102,6 +103,8 @@ type Server struct {
 	// stateKey signs request states (ask.go); made at start, so a state
 	// outlives neither the process nor a forgery.
 	stateKey []byte
+	// instance names this run of the server in task ids (tasks.go).
+	instance string
 	log      *slog.Logger
 	tools    []tools.Tool
 
@@ -141,6 +144,7 @@ func New(ts *tools.Toolset, opts *Options) *Server {
 		stateKey: make([]byte, 32),
 	}
 	rand.Read(s.stateKey)
+	s.instance = randomHex(4)
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -210,14 +214,17 @@ type resolver func(context.Context, *mcp.ServerSession) (*session, error)
 // newMCP returns an SDK server with the tools registered, whose requests
 // belong to the sessions resolve gives.
 func (s *Server) newMCP(resolve resolver) *mcp.Server {
+	caps := &mcp.ServerCapabilities{}
+	taskext.Advertise(caps)
 	srv := mcp.NewServer(&mcp.Implementation{Name: s.opts.Name, Version: s.opts.Version}, &mcp.ServerOptions{
 		Instructions: s.ts.Prompt(),
 		Logger:       s.sdkLog(),
 		// Every revision the SDK serves: sessions by the initialize
 		// handshake before 2026-07-28, owners after (docs/transports.md).
 		SupportedProtocolVersions: mcp.SupportedProtocolVersions(),
-		// No logging capability: conch sends no log messages.
-		Capabilities: &mcp.ServerCapabilities{},
+		// No logging capability: conch sends no log messages. The tasks
+		// extension is used only with clients that declare it.
+		Capabilities: caps,
 		RootsListChangedHandler: func(ctx context.Context, req *mcp.RootsListChangedRequest) {
 			if x, err := resolve(ctx, req.Session); err == nil {
 				x.forgetCwd()
@@ -225,6 +232,9 @@ func (s *Server) newMCP(resolve resolver) *mcp.Server {
 		},
 	})
 	srv.AddReceivingMiddleware(s.middleware(resolve))
+	if err := taskext.Register(srv, taskBackend{s: s, resolve: resolve}); err != nil {
+		panic("mcpserver: " + err.Error()) // only a clash with a standard method fails
+	}
 	for _, t := range s.tools {
 		srv.AddTool(sdkTool(t), s.handler(t.Name, resolve))
 	}
@@ -269,6 +279,9 @@ func (s *Server) middleware(resolve resolver) mcp.Middleware {
 			res, err := next(ctx, method, req)
 			if lt, ok := res.(*mcp.ListToolsResult); ok && err == nil {
 				s.order(lt.Tools)
+			}
+			if err == nil && method == "tools/call" {
+				res = s.asTask(req, res)
 			}
 			return res, err
 		}

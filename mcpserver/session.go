@@ -61,6 +61,9 @@ type session struct {
 	// pending are the calls waiting for a client's retry with an answer
 	// (ask.go), by pending id; under mu.
 	pending map[string]*asking
+	// cancels are what the tasks extension keeps of the owner's tasks
+	// (tasks.go).
+	cancels taskNotes
 }
 
 // newSession registers a session whose id is base, or base-2, base-3, …
