@@ -42,7 +42,10 @@ func (s *Server) ownerHTTP(client string) (*owner, error) {
 	x.client, x.home = client, home
 	srv := s.newMCP(func(context.Context, *mcp.ServerSession) (*session, error) { return x, nil })
 	o := &owner{x: x, handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{Stateless: true, Logger: s.sdkLog(), MaxRequestBodyBytes: maxBody})}
+		&mcp.StreamableHTTPOptions{Stateless: true, Logger: s.sdkLog(), MaxRequestBodyBytes: maxBody,
+			// The POST is the whole request: a client that gives it up
+			// cancels the call, whose process group is killed.
+			PropagateRequestCancellation: true})}
 	s.owners[client] = o
 	s.log.Info("owner started", "owner", x.id, "transport", "http")
 	// An owner lasts as long as the server: its tasks wait for its

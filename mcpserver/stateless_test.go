@@ -339,3 +339,28 @@ func TestNamedClientsIsolated(t *testing.T) {
 		t.Errorf("bob with alice's session: status %d, want 404", resp.StatusCode)
 	}
 }
+
+// TestCancelStateless: at 2026-07-28 over HTTP a client that gives up a
+// call (its POST) cancels it: the command's process group is killed. The
+// owner's next call works.
+func TestCancelStateless(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	hs := e.serveHTTP(t)
+	cs := dialRev(t, hs.URL, "", rev2026, newClient("canceller", nil))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: bash("sleep 65")})
+		done <- err
+	}()
+	e.waitRunning(t, "sleep 65")
+	cancel()
+	e.waitGone(t, "sleep 65", 10*time.Second)
+	if err := <-done; err == nil {
+		t.Error("the cancelled call returned no error")
+	}
+	if got, _ := call(t, cs, "bash", bash("echo after")); got != "after\n" {
+		t.Errorf("after a cancel: %q", got)
+	}
+}
