@@ -106,6 +106,7 @@ func (ap askApprover) Approve(ctx context.Context, q tools.Question) (tools.Answ
 // it carries no requestState, else the retry of the call waiting under
 // the state.
 func (s *Server) callAsking(ctx context.Context, x *session, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	s.log.Debug("tool call asks by multi round-trip", "session", x.id, "tool", name, "protocol", req.ProtocolVersion(), "retry", req.Params.RequestState != "")
 	if st := req.Params.RequestState; st != "" {
 		a, err := s.openState(x, st, name, req.Params.Arguments)
 		if err != nil {
