@@ -141,7 +141,19 @@ func (s *Server) callAsking(ctx context.Context, x *session, name string, req *m
 		},
 	}
 	args := req.Params.Arguments
+	// Close waits for the call as for any session's: it is cancelled
+	// with its owner.
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		done()
+		cancel()
+		return nil, ErrClosed
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
 	go func() {
+		defer s.wg.Done()
 		defer done()
 		defer cancel()
 		r := s.ts.Call(cctx, sess, name, args, &co)

@@ -195,7 +195,7 @@ func TestRequestState(t *testing.T) {
 	t.Parallel()
 	e := rulesEnvOpts(t, &mcpserver.Options{
 		Clients:         []mcpserver.Client{{Name: "alice", Token: "alice-token"}, {Name: "bob", Token: "bob-token"}},
-		RequestStateTTL: 3 * time.Second,
+		RequestStateTTL: 4 * time.Second,
 	})
 	hs := e.serveHTTP(t)
 	manual := &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
@@ -258,7 +258,7 @@ func TestRequestState(t *testing.T) {
 	refused("used twice", alice, st)
 
 	st = ask()
-	time.Sleep(3 * time.Second) // the state's lifetime
+	time.Sleep(4 * time.Second) // the state's lifetime
 	refused("expired", alice, st)
 }
 
