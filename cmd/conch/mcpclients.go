@@ -25,6 +25,10 @@ var clientFields = []string{"name", "token", "cwd"}
 // clientName is what a client's name may be: it becomes CONCH_SESSION_ID.
 var clientName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
+// reservedName are the names of the other owners: http (the single
+// token's), stdio and the MCP sessions' http-<n> and stdio-<n>.
+var reservedName = regexp.MustCompile(`^(http|stdio)(-[0-9]+)?$`)
+
 // mcpClient is one [[mcp.clients]] element as the file gives it.
 type mcpClient struct {
 	mcpserver.Client
@@ -55,7 +59,7 @@ func (s *settings) applyClientEntry(e cfgfile.Entry) (handled bool, err error) {
 	c := &s.clients[n-1]
 	switch v := e.Values[0]; field {
 	case "name":
-		if !clientName.MatchString(v) || v == "http" || v == "stdio" {
+		if !clientName.MatchString(v) || reservedName.MatchString(v) {
 			return true, &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: fmt.Errorf("%q is not a client name (letters, digits, '_', '.', '-'; not http or stdio)", v)}
 		}
 		for _, o := range s.clients {
