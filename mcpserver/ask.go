@@ -262,6 +262,8 @@ func (s *Server) sealState(a *asking, q tools.Question) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// Set before the call is published: the retry reads them under x.mu.
+	a.q, a.pending = q, id
 	a.x.mu.Lock()
 	if a.x.ended {
 		a.x.mu.Unlock()
@@ -272,7 +274,6 @@ func (s *Server) sealState(a *asking, q tools.Question) (string, error) {
 	}
 	a.x.pending[id] = a
 	a.x.mu.Unlock()
-	a.q, a.pending = q, id
 	// Forget it once its time is up: the call gives up on its own.
 	time.AfterFunc(s.opts.RequestStateTTL, func() { a.x.take(id) })
 	enc := base64.RawURLEncoding
