@@ -341,7 +341,7 @@ func (s *Server) handler(name string, resolve resolver) mcp.ToolHandler {
 			// result.
 			x.requeue(r.Notices)
 		}
-		s.log.Debug("tool call", "session", x.id, "tool", name, "protocol", req.ProtocolVersion(), "isError", r.IsError, "elapsed", time.Since(start))
+		s.log.Debug("tool call", "session", x.id, "tool", name, "isError", r.IsError, "elapsed", time.Since(start))
 		return callResult(r), nil
 	}
 }
