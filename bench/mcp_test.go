@@ -34,7 +34,7 @@ func startServer(b *testing.B) (*mcp.ClientSession, int) {
 	cmd := exec.Command(testutil.ConchBinary(b), "serve")
 	cmd.Env = append(os.Environ(), "TMPDIR="+b.TempDir(), "XDG_STATE_HOME="+b.TempDir())
 	c := mcp.NewClient(&mcp.Implementation{Name: "conch-bench", Version: "0"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, legacyMCP)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -158,3 +158,8 @@ func vmHWM(b *testing.B, pid int) int64 {
 	b.Fatal("no VmHWM")
 	return 0
 }
+
+// legacyMCP pins a Go SDK client to MCP 2025-11-25, the revision with
+// sessions this test was written for: the SDK offers 2026-07-28 first,
+// which conch serves too (docs/transports.md#protocol-revisions).
+var legacyMCP = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}

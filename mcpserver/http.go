@@ -56,7 +56,8 @@ const maxBody = mcp.DefaultMaxRequestBodyBytes
 // guard checks the token and the Host header.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.authorized(r) {
+		client, ok := s.authorized(r)
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="conch"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			s.log.Warn("http request refused: unauthorized", "remote", r.RemoteAddr, "method", r.Method)
@@ -68,23 +69,46 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			s.log.Warn("http request refused: bad Host", "remote", r.RemoteAddr, "host", r.Host)
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientKey{}, client)))
 	})
 }
 
-// authorized: the request carries the bearer token. Without a token
+// authorized: the request carries the bearer token or a named client's
+// (then client is its name; "" for the single token). Without a token
 // nothing is: loopback does not separate the users of one machine.
-func (s *Server) authorized(r *http.Request) bool {
-	if s.opts.Token == "" {
-		return false
-	}
+func (s *Server) authorized(r *http.Request) (client string, ok bool) {
 	auth := r.Header.Get("Authorization")
 	const scheme = "Bearer "
 	if len(auth) < len(scheme) || !strings.EqualFold(auth[:len(scheme)], scheme) {
-		return false
+		return "", false
 	}
-	return subtle.ConstantTimeCompare([]byte(auth[len(scheme):]), []byte(s.opts.Token)) == 1
+	got := []byte(auth[len(scheme):])
+	// Every token is compared, whichever matches: the time taken says
+	// nothing about which.
+	match := false
+	if s.opts.Token != "" && subtle.ConstantTimeCompare(got, []byte(s.opts.Token)) == 1 {
+		match = true
+	}
+	for _, c := range s.opts.Clients {
+		if c.Token != "" && subtle.ConstantTimeCompare(got, []byte(c.Token)) == 1 && !match {
+			client, match = c.Name, true
+		}
+	}
+	return client, match
 }
+
+// clientKey is the context key of the name of the HTTP client a request
+// comes from ("" for the single token).
+type clientKey struct{}
+
+func clientOf(ctx context.Context) string {
+	name, _ := ctx.Value(clientKey{}).(string)
+	return name
+}
+
+// protocolHeader names the protocol revision of a streamable HTTP
+// request.
+const protocolHeader = "Mcp-Protocol-Version"
 
 // loopbackAddr reports whether an ip:port is a loopback address.
 func loopbackAddr(hostport string) bool {
@@ -124,9 +148,26 @@ func (s *Server) watchHTTP(next http.Handler) http.Handler {
 		if ew, ok := w.(*errorWriter); ok && req != nil {
 			ew.id = req.ID // guard and the cross-origin check pass w on as is
 		}
-		x := s.lookupHTTP(r.Header.Get(sessionIDHeader))
+		sid := r.Header.Get(sessionIDHeader)
+		if sid == "" && r.Header.Get(protocolHeader) >= statelessVersion {
+			// 2026-07-28: no session; the client is the owner.
+			o, err := s.ownerHTTP(clientOf(r.Context()))
+			if err != nil {
+				http.Error(w, "server closing", http.StatusServiceUnavailable)
+				return
+			}
+			o.handler.ServeHTTP(w, r)
+			return
+		}
+		x := s.lookupHTTP(sid)
 		if x == nil {
 			next.ServeHTTP(w, r)
+			return
+		}
+		if x.client != clientOf(r.Context()) {
+			// Another client's session: as if unknown.
+			http.Error(w, "session not found", http.StatusNotFound)
+			s.log.Warn("http request refused: another client's session", "remote", r.RemoteAddr, "session", x.id)
 			return
 		}
 		if r.Method == http.MethodDelete {
@@ -314,7 +355,7 @@ func (s *Server) lookupHTTP(id string) *session {
 
 // httpSession is the resolver of HTTP sessions: it registers an SDK
 // session on first sight and starts what watches it.
-func (s *Server) httpSession(ss *mcp.ServerSession) (*session, error) {
+func (s *Server) httpSession(ctx context.Context, ss *mcp.ServerSession) (*session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if x := s.byMCP[ss]; x != nil {
@@ -324,6 +365,9 @@ func (s *Server) httpSession(ss *mcp.ServerSession) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The request that opens the session names its client: the
+	// session is that client's alone.
+	x.client = clientOf(ctx)
 	s.nextHTTP++
 	s.byMCP[ss] = x
 	if id := ss.ID(); id != "" {

@@ -64,7 +64,7 @@ func TestHTTPCancelGoClient(t *testing.T) {
 	e := newEnv(t, nil)
 	hs := e.serveHTTP(t)
 	rec := &recorder{Transport: &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: hs.Client()}}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, nil).Connect(t.Context(), rec, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, nil).Connect(t.Context(), rec, legacyMCP)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func dial(t *testing.T, hs *httptest.Server, tr *mcp.StreamableClientTransport, 
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	cs, err := c.Connect(ctx, tr, nil)
+	cs, err := c.Connect(ctx, tr, legacyMCP)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -194,3 +194,8 @@ func (b bearer) CloseIdleConnections() {
 		c.CloseIdleConnections()
 	}
 }
+
+// legacyMCP pins a Go SDK client to MCP 2025-11-25, the revision with
+// sessions this test was written for: the SDK offers 2026-07-28 first,
+// which conch serves too (docs/transports.md#protocol-revisions).
+var legacyMCP = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}

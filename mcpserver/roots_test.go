@@ -32,7 +32,7 @@ func TestRootsChange(t *testing.T) {
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, nil)
 	c.AddRoots(&mcp.Root{URI: "file://" + a})
-	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: hs.URL, HTTPClient: hs.Client()}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: hs.URL, HTTPClient: hs.Client()}, legacyMCP)
 	if err != nil {
 		t.Fatal(err)
 	}

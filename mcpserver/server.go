@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/conch-dev/conch/mcpserver/taskext"
 	"github.com/conch-dev/conch/tools"
 )
 
@@ -42,9 +44,15 @@ type Options struct {
 	Logger *slog.Logger
 	// Token is the bearer token every HTTP request must carry
 	// ("Authorization: Bearer <Token>"), from loopback too: other users of
-	// the machine can reach a loopback port. Without a Token every HTTP
-	// request gets 401.
+	// the machine can reach a loopback port. Without a Token or Clients
+	// every HTTP request gets 401.
 	Token string
+	// Clients are named HTTP clients, each with a token of its own: a
+	// request carrying one is that client's. Over MCP 2026-07-28 (no
+	// sessions) a client is the owner of its tasks; the single Token's
+	// owner is "http". Over older revisions each MCP session is its own
+	// owner, and belongs to the client that opened it.
+	Clients []Client
 	// SessionTimeout ends an HTTP session that has had no request in
 	// flight and no open event stream for this long (default 30 min;
 	// negative: never).
@@ -58,6 +66,10 @@ type Options struct {
 	// RootsTimeout bounds the roots/list request that finds a session's
 	// working directory (default 2 s).
 	RootsTimeout time.Duration
+	// RequestStateTTL is how long a question asked by multi round-trip
+	// (MCP 2026-07-28) waits for the client's answer; its requestState
+	// expires then (default DefaultRequestStateTTL).
+	RequestStateTTL time.Duration
 
 	// Limits on HTTP clients, against slow and flooding ones. A
 	// connection must send its request headers within HeaderTimeout
@@ -71,14 +83,32 @@ type Options struct {
 	MaxConns                                int
 }
 
+// Client is a named HTTP client (Options.Clients).
+type Client struct {
+	// Name names the client: the owner of its tasks over MCP 2026-07-28,
+	// and CONCH_SESSION_ID in their commands. Names are unique and not
+	// "http".
+	Name string
+	// Token is the client's bearer token.
+	Token string
+	// Cwd is the working directory of the client's commands over MCP
+	// 2026-07-28 (which has no roots); "" is the server's.
+	Cwd string
+}
+
 // Server is conch's MCP server: the tools of one Toolset, served to any
 // number of sessions over stdio and streamable HTTP. Create it with New.
 // It is safe for concurrent use.
 type Server struct {
-	ts    *tools.Toolset
-	opts  Options
-	log   *slog.Logger
-	tools []tools.Tool
+	ts   *tools.Toolset
+	opts Options
+	// stateKey signs request states (ask.go); made at start, so a state
+	// outlives neither the process nor a forgery.
+	stateKey []byte
+	// instance names this run of the server in task ids (tasks.go).
+	instance string
+	log      *slog.Logger
+	tools    []tools.Tool
 
 	httpOnce sync.Once
 	httpMCP  *mcp.Server
@@ -88,6 +118,7 @@ type Server struct {
 	sessions map[*session]struct{}
 	byMCP    map[*mcp.ServerSession]*session // HTTP sessions
 	byHTTPID map[string]*session             // by Mcp-Session-Id
+	owners   map[string]*owner               // 2026-07-28 HTTP owners, by client name
 	ids      map[string]bool                 // session ids in use
 	nextHTTP int
 	wg       sync.WaitGroup // session goroutines and ServeStdio calls
@@ -110,8 +141,12 @@ func New(ts *tools.Toolset, opts *Options) *Server {
 		sessions: make(map[*session]struct{}),
 		byMCP:    make(map[*mcp.ServerSession]*session),
 		byHTTPID: make(map[string]*session),
+		owners:   make(map[string]*owner),
 		ids:      make(map[string]bool),
+		stateKey: make([]byte, 32),
 	}
+	rand.Read(s.stateKey)
+	s.instance = randomHex(4)
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -126,6 +161,9 @@ func New(ts *tools.Toolset, opts *Options) *Server {
 	}
 	if s.opts.KeepAlive == 0 {
 		s.opts.KeepAlive = DefaultKeepAlive
+	}
+	if s.opts.RequestStateTTL <= 0 {
+		s.opts.RequestStateTTL = DefaultRequestStateTTL
 	}
 	if s.opts.RootsTimeout <= 0 {
 		s.opts.RootsTimeout = DefaultRootsTimeout
@@ -171,39 +209,46 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// resolver finds the conch session of an SDK session.
-type resolver func(*mcp.ServerSession) (*session, error)
+// resolver finds the conch session (the owner) of an SDK session; ctx is
+// the request's, which over HTTP names the client (clientOf).
+type resolver func(context.Context, *mcp.ServerSession) (*session, error)
 
 // newMCP returns an SDK server with the tools registered, whose requests
 // belong to the sessions resolve gives.
 func (s *Server) newMCP(resolve resolver) *mcp.Server {
+	caps := &mcp.ServerCapabilities{}
+	taskext.Advertise(caps)
 	srv := mcp.NewServer(&mcp.Implementation{Name: s.opts.Name, Version: s.opts.Version}, &mcp.ServerOptions{
 		Instructions: s.ts.Prompt(),
 		Logger:       s.sdkLog(),
-		// conch's sessions (their tasks, cwd from roots, keep-alive) are
-		// those of the initialize handshake.
-		SupportedProtocolVersions: handshakeVersions(),
-		// No logging capability: conch sends no log messages.
-		Capabilities: &mcp.ServerCapabilities{},
-		RootsListChangedHandler: func(_ context.Context, req *mcp.RootsListChangedRequest) {
-			if x, err := resolve(req.Session); err == nil {
+		// Every revision the SDK serves: sessions by the initialize
+		// handshake before 2026-07-28, owners after (docs/transports.md).
+		SupportedProtocolVersions: mcp.SupportedProtocolVersions(),
+		// No logging capability: conch sends no log messages. The tasks
+		// extension is used only with clients that declare it.
+		Capabilities: caps,
+		RootsListChangedHandler: func(ctx context.Context, req *mcp.RootsListChangedRequest) {
+			if x, err := resolve(ctx, req.Session); err == nil {
 				x.forgetCwd()
 			}
 		},
 	})
 	srv.AddReceivingMiddleware(s.middleware(resolve))
+	if err := taskext.Register(srv, taskBackend{s: s, resolve: resolve}); err != nil {
+		panic("mcpserver: " + err.Error()) // only a clash with a standard method fails
+	}
 	for _, t := range s.tools {
 		srv.AddTool(sdkTool(t), s.handler(t.Name, resolve))
 	}
 	return srv
 }
 
-// handshakeVersions are the protocol versions that open a session with
-// initialize: 2026-07-28 and later have no sessions and forbid the
-// server's own roots/list request.
-func handshakeVersions() []string {
-	return slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v >= "2026-07-28" })
-}
+// statelessVersion is the first protocol revision without sessions,
+// roots, or requests from the server (questions go by multi round-trip).
+const statelessVersion = "2026-07-28"
+
+// stateless reports whether req follows 2026-07-28 or later.
+func stateless(req *mcp.CallToolRequest) bool { return req.ProtocolVersion() >= statelessVersion }
 
 // sdkTool is t as the SDK lists it: the schemas go out as the toolset's
 // bytes.
@@ -229,13 +274,16 @@ func (s *Server) middleware(resolve resolver) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
-				if _, err := resolve(ss); err != nil {
+				if _, err := resolve(ctx, ss); err != nil {
 					return nil, err
 				}
 			}
 			res, err := next(ctx, method, req)
 			if lt, ok := res.(*mcp.ListToolsResult); ok && err == nil {
 				s.order(lt.Tools)
+			}
+			if err == nil && method == "tools/call" {
+				res = s.asTask(req, res)
 			}
 			return res, err
 		}
@@ -258,18 +306,21 @@ func (s *Server) order(list []*mcp.Tool) {
 // handler runs tool name for the calling session.
 func (s *Server) handler(name string, resolve resolver) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		x, err := resolve(req.Session)
+		x, err := resolve(ctx, req.Session)
 		if err != nil {
 			return nil, err
+		}
+		if stateless(req) && (req.Params.RequestState != "" || name == tools.NameBash && elicits(req.ClientCapabilities())) {
+			return s.callAsking(ctx, x, name, req)
 		}
 		ctx, done := x.track(ctx)
 		defer done()
 		sess := tools.Session{ID: x.id}
 		if name == tools.NameBash { // only bash runs anything in a directory
-			sess.Cwd = x.workdir(ctx, req.Session)
+			sess.Cwd = x.workdir(ctx, req.Session, !stateless(req))
 		}
 		var co tools.CallOptions
-		if name == tools.NameBash && canElicit(req.Session) {
+		if name == tools.NameBash && !stateless(req) && canElicit(req.Session) {
 			co.Approver = elicitApprover{req.Session}
 		}
 		if token := req.Params.GetProgressToken(); token != nil {

@@ -18,6 +18,15 @@ import (
 type session struct {
 	srv *Server
 	id  string // task owner, CONCH_SESSION_ID
+	// bind identifies this owner in the request states it is given: ids
+	// are reused, bind never.
+	bind string
+	// client is the named HTTP client the session or owner belongs to
+	// ("" for the single token, and on stdio).
+	client string
+	// home is the working directory when the client names none by roots
+	// (a named HTTP client's cwd); "" is the executor's default.
+	home string
 
 	mu       sync.Mutex
 	ended    bool
@@ -55,6 +64,13 @@ type session struct {
 	cwdMu    sync.Mutex
 	cwd      string
 	cwdKnown bool
+
+	// pending are the calls waiting for a client's retry with an answer
+	// (ask.go), by pending id; under mu.
+	pending map[string]*asking
+	// cancels are what the tasks extension keeps of the owner's tasks
+	// (tasks.go).
+	cancels taskNotes
 }
 
 // newSession registers a session whose id is base, or base-2, base-3, …
@@ -76,6 +92,7 @@ func (s *Server) newSessionLocked(base string) (*session, error) {
 	x := &session{
 		srv:   s,
 		id:    id,
+		bind:  randomHex(16),
 		calls: make(map[uint64]context.CancelCauseFunc),
 	}
 	x.ctx, x.stop = context.WithCancel(context.Background())
@@ -108,6 +125,11 @@ func (s *Server) forget(x *session) {
 	for k, v := range s.byHTTPID {
 		if v == x {
 			delete(s.byHTTPID, k)
+		}
+	}
+	for k, o := range s.owners {
+		if o.x == x {
+			delete(s.owners, k)
 		}
 	}
 }
@@ -225,10 +247,14 @@ func (x *session) forgetCwd() {
 	x.cwdMu.Unlock()
 }
 
-// workdir is the session's working directory: the client's first file://
-// root when it declared the roots capability, else "" (the executor's
-// default).
-func (x *session) workdir(ctx context.Context, ss *mcp.ServerSession) string {
+// workdir is the session's working directory: with roots, the client's
+// first file:// root when it declared the roots capability; else the
+// owner's home, "" being the executor's default. Clients of 2026-07-28
+// have no roots.
+func (x *session) workdir(ctx context.Context, ss *mcp.ServerSession, roots bool) string {
+	if !roots {
+		return x.home
+	}
 	x.cwdMu.Lock()
 	defer x.cwdMu.Unlock()
 	if x.cwdKnown {
@@ -246,7 +272,7 @@ func (x *session) workdir(ctx context.Context, ss *mcp.ServerSession) string {
 func (x *session) rootsCwd(ctx context.Context, ss *mcp.ServerSession) (cwd string, final bool) {
 	p := ss.InitializeParams()
 	if p == nil || p.Capabilities == nil || p.Capabilities.RootsV2 == nil {
-		return "", true
+		return x.home, true
 	}
 	rctx, cancel := context.WithTimeout(ctx, x.srv.opts.RootsTimeout)
 	defer cancel()

@@ -33,7 +33,7 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 		return err
 	}
 	defer s.finish(x)
-	srv := s.newMCP(func(*mcp.ServerSession) (*session, error) { return x, nil })
+	srv := s.newMCP(func(context.Context, *mcp.ServerSession) (*session, error) { return x, nil })
 	inputEnded := make(chan struct{})
 	w := &syncio.Writer{W: out} // the SDK and the input filter both write
 	r := &watchedReader{r: newLineFilter(in, w), src: in, onEnd: func() {

@@ -39,7 +39,7 @@ func serveStdio(t *testing.T, e *env, ctx context.Context) *stdio {
 		sw.Close()
 	}()
 	c := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, nil)
-	cs, err := c.Connect(t.Context(), &mcp.IOTransport{Reader: cr, Writer: cw}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.IOTransport{Reader: cr, Writer: cw}, legacyMCP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestStdioCancelGoClient(t *testing.T) {
 		sw.Close()
 	}()
 	rec := &recorder{Transport: &mcp.IOTransport{Reader: cr, Writer: cw}}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, nil).Connect(t.Context(), rec, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, nil).Connect(t.Context(), rec, legacyMCP)
 	if err != nil {
 		t.Fatal(err)
 	}

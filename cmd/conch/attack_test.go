@@ -152,7 +152,7 @@ func (s *attackSetup) connect(t *testing.T, srv *httpServe, ws string) *mcp.Clie
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	c := newClient(serverOptions{roots: []*mcp.Root{{URI: "file://" + ws}}})
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.url, HTTPClient: withToken(srv.fileToken())}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.url, HTTPClient: withToken(srv.fileToken())}, legacyMCP)
 	if err != nil {
 		t.Fatalf("connect over http: %v", err)
 	}

@@ -71,6 +71,8 @@ type settings struct {
 	rules   *rules.Rules      // the file's permission rules (none: nil)
 	// ruleEntries are the file's rules.* keys, for conch config.
 	ruleEntries []cfgfile.Entry
+	// clients are the named HTTP clients, [[mcp.clients]] (mcpclients.go).
+	clients []mcpClient
 }
 
 // configPath finds --config in args (before "--"); "" means the default
@@ -152,6 +154,12 @@ func (s *settings) apply(entries []cfgfile.Entry, known func(string) bool) error
 				byKey[e.Key] = f
 			}
 		}
+		if handled, err := s.applyClientEntry(e); handled {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		if handled, err := s.applyHostEntry(e); handled {
 			if err != nil {
 				return err
@@ -182,7 +190,7 @@ func (s *settings) apply(entries []cfgfile.Entry, known func(string) bool) error
 		}
 		s.sources[f.Name] = source{what: "file", at: e.Where()}
 	}
-	return nil
+	return s.checkClients()
 }
 
 // listFlag is a flag that may be given several times; its key takes a
@@ -218,6 +226,7 @@ func (s *settings) print(w io.Writer) {
 		fmt.Fprintf(w, "%s = %s  # %s\n", k, tomlValue(f), src)
 	})
 	s.printHosts(w)
+	s.printClients(w)
 }
 
 func tomlValue(f *flag.Flag) string {

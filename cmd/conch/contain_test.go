@@ -388,7 +388,7 @@ func TestServeContainedKilled(t *testing.T) {
 			cmd.Stderr = newLogBuffer(t, "conch serve")
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			cs, err := newClient(serverOptions{}).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+			cs, err := newClient(serverOptions{}).Connect(ctx, &mcp.CommandTransport{Command: cmd}, legacyMCP)
 			if err != nil {
 				t.Fatalf("connect to conch serve: %v", err)
 			}

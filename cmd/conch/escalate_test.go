@@ -167,6 +167,13 @@ func sleeps(marker string, n int) int {
 // set, and connects the Go SDK client, with elicitation when u is set.
 func startSandboxed(t *testing.T, marker string, nobody bool, home, ws string, u *escalationUser, args ...string) *mcp.ClientSession {
 	t.Helper()
+	return startSandboxedRev(t, legacyMCP.ProtocolVersion, marker, nobody, home, ws, u, args...)
+}
+
+// startSandboxedRev is startSandboxed with the client at protocol
+// revision rev.
+func startSandboxedRev(t *testing.T, rev, marker string, nobody bool, home, ws string, u *escalationUser, args ...string) *mcp.ClientSession {
+	t.Helper()
 	cmd := testutil.Conch(t, marker, append([]string{"serve", "--sandbox", "workspace-write", "--cwd", ws}, args...)...)
 	state := t.TempDir()
 	if nobody {
@@ -181,7 +188,7 @@ func startSandboxed(t *testing.T, marker string, nobody bool, home, ws string, u
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, o).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, o).Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: rev})
 	if err != nil {
 		t.Fatalf("connect to conch serve: %v", err)
 	}

@@ -26,7 +26,7 @@ func (s *attackSetup) connectAsking(t *testing.T, srv *httpServe, ws string, u *
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	c := newClient(serverOptions{roots: []*mcp.Root{{URI: "file://" + ws}}, client: &mcp.ClientOptions{ElicitationHandler: u.handle}})
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.url, HTTPClient: withToken(srv.fileToken())}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.url, HTTPClient: withToken(srv.fileToken())}, legacyMCP)
 	if err != nil {
 		t.Fatalf("connect over http: %v", err)
 	}

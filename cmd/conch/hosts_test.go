@@ -184,7 +184,7 @@ func serveWithHostsLog(t *testing.T, srv *sshdtest.Server, cfg string, logs io.W
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	cs, err := newClient(serverOptions{}).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	cs, err := newClient(serverOptions{}).Connect(ctx, &mcp.CommandTransport{Command: cmd}, legacyMCP)
 	if err != nil {
 		t.Fatalf("connect to conch serve: %v", err)
 	}

@@ -106,7 +106,7 @@ func startStdio(t *testing.T, o serverOptions) (*mcp.ClientSession, int) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	cs, err := newClient(o).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	cs, err := newClient(o).Connect(ctx, &mcp.CommandTransport{Command: cmd}, legacyMCP)
 	if err != nil {
 		t.Fatalf("connect to conch serve: %v", err)
 	}
@@ -129,7 +129,7 @@ func startHTTP(t *testing.T, o serverOptions) (*mcp.ClientSession, int) {
 	hs, _ := newHTTPStack(t, o)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	cs, err := newClient(o).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: hs.Client()}, nil)
+	cs, err := newClient(o).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: hs.Client()}, legacyMCP)
 	if err != nil {
 		t.Fatalf("connect over http: %v", err)
 	}
@@ -270,3 +270,8 @@ func waitNoProcesses(t *testing.T, marker string, server int, d time.Duration) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// legacyMCP pins a Go SDK client to MCP 2025-11-25, the revision with
+// sessions this test was written for: the SDK offers 2026-07-28 first,
+// which conch serves too (docs/transports.md#protocol-revisions).
+var legacyMCP = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}

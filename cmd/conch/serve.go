@@ -114,7 +114,7 @@ func serveCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		return 2
 	}
 	st.logStart(log, "serve", set)
-	srv := mcpserver.New(st.tools, &mcpserver.Options{Version: version, Logger: log, Token: tok})
+	srv := mcpserver.New(st.tools, &mcpserver.Options{Version: version, Logger: log, Token: tok, Clients: set.serverClients()})
 
 	code = 0
 	if addr == "" {

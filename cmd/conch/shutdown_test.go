@@ -60,7 +60,7 @@ func TestServeShutdown(t *testing.T) {
 				}
 			}()
 			client := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, nil)
-			cs, err := client.Connect(t.Context(), &mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)
+			cs, err := client.Connect(t.Context(), &mcp.IOTransport{Reader: stdout, Writer: stdin}, legacyMCP)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,7 +195,7 @@ func TestServeHTTPBinary(t *testing.T) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, nil)
 	hc := withToken(srv.fileToken())
 	defer hc.CloseIdleConnections()
-	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, legacyMCP)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,7 +107,7 @@ func TestUnprivilegedCommandCannotWriteProtocol(t *testing.T) {
 		client := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, nil)
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
-		cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)
+		cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: stdin}, legacyMCP)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2/unstable"
@@ -144,8 +145,9 @@ func unwrapPath(err error) error {
 
 // Parse reads data (the contents of file) into entries, in file order.
 // Tables name the prefix of the keys below them. Values must be strings,
-// integers, floats, booleans or arrays of those; a key given twice, an
-// inline table and an array of tables are errors.
+// integers, floats, booleans or arrays of those; a key given twice and an
+// inline table are errors. The one array of tables is [[mcp.clients]]:
+// the keys of its n-th element (from 1) are named mcp.clients.<n>.<key>.
 func Parse(file string, data []byte) ([]Entry, error) {
 	var p unstable.Parser
 	p.Reset(data)
@@ -153,6 +155,7 @@ func Parse(file string, data []byte) ([]Entry, error) {
 		prefix  string
 		entries []Entry
 		seen    = map[string]int{}
+		elems   = map[string]int{} // elements of each array of tables
 	)
 	for p.NextExpression() {
 		e := p.Expression()
@@ -172,7 +175,12 @@ func Parse(file string, data []byte) ([]Entry, error) {
 			prefix = name + "."
 			continue
 		case unstable.ArrayTable:
-			return nil, &Error{File: file, Line: line, Key: name, Err: errors.New("arrays of tables are not supported")}
+			if !arrayTables[name] {
+				return nil, &Error{File: file, Line: line, Key: name, Err: errors.New("arrays of tables are not supported")}
+			}
+			elems[name]++
+			prefix = name + "." + strconv.Itoa(elems[name]) + "."
+			continue
 		case unstable.KeyValue:
 		default:
 			continue
@@ -215,6 +223,9 @@ func Parse(file string, data []byte) ([]Entry, error) {
 	}
 	return entries, nil
 }
+
+// arrayTables are the keys that may be arrays of tables.
+var arrayTables = map[string]bool{"mcp.clients": true}
 
 // scalar is a TOML value as a flag argument.
 func scalar(n *unstable.Node) (string, error) {

@@ -168,3 +168,22 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// [[mcp.clients]] is the one array of tables: its elements' keys are
+// numbered from 1.
+func TestParseClients(t *testing.T) {
+	src := "[[mcp.clients]]\nname = \"a\"\ntoken = \"t1\"\n\n[[mcp.clients]]\nname = \"b\"\n[sandbox]\nmode = \"read-only\"\n"
+	got, err := Parse("c.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Entry{
+		{Key: "mcp.clients.1.name", Values: []string{"a"}, File: "c.toml", Line: 2},
+		{Key: "mcp.clients.1.token", Values: []string{"t1"}, File: "c.toml", Line: 3},
+		{Key: "mcp.clients.2.name", Values: []string{"b"}, File: "c.toml", Line: 6},
+		{Key: "sandbox.mode", Values: []string{"read-only"}, File: "c.toml", Line: 8},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("entries (-want +got):\n%s", diff)
+	}
+}

@@ -45,7 +45,7 @@ func TestRemoteHost(t *testing.T) {
 	cmd.Stderr = logs
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "egress-test", Version: "0"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "egress-test", Version: "0"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, legacyMCP)
 	if err != nil {
 		t.Fatalf("connect to conch serve: %v\n%s", err, logs.String())
 	}
@@ -70,3 +70,8 @@ func TestRemoteHost(t *testing.T) {
 		}
 	}
 }
+
+// legacyMCP pins a Go SDK client to MCP 2025-11-25, the revision with
+// sessions this test was written for: the SDK offers 2026-07-28 first,
+// which conch serves too (docs/transports.md#protocol-revisions).
+var legacyMCP = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
