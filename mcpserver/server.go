@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -69,6 +70,11 @@ type Options struct {
 	// a second; else it waits until one closes.
 	HeaderTimeout, BodyTimeout, IdleTimeout time.Duration
 	MaxConns                                int
+
+	// Metrics, if set, is served at GET /metrics by the HTTP transport,
+	// behind its bearer token (metrics.Metrics.Handler,
+	// docs/operations.md#metrics).
+	Metrics http.Handler
 }
 
 // Server is conch's MCP server: the tools of one Toolset, served to any
@@ -285,7 +291,7 @@ func (s *Server) handler(name string, resolve resolver) mcp.ToolHandler {
 			}
 		}
 		start := time.Now()
-		r := s.ts.Call(ctx, sess, name, req.Params.Arguments, &co)
+		r := s.ts.Call(withTrace(ctx, req), sess, name, req.Params.Arguments, &co)
 		if ctx.Err() != nil {
 			// A cancelled call's result never reaches the model (the
 			// client drops it): its notices wait for the session's next
