@@ -261,7 +261,7 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 	defer t.lendNetworkAsker(ctx, sess, on, co.Approver)()
 	switch {
 	case tty && b.Background:
-		return t.startTerminalTask(sess, b, on, spec), nil
+		return t.startTerminalTask(ctx, sess, b, on, spec), nil
 	case tty:
 		return t.foregroundTerminal(ctx, sess, b, on, spec, co)
 	case b.Background:

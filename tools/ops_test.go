@@ -29,6 +29,9 @@ func (r *events) Record(_ context.Context, e ops.Event) {
 	switch e := e.(type) {
 	case ops.Call:
 		s = fmt.Sprintf("call %s %q host=%q bg=%v task=%q", e.Tool, e.Command, e.Host, e.Background, e.Task)
+		if e.TTY {
+			s += " tty"
+		}
 	case ops.Decision:
 		s = fmt.Sprintf("decision %s rule=%q command=%q reason=%q", e.Decision, e.Rule, e.Command, e.Reason)
 	case ops.Question:
@@ -111,6 +114,14 @@ func TestRecordedEvents(t *testing.T) {
 		`spawn task="" sandbox=none`,
 		`process task="" exit=3 signal="" bytes=0`,
 		`end bash error`)
+
+	wantOK(t, call(nil, map[string]any{"command": "printf tty", "tty": true}))
+	rec.wantLines(t, "a tty call",
+		`call bash "printf tty" host="" bg=false task="" tty`,
+		`decision allow rule="" command="printf tty" reason="no rule matches"`,
+		`spawn task="" sandbox=none`,
+		`process task="" exit=0 signal="" bytes=3`,
+		`end bash ok`)
 
 	wantError(t, call(nil, map[string]any{"command": "rm -rf /nothing"}), "denied by rule Bash(rm -rf:*): rm -rf /nothing")
 	rec.wantLines(t, "a rule's deny",
