@@ -209,3 +209,34 @@ func TestRecordedEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordedOutsideSandbox: a call the model asks to run outside the
+// sandbox records its question, the user's answer and the one-run grant,
+// then a process whose sandbox is "outside"; a declined one stops at the
+// answer.
+func TestRecordedOutsideSandbox(t *testing.T) {
+	t.Parallel()
+	other := newEnv(t, envOpts{})
+	rec := &events{}
+	e := newEnv(t, envOpts{tools: tools.Options{Unsandboxed: other.ex, Recorder: rec,
+		Sandbox: tools.Sandbox{Mode: "workspace-write", Enforced: true}}})
+	call := func(ap tools.Approver) {
+		a := map[string]any{"command": "echo out", "description": "x", "outside_sandbox": true, "justification": "needs docker"}
+		e.ts.Call(t.Context(), e.sess, tools.NameBash, args(t, a), &tools.CallOptions{Approver: ap})
+	}
+	call(fixed{tools.AllowOnce})
+	rec.wantLines(t, "allowed once",
+		`call bash "echo out" host="" bg=false task=""`,
+		`question outside_sandbox "echo out"`,
+		`answer outside_sandbox allow_once by user`,
+		`grant outside_sandbox "echo out" once`,
+		`spawn task="" sandbox=outside`,
+		`process task="" exit=0 signal="" bytes=4`,
+		`end bash ok`)
+	call(fixed{tools.Declined})
+	rec.wantLines(t, "declined",
+		`call bash "echo out" host="" bg=false task=""`,
+		`question outside_sandbox "echo out"`,
+		`answer outside_sandbox deny by user`,
+		`end bash denied`)
+}
