@@ -101,6 +101,8 @@ func answerOf(ctx context.Context, a Answer, err error) (choice, by string) {
 	switch {
 	case err != nil && ctx.Err() == context.DeadlineExceeded:
 		return "timeout", "client"
+	case err != nil && ctx.Err() != nil: // the call was cancelled: the question withdrawn
+		return "cancel", "client"
 	case err != nil:
 		return "error", "client"
 	}

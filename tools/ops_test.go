@@ -137,6 +137,27 @@ func TestRecordedEvents(t *testing.T) {
 		`answer rule cancel by client`,
 		`end bash denied`)
 
+	// A question the approval timeout ends, and one withdrawn by the
+	// call's cancellation.
+	short := tools.New(e.ex, &tools.Options{Rules: r, Recorder: rec, ApprovalTimeout: time.Millisecond})
+	short.Call(ctx, e.sess, tools.NameBash, args(t, map[string]any{"command": "touch a", "description": "x"}), &tools.CallOptions{Approver: newApprover()})
+	rec.wantLines(t, "a question that times out",
+		`call bash "touch a" host="" bg=false task=""`,
+		`decision ask rule="Bash(touch:*)" command="touch a" reason=""`,
+		`question rule "touch a"`,
+		`answer rule timeout by client`,
+		`end bash denied`)
+	cctx, cancel := context.WithCancel(ctx)
+	ap := newApprover()
+	go func() { <-ap.questions; cancel() }()
+	e.ts.Call(cctx, e.sess, tools.NameBash, args(t, map[string]any{"command": "touch a", "description": "x"}), &tools.CallOptions{Approver: ap})
+	rec.wantLines(t, "a question withdrawn",
+		`call bash "touch a" host="" bg=false task=""`,
+		`decision ask rule="Bash(touch:*)" command="touch a" reason=""`,
+		`question rule "touch a"`,
+		`answer rule cancel by client`,
+		`end bash denied`)
+
 	call(fixed{tools.Declined}, map[string]any{"command": "touch a"})
 	rec.wantLines(t, "a question the user declines",
 		`call bash "touch a" host="" bg=false task=""`,
