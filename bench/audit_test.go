@@ -16,57 +16,48 @@ import (
 	"github.com/conch-dev/conch/tools"
 )
 
-// BenchmarkEchoAudit: what the audit log (and the metrics) will add to a
-// call once the tools emit their events: an `echo hi` bash call through
-// the tools on the local provider, alternately bare and with the events a
-// call emits (call, spawn, process, call end) recorded on an audit log
-// and the metrics around it, as the call sites will. Reports both p50
-// latencies and their ratio (target ≤ 1.05). The local provider is the
-// cheapest spawn, so the ratio is an upper bound for the defaults.
+// BenchmarkEchoAudit: what the audit log and the metrics add to a call:
+// an `echo hi` bash call through the tools on the local provider,
+// alternately on tools without a recorder and on tools over the same
+// executor whose recorder is an audit log and the metrics (the events the
+// tools emit for it without rules: call, spawn, process, call end). Reports both p50 latencies and their ratio (target ≤ 1.05).
+// The local provider is the cheapest spawn, so the ratio is an upper
+// bound for the defaults.
 func BenchmarkEchoAudit(b *testing.B) {
 	ex, err := local.New(&local.Options{Cwd: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ex.Close()
-	ts := tools.New(ex, nil)
 	l, err := audit.Open(filepath.Join(b.TempDir(), "audit.jsonl"), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	rec := ops.Tee(l, metrics.New(nil))
+	plain := tools.New(ex, nil)
+	recorded := tools.New(ex, &tools.Options{Recorder: ops.Tee(l, metrics.New(nil))})
 	sess := tools.Session{ID: "s1"}
 	args := json.RawMessage(`{"command":"echo hi","description":"Benchmark a command"}`)
 	ctx := context.Background()
-	bare := func() {
-		if r := ts.Call(ctx, sess, "bash", args, nil); r.Text != "hi\n" {
-			b.Fatalf("echo hi: %q", r.Text)
+	run := func(ts *tools.Toolset) func() {
+		return func() {
+			if r := ts.Call(ctx, sess, "bash", args, nil); r.Text != "hi\n" {
+				b.Fatalf("echo hi: %q", r.Text)
+			}
 		}
 	}
-	recorded := func() {
-		start := time.Now()
-		id := ops.NewCallID()
-		rec.Record(ctx, ops.Call{Owner: sess.ID, CallID: id, Tool: "bash", Command: "echo hi"})
-		rec.Record(ctx, ops.Spawn{Owner: sess.ID, CallID: id, Sandbox: "none"})
-		r := ts.Call(ctx, sess, "bash", args, nil)
-		rec.Record(ctx, ops.Process{Owner: sess.ID, CallID: id, Duration: time.Since(start), OutputBytes: 3})
-		rec.Record(ctx, ops.CallEnd{Owner: sess.ID, CallID: id, Tool: "bash", Result: "ok", Duration: time.Since(start)})
-		if r.Text != "hi\n" {
-			b.Fatalf("echo hi: %q", r.Text)
-		}
-	}
+	bare, withAudit := run(plain), run(recorded)
 	for range 20 {
 		bare()
-		recorded()
+		withAudit()
 	}
 	var without, with []time.Duration
 	for i := 0; b.Loop(); i++ {
 		// Alternate which goes first, so that neither always follows
 		// the other's writer.
-		first, second := bare, recorded
+		first, second := bare, withAudit
 		if i%2 == 1 {
-			first, second = recorded, bare
+			first, second = withAudit, bare
 		}
 		t0 := time.Now()
 		first()

@@ -47,7 +47,7 @@ func (s *Server) HTTPHandler() http.Handler {
 	s.httpOnce.Do(func() { s.httpMCP = s.newMCP(s.httpSession) })
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.httpMCP },
 		&mcp.StreamableHTTPOptions{Logger: s.sdkLog(), MaxRequestBodyBytes: maxBody})
-	return jsonrpcErrors(s.guard(http.NewCrossOriginProtection().Handler(s.watchHTTP(sdk))))
+	return s.withMetrics(jsonrpcErrors(s.guard(http.NewCrossOriginProtection().Handler(s.watchHTTP(sdk)))))
 }
 
 // maxBody is the largest POST body conch reads, the SDK's default.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -81,6 +82,11 @@ type Options struct {
 	// a second; else it waits until one closes.
 	HeaderTimeout, BodyTimeout, IdleTimeout time.Duration
 	MaxConns                                int
+
+	// Metrics, if set, is served at GET /metrics by the HTTP transport,
+	// behind its bearer token (metrics.Metrics.Handler,
+	// docs/operations.md#metrics).
+	Metrics http.Handler
 }
 
 // Client is a named HTTP client (Options.Clients).
@@ -338,7 +344,7 @@ func (s *Server) handler(name string, resolve resolver) mcp.ToolHandler {
 		start := time.Now()
 		x.awaitCancelled(ctx)
 		stop := context.AfterFunc(ctx, x.cancelBegan)
-		r := s.ts.Call(ctx, sess, name, req.Params.Arguments, &co)
+		r := s.ts.Call(withTrace(ctx, req), sess, name, req.Params.Arguments, &co)
 		began := !stop()
 		if ctx.Err() != nil {
 			// A cancelled call's result never reaches the model (the

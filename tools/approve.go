@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/conch-dev/conch/ops"
 	"github.com/conch-dev/conch/rules"
 	"github.com/conch-dev/conch/shell"
 )
@@ -115,6 +116,7 @@ func (t *Toolset) decide(ctx context.Context, sess Session, r *rules.Rules, line
 	if r == nil {
 		return nil
 	}
+	rctx, end := t.start(ctx, ops.PhaseRules)
 	d := r.Check(line)
 	// Each "for this session" answer lifts one ask; a line with several
 	// asks goes on to the next.
@@ -123,6 +125,11 @@ func (t *Toolset) decide(ctx context.Context, sess Session, r *rules.Rules, line
 		subject := d.Command
 		if subject == "" {
 			subject = line
+		}
+		t.record(rctx, ops.Decision{Owner: sess.ID, CallID: ops.CallIDFrom(ctx), Decision: d.Verdict.String(), Rule: d.Rule, Command: d.Command, Reason: d.Reason})
+		if end != nil {
+			end() // the rules' check; a question is the call's next phase
+			end, rctx = nil, ctx
 		}
 		switch d.Verdict {
 		case rules.Allow:
@@ -138,15 +145,14 @@ func (t *Toolset) decide(ctx context.Context, sess Session, r *rules.Rules, line
 		if remember {
 			q.SessionPrefix = sessionRule.Pattern()
 		}
-		actx, cancel := context.WithTimeout(ctx, t.opts.ApprovalTimeout)
-		a, err := ap.Approve(actx, q)
-		cancel()
+		a, err := t.ask(ctx, sess, ap, q, "rule", subject)
 		switch {
 		case err != nil:
 			return failure(msgNoAnswer)
 		case a == AllowOnce, a == AllowSession && !(remember && t.approved.add(sess.ID, sessionRule)):
 			return nil
 		case a == AllowSession: // remembered: decide the line again
+			t.grant(ctx, sess, "rule", q.SessionPrefix, "session")
 		case a == Cancelled:
 			return failure(msgAborted)
 		case a == Unanswered:

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conch-dev/conch/ops"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/tasks"
 )
@@ -146,9 +147,10 @@ func (t *Toolset) handle(p shell.Process) *processHandle {
 // sandbox has what it left running killed when it ends, before the task
 // settles. A non-zero began is when the command started, before it became
 // a task (a yielded one): its run time counts from there.
-func (t *Toolset) taskHandle(p shell.Process, on target, began time.Time) tasks.Handle {
+func (t *Toolset) taskHandle(p shell.Process, on target, began time.Time, ev *taskEvents) tasks.Handle {
 	h := t.handle(p)
 	h.began = began
+	h.events = ev
 	if !on.outside {
 		return h
 	}
@@ -245,7 +247,7 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 	}
 	spec.Narrowing = n // decided with the rules, from the same reading of the file
 	if b.Outside {
-		if fail := t.askOutside(ctx, b, spec.Workdir, co); fail != nil {
+		if fail := t.askOutside(ctx, sess, b, spec.Workdir, co); fail != nil {
 			return *fail, nil
 		}
 		on = target{ex: t.opts.Unsandboxed, kind: kindBash, outside: true}
@@ -256,14 +258,14 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 	if ctx.Err() != nil { // cancelled while the user was answering
 		return errorResult(msgAborted), nil
 	}
-	defer t.lendNetworkAsker(sess, on, co.Approver)()
+	defer t.lendNetworkAsker(ctx, sess, on, co.Approver)()
 	switch {
 	case tty && b.Background:
-		return t.startTerminalTask(sess, b, on, spec), nil
+		return t.startTerminalTask(ctx, sess, b, on, spec), nil
 	case tty:
 		return t.foregroundTerminal(ctx, sess, b, on, spec, co)
 	case b.Background:
-		return t.startBackground(sess, b, on, spec), nil
+		return t.startBackground(ctx, sess, b, on, spec), nil
 	case b.Outside:
 		res, render := t.foreground(ctx, sess, b, on, spec, co)
 		return res, withLine(render, EscalatedLine)
@@ -394,17 +396,23 @@ func (t *Toolset) hostNames() []string {
 	return names
 }
 
-func (t *Toolset) startBackground(sess Session, b bashArgs, on target, spec shell.Spec) Result {
+func (t *Toolset) startBackground(ctx context.Context, sess Session, b bashArgs, on target, spec shell.Spec) Result {
+	sctx, spawnEnd := t.start(ctx, ops.PhaseSpawn)
+	ev := t.taskEvents(ctx, sess, on, time.Now())
 	info, err := t.opts.Tasks.Start(sess.ID, on.kind, b.Command, func() (tasks.Handle, error) {
 		p, err := on.ex.Start(spec)
 		if err != nil {
 			return nil, err
 		}
-		return t.taskHandle(p, on, time.Time{}), nil
+		return t.taskHandle(p, on, time.Time{}, ev), nil
 	})
 	if err != nil {
+		spawnEnd()
 		return errorResult(taskError(err))
 	}
+	t.spawned(sctx, sess, on, spec, info.ID)
+	spawnEnd()
+	ev.named(info.ID)
 	return Result{
 		Text:  "started background task " + info.ID,
 		Value: BackgroundValue{Kind: "background", TaskID: info.ID},
@@ -412,11 +420,23 @@ func (t *Toolset) startBackground(sess Session, b bashArgs, on target, spec shel
 }
 
 func (t *Toolset) foreground(ctx context.Context, sess Session, b bashArgs, on target, spec shell.Spec, co CallOptions) (Result, func(int) Result) {
+	sctx, spawnEnd := t.start(ctx, ops.PhaseSpawn)
 	p, err := on.ex.Launch(spec)
 	if err != nil {
+		spawnEnd()
 		return errorResult(err.Error()), nil
 	}
+	t.spawned(sctx, sess, on, spec, "")
+	spawnEnd()
 	start := time.Now()
+	rctx, runEnd := t.start(ctx, ops.PhaseRun)
+	defer runEnd()
+	moved := false // to a task, which records the process's end
+	defer func() {
+		if !moved && t.opts.Recorder != nil && ended(p) {
+			t.processEnded(rctx, sess.ID, ops.CallIDFrom(ctx), "", hostOf(on), p.Result(), start)
+		}
+	}()
 	var yield <-chan time.Time
 	if t.yields() {
 		tm := time.NewTimer(t.opts.YieldAfter)
@@ -440,6 +460,10 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b bashArgs, on t
 			killLeftovers(p)
 		}
 		res := p.Result()
+		if t.opts.Recorder != nil { // before a question about what it denied
+			t.processEnded(rctx, sess.ID, ops.CallIDFrom(ctx), "", hostOf(on), res, start)
+			moved = true
+		}
 		again, dir := t.askRerun(ctx, sess, on, b, spec, res, co)
 		if live != nil {
 			switch again {
@@ -500,7 +524,8 @@ func (t *Toolset) foreground(ctx context.Context, sess Session, b bashArgs, on t
 			if ended(p) {
 				return end()
 			}
-			if render, ok := t.yieldToTask(sess, b, on, spec, p, start); ok {
+			if render, ok := t.yieldToTask(ctx, sess, b, on, spec, p, start); ok {
+				moved = true
 				if live != nil {
 					live.finish(nil, false)
 				}
@@ -534,12 +559,14 @@ func finished(p shell.Process) (Result, func(int) Result) {
 // a background task. What it printed so far goes in this result; the
 // task's reads carry on from there, so no byte is lost or repeated. Its
 // timeout still applies, and the marker says so.
-func (t *Toolset) yieldToTask(sess Session, b bashArgs, on target, spec shell.Spec, p shell.Process, start time.Time) (func(int) Result, bool) {
-	h := t.taskHandle(p, on, start)
+func (t *Toolset) yieldToTask(ctx context.Context, sess Session, b bashArgs, on target, spec shell.Spec, p shell.Process, start time.Time) (func(int) Result, bool) {
+	ev := t.taskEvents(ctx, sess, on, start)
+	h := t.taskHandle(p, on, start, ev)
 	info, err := t.opts.Tasks.Start(sess.ID, on.kind, b.Command, func() (tasks.Handle, error) { return h, nil })
 	if err != nil {
 		return nil, false
 	}
+	ev.named(info.ID)
 	read := binaryRead(p.Read(), p)
 	ms := t.opts.YieldAfter.Milliseconds()
 	marker := "[still running after " + strconv.FormatInt(ms, 10) + "ms; moved to background task " + info.ID +

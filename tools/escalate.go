@@ -82,17 +82,17 @@ func (t *Toolset) askRerun(ctx context.Context, sess Session, on target, b bashA
 	}
 	q := Question{Kind: AskRerun, Command: b.Command, Cwd: spec.Workdir, Subject: b.Command, Reason: reason,
 		Grant: t.grantFor(sess, spec, res)}
-	actx, cancel := context.WithTimeout(ctx, t.opts.ApprovalTimeout)
-	defer cancel()
-	a, err := co.Approver.Approve(actx, q)
+	a, err := t.ask(ctx, sess, co.Approver, q, "escalation", b.Command)
 	switch {
 	case ctx.Err() != nil:
 		return rerunNone, ""
 	case err != nil, a == Unanswered, a == Cancelled:
 		return rerunUnanswered, ""
 	case a == AllowOnce:
+		t.grant(ctx, sess, "outside_sandbox", b.Command, "once")
 		return rerunOutside, ""
 	case a == AllowSession && q.Grant != "" && t.grants.add(sess.ID, q.Grant):
+		t.grant(ctx, sess, "writable_root", q.Grant, "session")
 		return rerunGranted, q.Grant
 	}
 	return rerunDeclined, ""
@@ -250,7 +250,7 @@ func (g *grants) forget(session string) {
 // askOutside asks the user whether a command the model wants outside
 // the sandbox (outside_sandbox) may run there; nil when it may, else the
 // call's error result. Nothing has run yet.
-func (t *Toolset) askOutside(ctx context.Context, b bashArgs, cwd string, co CallOptions) *Result {
+func (t *Toolset) askOutside(ctx context.Context, sess Session, b bashArgs, cwd string, co CallOptions) *Result {
 	switch {
 	case t.opts.Unsandboxed == nil:
 		return failure(msgOutsideOff)
@@ -258,13 +258,12 @@ func (t *Toolset) askOutside(ctx context.Context, b bashArgs, cwd string, co Cal
 		return failure(msgOutsideCannotAsk)
 	}
 	q := Question{Kind: AskOutside, Command: b.Command, Cwd: cwd, Subject: b.Command, Reason: b.Justification}
-	actx, cancel := context.WithTimeout(ctx, t.opts.ApprovalTimeout)
-	defer cancel()
-	a, err := co.Approver.Approve(actx, q)
+	a, err := t.ask(ctx, sess, co.Approver, q, "outside_sandbox", b.Command)
 	switch {
 	case err != nil:
 		return failure(msgNoAnswer)
 	case a == AllowOnce:
+		t.grant(ctx, sess, "outside_sandbox", b.Command, "once")
 		return nil
 	case a == Cancelled:
 		return failure(msgAborted)

@@ -55,25 +55,40 @@ func (q Question) Choices() []string {
 // about a connection a command of the call makes; the returned func ends
 // the loan. Without ap (the client cannot ask) nothing is lent, and such
 // a connection is refused.
-func (t *Toolset) lendNetworkAsker(sess Session, on target, ap Approver) (release func()) {
+func (t *Toolset) lendNetworkAsker(ctx context.Context, sess Session, on target, ap Approver) (release func()) {
 	l, ok := on.ex.(shell.NetworkAskers)
 	if !ok || ap == nil {
 		return func() {}
 	}
-	return l.LendNetworkAsker(sess.ID, networkAsker{ap: ap})
+	return l.LendNetworkAsker(sess.ID, networkAsker{ap: ap, t: t, sess: sess, call: ctx})
 }
 
-// networkAsker asks a network question through an Approver.
-type networkAsker struct{ ap Approver }
+// networkAsker asks a network question through an Approver, recording
+// it (and its answer, and a grant) as the call's.
+type networkAsker struct {
+	ap   Approver
+	t    *Toolset
+	sess Session
+	call context.Context // the call's: its id and span
+}
 
 func (n networkAsker) AskNetwork(ctx context.Context, host string, port int) (shell.NetworkAnswer, error) {
-	a, err := n.ap.Approve(ctx, Question{Network: &NetworkQuestion{Host: host, Port: port}, Subject: host})
+	q := Question{Network: &NetworkQuestion{Host: host, Port: port}, Subject: host}
+	var a Answer
+	var err error
+	if n.t.opts.Recorder == nil {
+		a, err = n.ap.Approve(ctx, q)
+	} else {
+		a, err = n.t.ask(withValues(ctx, n.call), n.sess, n.ap, q, "network", joinHostPort(host, port))
+	}
 	switch {
 	case err != nil:
 		return shell.NetworkDeny, err
 	case a == AllowOnce:
+		n.t.grant(withValues(ctx, n.call), n.sess, "network", joinHostPort(host, port), "once")
 		return shell.NetworkAllowOnce, nil
 	case a == AllowSession:
+		n.t.grant(withValues(ctx, n.call), n.sess, "network", joinHostPort(host, port), "session")
 		return shell.NetworkAllowSession, nil
 	}
 	return shell.NetworkDeny, nil

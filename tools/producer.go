@@ -22,6 +22,8 @@ type processHandle struct {
 	// endShown is set once a read after the command ended has shown the
 	// markers that follow its last output, so that they are shown once.
 	endShown atomic.Bool
+	// events records the command's end as its task's (nil: no recorder).
+	events *taskEvents
 }
 
 var (
@@ -125,7 +127,12 @@ func (h *processHandle) Cancel(string) { h.p.Kill() }
 func (h *processHandle) Done() <-chan struct{} { return h.p.Done() }
 
 // Outcome maps the process's end to a task outcome.
-func (h *processHandle) Outcome() tasks.Outcome { return processOutcome(h.p) }
+func (h *processHandle) Outcome() tasks.Outcome {
+	if h.events != nil {
+		h.events.over(h.p.Result())
+	}
+	return processOutcome(h.p)
+}
 
 // processOutcome is a settled process as a task outcome, fact for fact:
 // its status, its exit code (0 for a completed process that reports none),

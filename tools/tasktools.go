@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/conch-dev/conch/ops"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/tasks"
 )
@@ -301,6 +302,7 @@ func (t *Toolset) taskKill(ctx context.Context, sess Session, raw json.RawMessag
 			Value: TaskKillValue{TaskID: info.ID, TaskState: taskState(info), AlreadyFinished: true},
 		}
 	}
+	t.record(ctx, ops.Kill{Owner: sess.ID, Task: info.ID, Host: taskHost(info.Kind), Reason: "task_kill"})
 	// Wait for the end the kill brings: SIGTERM, SIGKILL after the
 	// grace, then the drain. A model told "killed" can rely on it.
 	info, err = rt.Wait(ctx, sess.ID, id, t.killWait())

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/conch-dev/conch/ops"
 	"github.com/conch-dev/conch/rules"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/tasks"
@@ -116,6 +117,13 @@ type Options struct {
 	// environment (local.Executor.Scrubbed): the bash description lists
 	// them, names only, and says how the user passes one through.
 	Scrubbed []string
+	// Recorder, if set, receives the events of every call
+	// (docs/operations.md): the call and its end, the rules' decisions,
+	// the questions and answers, the grants, each process's start, end
+	// and denials, and the kills, each call's as phases of its trace
+	// (ops.Start). The call id is the context's (ops.WithCallID), else a
+	// new one.
+	Recorder ops.Recorder
 }
 
 // Host is a remote host of Options.Hosts: its name, as the model sees it,
@@ -377,6 +385,13 @@ func (t *Toolset) Prompt() string {
 // never returns a Go error: every failure is a Result with IsError. The
 // calling session's pending completion notices ride along.
 func (t *Toolset) Call(ctx context.Context, sess Session, name string, args json.RawMessage, o *CallOptions) Result {
+	if t.opts.Recorder != nil {
+		return t.traced(ctx, sess, name, args, func(ctx context.Context) Result { return t.call(ctx, sess, name, args, o) })
+	}
+	return t.call(ctx, sess, name, args, o)
+}
+
+func (t *Toolset) call(ctx context.Context, sess Session, name string, args json.RawMessage, o *CallOptions) Result {
 	var co CallOptions
 	if o != nil {
 		co = *o
@@ -442,6 +457,7 @@ func (t *Toolset) EndSession(id string) {
 	t.deferred.take(id)
 	t.grants.forget(id)
 	if t.opts.Tasks != nil {
+		t.killed(id, "session_end")
 		t.opts.Tasks.Dispose(id)
 	}
 	var wg sync.WaitGroup

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/conch-dev/conch/internal/term"
+	"github.com/conch-dev/conch/ops"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/tasks"
 )
@@ -119,7 +120,7 @@ const taskInputDescription = "Type into a background task started with `tty: tru
 	"It waits up to `wait_ms` (default 2000 ms, at most 30000 ms) and returns early once the output has been quiet for 300 ms or the task ended."
 
 // startTerminalTask starts a tty call in the background.
-func (t *Toolset) startTerminalTask(sess Session, b bashArgs, on target, spec shell.Spec) Result {
+func (t *Toolset) startTerminalTask(ctx context.Context, sess Session, b bashArgs, on target, spec shell.Spec) Result {
 	info, err := t.opts.Tasks.Start(sess.ID, on.kind, b.Command, func() (tasks.Handle, error) {
 		tm, err := on.terms.StartTerminal(spec)
 		if err != nil {
@@ -130,6 +131,7 @@ func (t *Toolset) startTerminalTask(sess Session, b bashArgs, on target, spec sh
 	if err != nil {
 		return errorResult(taskError(err))
 	}
+	t.spawned(ctx, sess, on, spec, info.ID)
 	return Result{
 		Text:  "started background task " + info.ID,
 		Value: BackgroundValue{Kind: "background", TaskID: info.ID},
@@ -149,6 +151,7 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 	if err != nil {
 		return errorResult(err.Error()), nil
 	}
+	t.spawned(ctx, sess, on, spec, "")
 	start := time.Now()
 	timeout := time.NewTimer(spec.Timeout)
 	defer timeout.Stop()
@@ -178,6 +181,9 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 		code, sig := tm.Exit()
 		res := shell.Result{ExitCode: code, Signal: sig, TimedOut: timedOut, Aborted: aborted, Timeout: spec.Timeout,
 			Stdout: terminalOutput(tm)}
+		counted := res
+		counted.Stdout.Size = tm.Written() // what the terminal wrote, not the screen shown
+		t.processEnded(ctx, sess.ID, ops.CallIDFrom(ctx), "", hostOf(on), counted, start)
 		if live != nil {
 			live.finish(&res, false)
 		}

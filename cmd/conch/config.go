@@ -259,7 +259,9 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 	if err := c.checkCwd(); err != nil {
 		return nil, err
 	}
-	ex, enforces, err := c.executor(c.localOptions(), log)
+	lo, late := c.localOptions(), &lateRecorder{}
+	lo.Recorder = late // the inits' starts, once the operations are built
+	ex, enforces, err := c.executor(lo, log)
 	if err != nil {
 		return nil, err
 	}
@@ -285,6 +287,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		(&stack{ex: ex, unsandboxed: enforces.unsandboxed, hosts: hostExs, tasks: rt, ops: &operations{}}).close()
 		return nil, err
 	}
+	late.set(op.recorder)
 	ts := tools.New(ex, &tools.Options{
 		Tasks:             rt,
 		DisableBackground: c.noBackground,
@@ -299,6 +302,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		Scrubbed:          ex.Scrubbed(),
 		Unsandboxed:       enforces.unsandboxed,
 		Sandbox:           enforces.project,
+		Recorder:          op.recorder,
 	})
 	return &stack{ex: ex, unsandboxed: enforces.unsandboxed, hosts: hostExs, tasks: rt, tools: ts, home: home, ops: op, provider: c.provider.v, enforces: enforces.String()}, nil
 }
@@ -409,7 +413,8 @@ func (c *config) sandboxPolicy() (p sandbox.Policy, restricts bool, err error) {
 		TempDirs:      []string{os.TempDir(), "/tmp"},
 		// conch's own files, the HTTP token and the cache layer among
 		// them: out of the commands' sight (CONTRACT 16.1).
-		Hidden: []string{cfgFile, filepath.Dir(cfgfile.DefaultPath()), stateDir(), filepath.Dir(tokenPath())},
+		Hidden: append([]string{cfgFile, filepath.Dir(cfgfile.DefaultPath()), stateDir(), filepath.Dir(tokenPath())},
+			c.ops.hidden(ws)...),
 	}
 	if p.Mode == sandbox.WorkspaceWrite || p.Mode == "" {
 		// The caches: read from the user's, written to conch's layer
@@ -440,6 +445,9 @@ func (c *config) allowedSockets() []string {
 // close kills every task and every process, and removes the spill files;
 // the agents on remote hosts do the same there.
 func (s *stack) close() error {
+	if s.tools != nil {
+		s.tools.Shutdown()
+	}
 	s.tasks.Close()
 	for _, h := range s.hosts {
 		h.Close()

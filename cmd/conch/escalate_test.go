@@ -229,8 +229,34 @@ func testEscalationGoSDK(t *testing.T, nobody bool) {
 	// Yes: the second run writes ~/outside; the result is its own.
 	home, ws := sandboxDirs(t, nobody)
 	u := &escalationUser{t: t, home: home, ws: ws, wantRuns: 1, answers: []*mcp.ElicitResult{choose("Allow once")}}
-	cs := startSandboxed(t, marker, nobody, home, ws, u)
+	auditDir := t.TempDir()
+	if nobody {
+		auditDir = testutil.UnprivilegedDir(t)
+	}
+	auditPath := filepath.Join(auditDir, "audit", "audit.jsonl")
+	cs := startSandboxed(t, marker, nobody, home, ws, u, "--audit-path", auditPath)
 	r := callTool(t, cs, "bash", bash(escalationCommand))
+	// The audit log tells the story: the denied write, the first run's
+	// end, the question, the user's answer, the grant, the second run's
+	// end (written by the log's own writer, just after the call).
+	wantEvents := []string{"call", "denied", "process", "question", "answer", "grant", "process"}
+	var gotEvents []string
+	var lines string
+	testutil.WaitFor(t, 10*time.Second, "the escalation's audit lines", func() bool {
+		b, _ := os.ReadFile(auditPath)
+		lines, gotEvents = string(b), nil
+		for _, l := range strings.Split(strings.TrimSpace(lines), "\n") {
+			_, rest, _ := strings.Cut(l, `"event":"`)
+			ev, _, _ := strings.Cut(rest, `"`)
+			gotEvents = append(gotEvents, ev)
+		}
+		return len(gotEvents) >= len(wantEvents)
+	})
+	if !slices.Equal(gotEvents, wantEvents) || !strings.Contains(lines, `"kind":"escalation","choice":"allow_once","answered_by":"user"`) ||
+		!strings.Contains(lines, `"event":"denied","call_id":`) || !strings.Contains(lines, `"path":"`+outside(home)+`","op":"write"`) ||
+		!strings.Contains(lines, `"event":"grant"`) || !strings.Contains(lines, `"kind":"outside_sandbox"`) {
+		t.Errorf("audit log: events %v, want %v:\n%s", gotEvents, wantEvents, lines)
+	}
 	// The second run's result, its exit marker included, then the line.
 	testutil.Golden(t, "testdata/escalated.golden", text(t, r))
 	var v struct {

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/conch-dev/conch/internal/audit"
@@ -116,4 +119,42 @@ func (op *operations) close(log *slog.Logger) {
 			log.Warn("telemetry: spans not sent at shutdown", "error", err)
 		}
 	}
+}
+
+// lateRecorder is the recorder of the layers built before the operations
+// (the executor, whose inits it records): it hands events on to the
+// stack's recorder once that is built, and drops them before.
+type lateRecorder struct{ to atomic.Pointer[ops.Recorder] }
+
+func (l *lateRecorder) Record(ctx context.Context, e ops.Event) {
+	if r := l.to.Load(); r != nil && *r != nil {
+		(*r).Record(ctx, e)
+	}
+}
+
+func (l *lateRecorder) set(r ops.Recorder) { l.to.Store(&r) }
+
+// hidden makes the directories of conch's state and of its audit log
+// exist (0700), so that the sandbox hides them from the first command
+// on (it hides what exists when it is built; the audit log makes its
+// file at its first line), and returns the audit log's directory when
+// it is not the state directory: to hide too, unless the workspace or a
+// temp directory lies in it (hiding it would hide them; the audit log is
+// then only as safe as its file's mode: docs/operations.md#where).
+func (o *opsConfig) hidden(workspace string) []string {
+	os.MkdirAll(stateDir(), 0o700)
+	if o.auditPath.v == auditOff || o.auditPath.v == "" {
+		return nil
+	}
+	dir := filepath.Dir(o.auditPath.v)
+	os.MkdirAll(dir, 0o700)
+	if dir == stateDir() {
+		return nil
+	}
+	for _, d := range []string{workspace, os.TempDir(), "/tmp"} {
+		if d == dir || strings.HasPrefix(d, strings.TrimSuffix(dir, "/")+"/") {
+			return nil
+		}
+	}
+	return []string{dir}
 }

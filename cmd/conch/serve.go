@@ -114,7 +114,11 @@ func serveCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		return 2
 	}
 	st.logStart(log, "serve", set)
-	srv := mcpserver.New(st.tools, &mcpserver.Options{Version: version, Logger: log, Token: tok, Clients: set.serverClients()})
+	mo := &mcpserver.Options{Version: version, Logger: log, Token: tok, Clients: set.serverClients()}
+	if st.ops.metrics != nil {
+		mo.Metrics = st.ops.metrics.Handler()
+	}
+	srv := mcpserver.New(st.tools, mo)
 
 	code = 0
 	if addr == "" {

@@ -8,6 +8,7 @@
 package contained
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -20,6 +21,7 @@ import (
 	"github.com/conch-dev/conch/internal/egress"
 	"github.com/conch-dev/conch/internal/nsinit"
 	"github.com/conch-dev/conch/internal/sandbox"
+	"github.com/conch-dev/conch/ops"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/local"
 )
@@ -66,7 +68,7 @@ func New(opts *local.Options, initOpts *nsinit.Options) (*local.Executor, error)
 	if err := probe.Close(); err != nil {
 		return nil, fmt.Errorf("contained: end the first init: %w", err)
 	}
-	o.Spawner = sp
+	o.Spawner, sp.rec = sp, o.Recorder
 	ex, err := local.New(&o)
 	if err != nil {
 		return nil, fmt.Errorf("contained: %w", err)
@@ -79,6 +81,7 @@ func New(opts *local.Options, initOpts *nsinit.Options) (*local.Executor, error)
 type spawner struct {
 	init       nsinit.Options  // every init's; Sandbox for the default workspace
 	ex         *local.Executor // for the owners' spill directories
+	rec        ops.Recorder    // records each init's start (ops.Init)
 	unenforced []string
 	cacheLayer string
 
@@ -187,7 +190,22 @@ func (s *spawner) boundary(c local.Command) (*boundary, error) {
 // narrowed by n and widened by grants, the owner's spill directory the
 // only one its commands see, and the egress of its network when the
 // plan filters it.
-func (s *spawner) start(owner, workspace string, n *shell.SandboxNarrowing, grants []string) (*nsinit.Init, *sandbox.Plan, *egress.Session, error) {
+func (s *spawner) start(owner, workspace string, n *shell.SandboxNarrowing, grants []string) (in *nsinit.Init, plan *sandbox.Plan, eg *egress.Session, err error) {
+	if rec := s.rec; rec != nil {
+		began := time.Now()
+		defer func() {
+			e := ops.Init{Owner: owner, Result: "ok", Duration: time.Since(began)}
+			if err != nil {
+				e.Result = "failed"
+			}
+			rec.Record(context.Background(), e)
+		}()
+	}
+	return s.startInit(owner, workspace, n, grants)
+}
+
+// startInit is start without its record.
+func (s *spawner) startInit(owner, workspace string, n *shell.SandboxNarrowing, grants []string) (*nsinit.Init, *sandbox.Plan, *egress.Session, error) {
 	o := s.init
 	if n != nil && o.Sandbox == nil {
 		return nil, nil, nil, fmt.Errorf("contained: the session's sandbox: %w", local.ErrNoSandbox)

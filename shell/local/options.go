@@ -1,6 +1,8 @@
 package local
 
 import (
+	"github.com/conch-dev/conch/ops"
+
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,6 +27,10 @@ const (
 type Options struct {
 	// Cwd is the default working directory (default: the server's).
 	Cwd string
+	// Recorder, if set, receives an ops.Init for each session init a
+	// contained executor (shell/contained) starts; this package itself
+	// records nothing (the tools record calls and processes).
+	Recorder ops.Recorder
 	// Timeout is the default foreground timeout (default 120 s).
 	Timeout time.Duration
 	// MaxTimeout caps every foreground timeout (default 600 s).
