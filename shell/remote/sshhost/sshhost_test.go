@@ -127,6 +127,19 @@ func TestKeepAliveNoticesASilentDeath(t *testing.T) {
 	px := newProxy(t, s.Addr())
 	c := newClient(t)
 	c.alias(t, "h", s, px.port())
+	// The agent is uploaded first, with the default keep-alive: a 300 ms
+	// one can go unanswered behind tens of megabytes of upload on a
+	// loaded machine (CI failed so), which is not the silence this test
+	// is about.
+	warm, err := sshhost.New(sshhost.Host{Name: "h", SSH: "h"}, c.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := warm.Hello(t.Context()); err != nil {
+		warm.Close()
+		t.Fatalf("the upload: %v", err)
+	}
+	warm.Close()
 	o := c.options()
 	o.KeepAlive = 300 * time.Millisecond
 	ex := newExec(t, sshhost.Host{Name: "h", SSH: "h"}, o, s)
