@@ -421,7 +421,13 @@ func (t *Toolset) startBackground(ctx context.Context, sess Session, b bashArgs,
 
 func (t *Toolset) foreground(ctx context.Context, sess Session, b bashArgs, on target, spec shell.Spec, co CallOptions) (Result, func(int) Result) {
 	sctx, spawnEnd := t.start(ctx, ops.PhaseSpawn)
-	p, err := on.ex.Launch(spec)
+	launch := on.ex.Launch
+	if cl, ok := on.ex.(shell.ContextLauncher); ok {
+		// A host's dial waits for its connection: the call's end ends it
+		// too (a cancelled call to an unreachable host returns at once).
+		launch = func(s shell.Spec) (shell.Process, error) { return cl.LaunchContext(ctx, s) }
+	}
+	p, err := launch(spec)
 	if err != nil {
 		spawnEnd()
 		return errorResult(err.Error()), nil

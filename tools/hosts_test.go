@@ -196,3 +196,37 @@ func TestHostCwds(t *testing.T) {
 // noTerminals is an executor with only the seam's methods: a provider
 // that offers no terminals.
 type noTerminals struct{ shell.Executor }
+
+// TestHostDialCancelled: a foreground call to a host whose connection
+// hangs returns as soon as its caller cancels it, not when the dial's
+// own timeout ends (the call's context reaches the remote dial).
+func TestHostDialCancelled(t *testing.T) {
+	t.Parallel()
+	dialing := make(chan struct{}, 1)
+	d := remote.DialFunc(func(ctx context.Context) (io.ReadWriteCloser, error) {
+		dialing <- struct{}{}
+		<-ctx.Done() // an unreachable host: only the dial's context ends it
+		return nil, ctx.Err()
+	})
+	ex, err := remote.New("slow", d, &remote.Options{DialTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Close()
+	e := newEnv(t, envOpts{tools: tools.Options{Hosts: []tools.Host{{Name: "slow", Executor: ex}}}})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan tools.Result, 1)
+	go func() {
+		done <- e.ts.Call(ctx, e.sess, tools.NameBash, args(t, map[string]any{"command": "true", "description": "Run on the slow host", "host": "slow"}), nil)
+	}()
+	<-dialing
+	cancel()
+	select {
+	case r := <-done:
+		if !r.IsError {
+			t.Errorf("a call cancelled while dialing: %+v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not return within 10 s of its cancellation (the dial's timeout is a minute)")
+	}
+}
