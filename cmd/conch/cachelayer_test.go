@@ -3,8 +3,6 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"os"
@@ -80,7 +78,7 @@ func testCacheLayerWorkflows(t *testing.T, nobody bool) {
 	caches := []string{filepath.Join(home, ".cache"), filepath.Join(home, ".npm"), filepath.Join(home, "go")}
 	sums := map[string]string{}
 	for _, c := range caches {
-		sums[c] = dirSum(t, c)
+		sums[c] = testutil.TreeSum(t, c)
 	}
 	script := `set -e
 cd hello && go build -o /dev/null . && echo built
@@ -109,7 +107,7 @@ cd ../js && npm install --no-audit --no-fund is-number@7.0.0 >/dev/null 2>&1 && 
 				}
 				return nil
 			})
-		} else if got := dirSum(t, c); got != sums[c] {
+		} else if got := testutil.TreeSum(t, c); got != sums[c] {
 			t.Errorf("the user's %s changed", c)
 		}
 	}
@@ -127,40 +125,4 @@ func goEnv(t *testing.T, key string) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// dirSum is a digest of dir's tree (names, modes, link targets,
-// contents); "" when dir does not exist.
-func dirSum(t *testing.T, dir string) string {
-	t.Helper()
-	if _, err := os.Lstat(dir); err != nil {
-		return ""
-	}
-	h := sha256.New()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s %v\n", strings.TrimPrefix(p, dir), fi.Mode())
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			l, _ := os.Readlink(p)
-			fmt.Fprintln(h, l)
-		case fi.Mode().IsRegular():
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			h.Write(b)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }

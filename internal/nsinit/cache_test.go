@@ -3,10 +3,7 @@
 package nsinit_test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,39 +17,6 @@ import (
 	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/internal/testutil"
 )
-
-// treeSum is a digest of everything under dir: names, modes, link
-// targets and contents; the user's caches must keep theirs.
-func treeSum(t *testing.T, dir string) string {
-	t.Helper()
-	h := sha256.New()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s %v\n", strings.TrimPrefix(p, dir), fi.Mode())
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			l, _ := os.Readlink(p)
-			fmt.Fprintln(h, l)
-		case fi.Mode().IsRegular():
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			h.Write(b)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
 
 // cacheWant is the cache layer a TestCacheLayer run must find: "overlay",
 // or "copy" in the run of TestCacheLayerFallback.
@@ -82,7 +46,7 @@ func TestCacheLayer(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cache, "doomed"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	before := treeSum(t, cache)
+	before := testutil.TreeSum(t, cache)
 	p := h.policy(sandbox.NetworkOn)
 	start := func() *nsinit.Init {
 		t.Helper()
@@ -113,13 +77,13 @@ func TestCacheLayer(t *testing.T) {
 	if code != 0 || stdout != wantOut {
 		t.Errorf("in the first session: status %d, stdout %q, want %q (stderr %q)", code, stdout, wantOut, stderr)
 	}
-	if got := treeSum(t, cache); got != before {
+	if got := testutil.TreeSum(t, cache); got != before {
 		t.Error("the user's cache changed while the session ran")
 	}
 	if err := in.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
-	if got := treeSum(t, cache); got != before {
+	if got := testutil.TreeSum(t, cache); got != before {
 		t.Error("the user's cache changed when the session ended")
 	}
 	// The next session starts from what the first left.
