@@ -550,3 +550,51 @@ func TestTailAtThenFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTailAtRotateThenFollow: the log rotated between TailAt and
+// FollowFrom; FollowFrom carries on in the file TailAt read (now a
+// rotated one), then the files after it, so the lines written between the
+// two are handed on once each, in order, none lost.
+func TestTailAtRotateThenFollow(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l := write(t, path, &audit.Options{MaxBytes: 3000, Now: clock()}, session("s1"))
+	defer l.Close()
+	got, end, err := audit.TailAt(path, 1)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("TailAt: %d lines, %v", len(got), err)
+	}
+	last := seqOf(t, string(got[0]))
+	before, err := audit.Set(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 30 // past at least one rotation
+	for i := range n {
+		l.Record(context.Background(), ops.Call{Owner: "s1", Tool: "bash", Command: "echo " + strconv.Itoa(i)})
+	}
+	l.Sync()
+	if after, err := audit.Set(path); err != nil || len(after) <= len(before) {
+		t.Fatalf("no rotation: %d files before, %d after (%v)", len(before), len(after), err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	seen := make(chan string, 2*n)
+	done := make(chan error, 1)
+	go func() {
+		done <- audit.FollowFrom(ctx, path, end, 10*time.Millisecond, func(b []byte) error { seen <- string(b); return nil })
+	}()
+	for want := last + 1; want <= last+n; want++ {
+		select {
+		case line := <-seen:
+			if seq := seqOf(t, line); seq != want {
+				t.Fatalf("FollowFrom handed on seq %d, want %d", seq, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("FollowFrom stopped before seq %d", want)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -192,26 +192,34 @@ func Tail(path string, n int) ([][]byte, error) {
 	return lines, err
 }
 
-// TailAt is Tail, and the offset in the live file (path) where its lines
-// end, for FollowFrom to carry on from there: a line written between the
-// two is neither lost nor printed twice. A last line not yet ended by its
-// newline (being written) is left to FollowFrom.
-func TailAt(path string, n int) (lines [][]byte, end int64, err error) {
+// Mark is a place in the log: a file of its set (by inode, so a rotation
+// does not move it) and an offset in it. The zero Mark is the live
+// file's end.
+type Mark struct {
+	ino uint64
+	off int64
+}
+
+// TailAt is Tail, and the Mark where its lines end, for FollowFrom to
+// carry on from there: a line written between the two is neither lost nor
+// printed twice, even when the log rotates between them. A last line not
+// yet ended by its newline (being written) is left to FollowFrom.
+func TailAt(path string, n int) (lines [][]byte, end Mark, err error) {
 	set, err := Set(path)
 	if err != nil {
-		return nil, 0, err
+		return nil, Mark{}, err
 	}
 	if len(set) == 0 {
-		return nil, 0, &fs.PathError{Op: "read", Path: path, Err: fs.ErrNotExist}
+		return nil, Mark{}, &fs.PathError{Op: "read", Path: path, Err: fs.ErrNotExist}
 	}
 	var out [][]byte
 	for i := len(set) - 1; i >= 0 && (len(out) < n || i == len(set)-1); i-- {
-		lines, size, err := lastLines(set[i], n-len(out))
+		lines, at, err := lastLines(set[i], n-len(out))
 		if err != nil {
-			return nil, 0, err
+			return nil, Mark{}, err
 		}
 		if i == len(set)-1 {
-			end = size
+			end = at
 		}
 		out = append(lines, out...)
 	}
@@ -219,27 +227,29 @@ func TailAt(path string, n int) (lines [][]byte, end int64, err error) {
 }
 
 // lastLines returns the last n lines of a file (none when n is 0) that
-// its newline ends, and the bytes those lines take from the file's start.
-func lastLines(name string, n int) ([][]byte, int64, error) {
+// its newline ends, and the Mark where those lines end.
+func lastLines(name string, n int) ([][]byte, Mark, error) {
 	f, err := os.Open(name)
 	if err != nil {
-		return nil, 0, err
+		return nil, Mark{}, err
 	}
 	defer f.Close()
-	var (
-		ring [][]byte
-		size int64
-	)
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, Mark{}, err
+	}
+	var ring [][]byte
+	at := Mark{ino: inode(fi)}
 	br := bufio.NewReaderSize(f, 64<<10)
 	for {
 		line, err := br.ReadBytes('\n')
 		if err == io.EOF {
-			return ring, size, nil
+			return ring, at, nil
 		}
 		if err != nil {
-			return nil, 0, fmt.Errorf("read %s: %w", name, err)
+			return nil, Mark{}, fmt.Errorf("read %s: %w", name, err)
 		}
-		size += int64(len(line))
+		at.off += int64(len(line))
 		if n > 0 {
 			ring = append(ring, line)
 			if len(ring) > n {
@@ -254,22 +264,25 @@ func lastLines(name string, n int) ([][]byte, int64, error) {
 // it returns each's error), following the log across rotations. It looks
 // for new lines every poll.
 func Follow(ctx context.Context, path string, poll time.Duration, each func(line []byte) error) error {
-	return FollowFrom(ctx, path, -1, poll, each)
+	return FollowFrom(ctx, path, Mark{}, poll, each)
 }
 
-// FollowFrom is Follow from the offset from of the live file (TailAt's
-// end), or from its end when from is negative.
-func FollowFrom(ctx context.Context, path string, from int64, poll time.Duration, each func(line []byte) error) error {
-	f, err := os.Open(path)
+// FollowFrom is Follow from the Mark from (TailAt's end), or from the live
+// file's end when from is the zero Mark. When the file from names has
+// since been rotated away and removed, it starts at the oldest file left.
+func FollowFrom(ctx context.Context, path string, from Mark, poll time.Duration, each func(line []byte) error) error {
+	name, off, whence := path, from.off, io.SeekStart
+	if from == (Mark{}) {
+		whence = io.SeekEnd
+	} else {
+		name, off = fileOf(path, from)
+	}
+	f, err := os.Open(name)
 	if err != nil {
 		return err
 	}
 	defer func() { f.Close() }()
-	whence := io.SeekStart
-	if from < 0 {
-		from, whence = 0, io.SeekEnd
-	}
-	if _, err := f.Seek(from, whence); err != nil {
+	if _, err := f.Seek(off, whence); err != nil {
 		return err
 	}
 	var pending []byte
@@ -313,6 +326,22 @@ func FollowFrom(ctx context.Context, path string, from int64, poll time.Duration
 		case <-tick.C:
 		}
 	}
+}
+
+// fileOf is the file of the log at path that m names, and the offset to
+// start at in it: m's own, or 0 in the oldest file left when m's file is
+// gone.
+func fileOf(path string, m Mark) (string, int64) {
+	set, err := Set(path)
+	if err != nil || len(set) == 0 {
+		return path, m.off
+	}
+	for _, name := range set {
+		if fi, err := os.Stat(name); err == nil && inode(fi) == m.ino {
+			return name, m.off
+		}
+	}
+	return set[0], 0
 }
 
 // nextInSet is the file of the log at path that follows the one with
