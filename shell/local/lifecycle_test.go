@@ -361,6 +361,7 @@ func TestPgidHeldUntilSettled(t *testing.T) {
 	ex, marker := newExec(t, &local.Options{Grace: 1500 * time.Millisecond})
 	p := start(t, ex, shell.Request{Command: "setsid sleep 30 & echo $$"})
 	r := readUntil(t, p, func(r shell.ReadResult) bool { return strings.HasSuffix(r.Stdout, "\n") })
+	echoed := time.Now() // the shell exits after its echo, so not before this less the reader's delay
 	pgid, err := strconv.Atoi(strings.TrimSpace(r.Stdout))
 	if err != nil {
 		t.Fatal(err)
@@ -376,7 +377,18 @@ func TestPgidHeldUntilSettled(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	t.Errorf("the shell (pid and pgid %d) was reaped while the process is still %v", pgid, p.Status())
+	// The reap is the last step of settling: Done closes right after it
+	// (a look between the two sees the pid gone and Done still open).
+	// Reaped early means reaped well before the grace after the exit.
+	gone := time.Since(echoed)
+	select {
+	case <-p.Done():
+		if gone >= time.Second { // the grace (1.5 s) less the reader's delay
+			return
+		}
+	case <-time.After(10 * time.Second):
+	}
+	t.Errorf("the shell (pid and pgid %d) was reaped %v after its echo, while the process was still %v", pgid, gone, p.Status())
 	// Show what that costs: hand the freed number to a new group (root
 	// can pick the next pid), then Kill the old process.
 	if os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pgid-1)), 0) != nil {
