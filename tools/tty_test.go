@@ -203,16 +203,19 @@ func TestTTYPython(t *testing.T) {
 // same marker, and its output goes on in the task.
 func TestTTYYield(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{tools: tools.Options{YieldAfter: 500 * time.Millisecond}})
+	// The window leaves the spawn and bash's start 3 s to print the first
+	// tick (500 ms was not enough at a load of 12); the ticks go on for
+	// 10 s, well past it.
+	e := newEnv(t, envOpts{tools: tools.Options{YieldAfter: 3 * time.Second}})
 	// read -t is bash's own wait: a sleep process per tick made 100
 	// ticks take over 10 s at a load of 20.
-	r := e.ttyCall("for i in $(seq 1 100); do echo tick $i; read -t 0.05; done")
+	r := e.ttyCall("for i in $(seq 1 200); do echo tick $i; read -t 0.05; done")
 	v, ok := r.Value.(tools.YieldedValue)
 	if !ok || !strings.HasPrefix(r.Text, "tick 1\n") || !strings.HasSuffix(r.Text, "\n[waiting for input; moved to background task "+v.TaskID+
 		": send input with task_input, read it with task_output, stop it with task_kill]") {
 		t.Fatalf("yielded tty call = %q (value %#v)", r.Text, r.Value)
 	}
-	e.readUntil(e.sess, v.TaskID, "tick 100\n")
+	e.readUntil(e.sess, v.TaskID, "tick 200\n")
 	if got := e.call(tools.NameTaskKill, map[string]any{"task_id": v.TaskID}).Text; !strings.Contains(got, v.TaskID) {
 		t.Errorf("kill: %q", got)
 	}
