@@ -254,8 +254,52 @@ func (t *Term) pump() {
 		if n > 0 {
 			t.output(buf[:n])
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.drainQueued(buf)
+		}
 		if err != nil {
 			return
+		}
+	}
+}
+
+// drainQueued reads, once the drain after the exit is cut, what the
+// terminal already holds: bytes the program wrote before it exited,
+// which a pump slowed down (a loaded machine, a slow emulator) had not
+// reached. The kernel moves written bytes to the terminal's read queue
+// in the background, so the queue is looked at again after it is read,
+// a few times at most: what a process left holding the terminal goes on
+// writing is not waited for.
+func (t *Term) drainQueued(buf []byte) {
+	rc, err := t.pty.SyscallConn()
+	if err != nil {
+		return
+	}
+	for range 4 {
+		queued := 0
+		rc.Control(func(fd uintptr) { queued, err = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
+		if err != nil {
+			return
+		}
+		// Nothing queued: one short read lets the kernel move what it
+		// still holds (a read of the terminal does), else ends.
+		want, wait := queued, 1*time.Second
+		if queued <= 0 {
+			want, wait = len(buf), 20*time.Millisecond
+		}
+		t.pty.SetReadDeadline(time.Now().Add(wait))
+		for want > 0 {
+			n, err := t.pty.Read(buf[:min(len(buf), want)])
+			if n > 0 {
+				t.output(buf[:n])
+				want -= n
+			}
+			if err != nil {
+				return
+			}
+			if queued <= 0 {
+				break
+			}
 		}
 	}
 }

@@ -349,3 +349,42 @@ func BenchmarkInputRoundTrip(b *testing.B) {
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(took[len(took)*9/10].Microseconds())/1000, "p90-ms")
 }
+
+// slowWriter takes each write after a pause: an emulator slowed down by a
+// loaded machine, as seen from the pump.
+type slowWriter struct {
+	countingWriter
+	pause time.Duration
+}
+
+func (w *slowWriter) Write(b []byte) (int, error) {
+	time.Sleep(w.pause)
+	return w.countingWriter.Write(b)
+}
+
+// TestDrainAfterExitKeepsWhatWasWritten: every byte the program wrote
+// before it exited reaches the terminal, however far the pump is behind
+// when it exits (the grace after the exit bounds the wait for a process
+// left holding the terminal, not the reading of what is already there).
+func TestDrainAfterExitKeepsWhatWasWritten(t *testing.T) {
+	const size = 200 << 10 // more than the kernel's terminal buffers hold
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	raw := &slowWriter{pause: 5 * time.Millisecond}
+	tm, err := term.Start(spawn([]string{os.Args[0]}, append(testutil.Env(marker), "TERMTEST_HELPER=flood", "TERMTEST_FLOOD_BYTES="+strconv.Itoa(size))),
+		&term.Options{Raw: raw, Grace: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tm.Close()
+	<-tm.Done()
+	// The helper writes size bytes of 100-byte lines then "END\n"; the
+	// terminal turns each "\n" into "\r\n".
+	lines := int64((size + 99) / 100)
+	if want := lines*101 + 5; raw.n.Load() != want {
+		t.Errorf("the terminal got %d bytes of the %d the program wrote before it exited", raw.n.Load(), want)
+	}
+	if got := tm.Peek(10); !strings.HasSuffix(got, "END") {
+		t.Errorf("the screen ends %q, not with the program's last line", got)
+	}
+}
