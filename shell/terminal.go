@@ -54,3 +54,13 @@ type Terminal interface {
 	// holds the stream so far.
 	Raw() Output
 }
+
+// TerminalFindings is implemented by a Terminal whose provider has
+// findings of its own about the program once Done is closed: the markers
+// of what its sandbox denied the program and the processes it started,
+// and the sandbox report, as a piped command's Result carries them in
+// Notes and Sandbox (docs/sandbox.md#the-denial-record). Before Done
+// both are nil.
+type TerminalFindings interface {
+	Findings() (notes []string, sandbox *SandboxReport)
+}

@@ -22,6 +22,8 @@ type terminalHandle struct {
 	timeout   time.Duration // the call's timeout, once armed
 	began     time.Time     // when a call moved to a task started (tasks.Begun)
 
+	endShown atomic.Bool // the read after the end showed the provider's markers
+
 	mu      sync.Mutex
 	answer  string // the read Input took, for the next Read
 	pending bool
@@ -42,12 +44,45 @@ func newTerminalHandle(t shell.Terminal, budget int) *terminalHandle {
 func (h *terminalHandle) Read() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	var markers []string
+	if ended(h.t) && !h.endShown.Swap(true) {
+		// The first read after the end shows what the provider found
+		// (the sandbox's markers), once, as a piped task's does.
+		markers = h.notes()
+	}
 	s := h.t.Read()
 	if h.pending {
 		// The program answered while Input waited; anything later follows.
 		s, h.answer, h.pending = h.answer+s, "", false
 	}
-	return fitTerminal(h.t, s, h.budget)
+	s = fitTerminal(h.t, s, h.budget, markers...)
+	if len(markers) == 0 {
+		return s
+	}
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		s += "\n"
+	}
+	return s + strings.Join(markers, "\n")
+}
+
+// notes are the provider's markers for the ended program.
+func (h *terminalHandle) notes() []string {
+	if f, ok := h.t.(shell.TerminalFindings); ok {
+		notes, _ := f.Findings()
+		return notes
+	}
+	return nil
+}
+
+// Sandbox is the sandbox the program ran under and what it denied, once
+// it ended; nil before, or when it ran without one.
+func (h *terminalHandle) Sandbox() *shell.SandboxReport {
+	f, ok := h.t.(shell.TerminalFindings)
+	if !ok || !ended(h.t) {
+		return nil
+	}
+	_, sb := f.Findings()
+	return sb
 }
 
 // Began is when the command started, for a foreground call moved to a

@@ -181,6 +181,9 @@ func (t *Toolset) foregroundTerminal(ctx context.Context, sess Session, b bashAr
 		code, sig := tm.Exit()
 		res := shell.Result{ExitCode: code, Signal: sig, TimedOut: timedOut, Aborted: aborted, Timeout: spec.Timeout,
 			Stdout: terminalOutput(tm)}
+		if f, ok := tm.(shell.TerminalFindings); ok {
+			res.Notes, res.Sandbox = f.Findings()
+		}
 		counted := res
 		counted.Stdout.Size = tm.Written() // what the terminal wrote, not the screen shown
 		t.processEnded(ctx, sess.ID, ops.CallIDFrom(ctx), "", hostOf(on), counted, start)

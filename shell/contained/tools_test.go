@@ -92,6 +92,66 @@ func TestToolsDenied(t *testing.T) {
 	}
 }
 
+// TestToolsDeniedTTY: a tty command the sandbox denied shows the same
+// marker as a piped one, before its exit marker, and its value carries
+// the sandbox report (docs/sandbox.md#the-denial-record): the record is
+// the init's, whatever the command's output goes to.
+func TestToolsDeniedTTY(t *testing.T) {
+	t.Parallel()
+	ws := evalDir(t, t.TempDir())
+	out, err := os.MkdirTemp("/var/tmp", "conch-denied-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(out) })
+	out = evalDir(t, out)
+	plan, err := sandbox.Policy{Mode: sandbox.WorkspaceWrite, Network: sandbox.NetworkOn, Workspace: ws, TempDirs: []string{"/tmp"}}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := testutil.Marker(t)
+	t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
+	ts := sandboxedTools(t, marker, ws, plan)
+	raw, _ := json.Marshal(map[string]any{"command": "touch " + out + "/x", "description": "Write outside", "tty": true})
+	r := ts.Call(t.Context(), tools.Session{ID: "s", Cwd: ws}, "bash", raw, nil)
+	mark := "[sandbox: write to " + out + "/x denied under workspace-write mode; writable: " + ws + ", /tmp]"
+	if w := "touch: cannot touch '" + out + "/x': Permission denied\n" + mark + "\n[exit code: 1]"; r.Text != w {
+		t.Errorf("tty result:\n%s\nwant\n%s", r.Text, w)
+	}
+	want := &shell.SandboxReport{Mode: "workspace-write", Network: "on", Denied: []shell.SandboxDenial{{Path: out + "/x", Op: "write"}}}
+	if v, ok := r.Value.(tools.ForegroundValue); !ok {
+		t.Errorf("tty value %#v", r.Value)
+	} else if diff := cmp.Diff(want, v.Sandbox); diff != "" {
+		t.Errorf("tty sandbox value (-want +got):\n%s", diff)
+	}
+
+	// Moved to a task (it waits for input), the marker comes with the
+	// first read after its end (task_input's, when the program ended
+	// while it waited), before the status line, once.
+	call := func(name string, args map[string]any) tools.Result {
+		raw, _ := json.Marshal(args)
+		r := ts.Call(t.Context(), tools.Session{ID: "s", Cwd: ws}, name, raw, nil)
+		if r.IsError {
+			t.Fatalf("%s %v: %s", name, args, r.Text)
+		}
+		return r
+	}
+	r = call("bash", map[string]any{"command": "read -p '> ' x; touch " + out + "/x", "description": "Ask, then write outside", "tty": true})
+	y, ok := r.Value.(tools.YieldedValue)
+	if !ok {
+		t.Fatalf("tty call waiting for input: %q", r.Text)
+	}
+	reads := []string{call("task_input", map[string]any{"task_id": y.TaskID, "text": "go", "keys": []string{"Enter"}}).Text}
+	last := call("task_output", map[string]any{"task_id": y.TaskID, "wait": true})
+	reads = append(reads, last.Text, call("task_output", map[string]any{"task_id": y.TaskID}).Text)
+	if all := strings.Join(reads, "\n"); strings.Count(all, mark) != 1 || !strings.Contains(all, "Permission denied\n"+mark+"\n[status: completed, exit code: 1]") {
+		t.Errorf("the tty task's reads:\n%s\nwant the marker once, after the output, before the status", all)
+	}
+	if diff := cmp.Diff(want, last.Value.(tools.TaskOutputValue).Sandbox); diff != "" {
+		t.Errorf("tty task's sandbox value (-want +got):\n%s", diff)
+	}
+}
+
 // sandboxedTools are the tools with a task runtime over a contained
 // executor in ws under plan (none: nil), its commands carrying marker;
 // all are closed when tb ends.

@@ -4,6 +4,7 @@ package local
 
 import (
 	"os"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -50,10 +51,23 @@ func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
 		Grants:    s.Grants,
 		Grace:     e.opts.Grace,
 	}
+	tm := &terminal{raw: raw}
 	spawn := func(tty *os.File) (term.Process, error) {
 		c := c
 		c.Stdin, c.Stdout, c.Stderr = tty, tty, tty
-		return e.spawner.Spawn(c)
+		ch, err := e.spawner.Spawn(c)
+		if a, ok := e.spawner.(Annotator); ok && err == nil {
+			// The spawner's findings are made once the program has
+			// exited and before its release, as for a piped command.
+			return &annotated{Child: ch, annotate: func() {
+				var r shell.Result
+				a.Annotate(c, ch, &r)
+				tm.mu.Lock()
+				tm.notes, tm.sandbox = r.Notes, r.Sandbox
+				tm.mu.Unlock()
+			}}, nil
+		}
+		return ch, err
 	}
 	topts := &term.Options{Raw: raw, Grace: e.opts.Grace}
 	if o, ok := e.spawner.(TerminalOpener); ok {
@@ -70,7 +84,8 @@ func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
 		raw.Close()
 		e.wg.Done()
 	}()
-	return &terminal{Term: t, raw: raw}, nil
+	tm.Term = t
+	return tm, nil
 }
 
 // terminal is a term.Term whose raw output is captured like a command's
@@ -79,6 +94,32 @@ func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
 type terminal struct {
 	*term.Term
 	raw *capture.Stream
+
+	mu      sync.Mutex
+	notes   []string // the spawner's findings (Annotator), set before Done
+	sandbox *shell.SandboxReport
+}
+
+var _ shell.TerminalFindings = (*terminal)(nil)
+
+// Findings implements shell.TerminalFindings.
+func (t *terminal) Findings() ([]string, *shell.SandboxReport) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.notes, t.sandbox
+}
+
+// annotated is a terminal's program whose release first runs the
+// spawner's annotation: the init keeps a command's denial record until
+// its release.
+type annotated struct {
+	Child
+	annotate func()
+}
+
+func (a *annotated) Release() {
+	a.annotate()
+	a.Child.Release()
 }
 
 // Raw implements shell.Terminal. Once the terminal is done it closes the
