@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 
 	sdk "github.com/coder/acp-go-sdk"
 
@@ -40,7 +41,7 @@ func unknownCommand(word string) string {
 // slashWord is what a conch command looks like: a slash and a name. A
 // word with a second slash is a path, run as a command (a program in /
 // itself runs as `command /name`).
-var slashWord = regexp.MustCompile(`^/[A-Za-z][A-Za-z0-9_-]*$`)
+var slashWord = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^/[A-Za-z][A-Za-z0-9_-]*$`) })
 
 // promptCall is the tool call a prompt asks for.
 type promptCall struct {
@@ -107,7 +108,7 @@ func parsePrompt(text string) (c promptCall, reply string) {
 		c.exec = c.draw
 		return c, ""
 	}
-	if slashWord.MatchString(fields[0]) && fields[0] != "/tty" {
+	if slashWord().MatchString(fields[0]) && fields[0] != "/tty" {
 		return c, unknownCommand(fields[0])
 	}
 	type bashArgs struct {

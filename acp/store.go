@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync"
 	"time"
 
@@ -83,9 +82,24 @@ func (r record) check() error {
 	return nil
 }
 
-// validSessionID is what a session id must look like to name a file: no
-// separator, no dot, so that no id reaches outside the sessions folder.
-var validSessionID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+// validSessionID reports whether id looks as a session id must to name a
+// file: 1 to 128 of [A-Za-z0-9_-], no separator, no dot, so that no id
+// reaches outside the sessions folder. (Written out rather than a
+// regexp: `{1,128}` compiles to 128 copies, which every start of conch
+// paid in its package initialisation.)
+func validSessionID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // errNoSession is returned when a session has no record.
 var errNoSession = errors.New("no such session")
@@ -104,7 +118,7 @@ func (s *store) path(id string) string { return filepath.Join(s.dir, id+".jsonl"
 
 // create makes the file of a new session and writes its first record.
 func (s *store) create(id, cwd string) (*recorder, error) {
-	if !validSessionID.MatchString(id) {
+	if !validSessionID(id) {
 		return nil, fmt.Errorf("session store: invalid session id %q", id)
 	}
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
@@ -127,7 +141,7 @@ func (s *store) create(id, cwd string) (*recorder, error) {
 // that is cut, garbled or unknown. It returns errNoSession when the
 // session has no file.
 func (s *store) load(id string) ([]record, error) {
-	if !validSessionID.MatchString(id) {
+	if !validSessionID(id) {
 		return nil, errNoSession
 	}
 	p := s.path(id)
@@ -179,7 +193,7 @@ func (s *store) load(id string) ([]record, error) {
 // reopen opens the file of session id to append to it. If the file does
 // not end in a newline (a cut last line), it first ends that line.
 func (s *store) reopen(id string) (*recorder, error) {
-	if !validSessionID.MatchString(id) {
+	if !validSessionID(id) {
 		return nil, errNoSession
 	}
 	p := s.path(id)

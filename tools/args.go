@@ -154,10 +154,23 @@ func schemaParams(schema json.RawMessage) []string {
 // parameter it most likely meant, else the list of params. Keys in
 // hidden are taken without being listed (a parameter this deployment
 // disabled, which has its own message). Arguments that are not a JSON
-// object are left to the tool's own checks.
-func checkKeys(tool string, raw json.RawMessage, params []string, hidden ...string) error {
+// object are left to the tool's own checks. a is raw as parseArgs
+// decoded it: raw is read again, for the keys' order, only when one is
+// refused.
+func checkKeys(tool string, raw json.RawMessage, a rawArgs, params []string, hidden ...string) error {
+	known := func(k string) bool { return slices.Contains(params, k) || slices.Contains(hidden, k) }
+	unknown := false
+	for k := range a {
+		if !known(k) {
+			unknown = true
+			break
+		}
+	}
+	if !unknown {
+		return nil
+	}
 	for _, k := range objectKeys(raw) {
-		if slices.Contains(params, k) || slices.Contains(hidden, k) {
+		if known(k) {
 			continue
 		}
 		msg := "invalid arguments: unknown parameter " + strconv.Quote(k)

@@ -36,8 +36,10 @@ const (
 	paramJustification = "justification"
 )
 
-// bashArgs are the bash tool's arguments once validated. Nothing else a
-// model sends (env, stdin, stdoutMaxBytes, …) is kept.
+// bashArgs are the bash tool's arguments once validated: the call's
+// arguments are decoded once (parseArgs), into this, which goes down the
+// call's path. Nothing else a model sends (env, stdin, stdoutMaxBytes, …)
+// is kept.
 type bashArgs struct {
 	Command     string
 	Description string
@@ -48,23 +50,21 @@ type bashArgs struct {
 	// for Justification (outside_sandbox, justification).
 	Outside       bool
 	Justification string
+	// Host is the host parameter (HostLocal when not given); TTY the tty
+	// parameter.
+	Host string
+	TTY  bool
 }
 
-// parseBashArgs validates a model's arguments in the contract's order,
-// after refusing any key the schema does not offer (run_in_background
-// included when the deployment disabled it: a model that sends it anyway
-// is told that, not that the key is unknown). backgroundAllowed is false
-// when the deployment disabled background runs.
-func parseBashArgs(raw json.RawMessage, backgroundAllowed bool) (bashArgs, error) {
+// readBashArgs validates the model's arguments, decoded once (a), in the
+// contract's order, once checkKeys has refused any key the deployment's
+// schema does not offer (run_in_background included when the deployment
+// disabled it: a model that sends it anyway is told that, not that the
+// key is unknown). backgroundAllowed is false when the deployment
+// disabled background runs. host, tty, outside_sandbox and justification
+// are read by their own functions, whose errors come after these.
+func readBashArgs(a rawArgs, backgroundAllowed bool) (bashArgs, error) {
 	var b bashArgs
-	if backgroundAllowed {
-		if err := checkKeys(NameBash, raw, bashParams); err != nil {
-			return b, err
-		}
-	} else if err := checkKeys(NameBash, raw, bashParamsNoBackground, paramBackground); err != nil {
-		return b, err
-	}
-	a := parseArgs(raw)
 	var ok bool
 	if b.Command, ok = a.nonEmptyString("command"); !ok {
 		return b, argErr(msgCommand)
@@ -193,18 +193,19 @@ func (t *Toolset) HostDir(dir string) (string, error) {
 
 // bash runs the bash tool. A result that holds a command's output comes
 // as render, to be rendered within the budget the caller leaves it.
-func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, co CallOptions) (Result, func(budget int) Result) {
+// a is raw as parseArgs decoded it.
+func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, a rawArgs, co CallOptions) (Result, func(budget int) Result) {
 	params, hidden := t.bashKeys()
-	if err := checkKeys(NameBash, raw, params, hidden...); err != nil {
+	if err := checkKeys(NameBash, raw, a, params, hidden...); err != nil {
 		return errorResult(err.Error()), nil
 	}
-	host, raw, hostErr := t.takeHost(raw)
-	tty, raw, ttyErr := t.takeTTY(raw)
-	outside, justification, raw, outsideErr := t.takeOutside(raw)
-	b, err := parseBashArgs(raw, t.background())
+	b, err := readBashArgs(a, t.background())
 	if err != nil {
 		return errorResult(err.Error()), nil
 	}
+	host, hostErr := t.hostArg(a)
+	tty, ttyErr := t.ttyArg(a)
+	outside, justification, outsideErr := t.outsideArg(a)
 	if ttyErr != nil {
 		return errorResult(ttyErr.Error()), nil
 	}
@@ -214,7 +215,7 @@ func (t *Toolset) bash(ctx context.Context, sess Session, raw json.RawMessage, c
 	if hostErr != nil {
 		return errorResult(hostErr.Error()), nil
 	}
-	b.Outside, b.Justification = outside, justification
+	b.Outside, b.Justification, b.Host, b.TTY = outside, justification, host, tty
 	switch {
 	case b.Outside && host != HostLocal:
 		return errorResult(msgOutsideHostPrefix + host), nil
@@ -292,48 +293,40 @@ func (t *Toolset) on(host string) target {
 	return target{ex: t.hosts[host], kind: kindBash + "@" + host}
 }
 
-// takeHost takes the host parameter out of raw, so that the remaining
-// arguments are checked as without hosts. Without configured hosts, raw
-// is left alone (and a host key was refused as unknown). hostErr is a
-// host that is not a string or not configured, reported after the other
+// hostArg reads the host parameter. Without configured hosts it is
+// HostLocal (and a host key was refused as unknown). hostErr is a host
+// that is not a string or not configured, reported after the other
 // arguments' errors. A null host is not given.
-func (t *Toolset) takeHost(raw json.RawMessage) (host string, rest json.RawMessage, hostErr error) {
-	if t.hosts == nil {
-		return HostLocal, raw, nil
+func (t *Toolset) hostArg(a rawArgs) (host string, hostErr error) {
+	if t.hosts == nil || !a.present("host") {
+		return HostLocal, nil
 	}
-	v, raw := takeKey(raw, "host")
-	if v == nil || string(v) == "null" {
-		return HostLocal, raw, nil
-	}
-	if err := json.Unmarshal(v, &host); err != nil {
-		return HostLocal, raw, argErr(msgHostType)
+	if err := json.Unmarshal(a["host"], &host); err != nil {
+		return HostLocal, argErr(msgHostType)
 	}
 	if host != HostLocal && t.hosts[host] == nil {
-		return HostLocal, raw, argErr("unknown host " + strconv.Quote(host) + "; configured hosts: " + strings.Join(t.hostNames()[1:], ", "))
+		return HostLocal, argErr("unknown host " + strconv.Quote(host) + "; configured hosts: " + strings.Join(t.hostNames()[1:], ", "))
 	}
-	return host, raw, nil
+	return host, nil
 }
 
-// takeOutside takes outside_sandbox and justification out of raw when
-// the deployment takes them (it offers them with an executor outside the
-// sandbox, and takes them unlisted with a sandbox and escalation off, to
-// say so); they were refused as unknown otherwise. err is a value of the
-// wrong type, or a missing or blank justification for outside_sandbox
-// true, reported after the other arguments' errors. null is not given.
-func (t *Toolset) takeOutside(raw json.RawMessage) (outside bool, justification string, rest json.RawMessage, err error) {
+// outsideArg reads outside_sandbox and justification when the deployment
+// takes them (it offers them with an executor outside the sandbox, and
+// takes them unlisted with a sandbox and escalation off, to say so);
+// they were refused as unknown otherwise. err is a value of the wrong
+// type, or a missing or blank justification for outside_sandbox true,
+// reported after the other arguments' errors. null is not given.
+func (t *Toolset) outsideArg(a rawArgs) (outside bool, justification string, err error) {
 	if offered, hidden := t.outsideParams(); !offered && !hidden {
-		return false, "", raw, nil
+		return false, "", nil
 	}
-	v, raw := takeKey(raw, paramOutside)
-	j, raw := takeKey(raw, paramJustification)
-	if v != nil && string(v) != "null" && json.Unmarshal(v, &outside) != nil {
-		return false, "", raw, argErr(msgOutsideType)
+	if a.present(paramOutside) && json.Unmarshal(a[paramOutside], &outside) != nil {
+		return false, "", argErr(msgOutsideType)
 	}
-	given := j != nil && string(j) != "null"
-	if given && json.Unmarshal(j, &justification) != nil || outside && strings.TrimSpace(justification) == "" {
-		return false, "", raw, argErr(msgJustification)
+	if a.present(paramJustification) && json.Unmarshal(a[paramJustification], &justification) != nil || outside && strings.TrimSpace(justification) == "" {
+		return false, "", argErr(msgJustification)
 	}
-	return outside, justification, raw, nil
+	return outside, justification, nil
 }
 
 // outsideParams says whether bash offers outside_sandbox and
@@ -345,22 +338,6 @@ func (t *Toolset) outsideParams() (offered, hidden bool) {
 		return true, false
 	}
 	return false, t.opts.Sandbox.Enforced
-}
-
-// takeKey takes key out of the JSON object raw: its value (nil when
-// absent) and the object without it. raw is returned as is when it is
-// not an object or lacks key.
-func takeKey(raw json.RawMessage, key string) (v, rest json.RawMessage) {
-	var args map[string]json.RawMessage
-	if json.Unmarshal(raw, &args) != nil || args[key] == nil {
-		return nil, raw
-	}
-	v = args[key]
-	delete(args, key)
-	if rest, err := json.Marshal(args); err == nil {
-		raw = rest
-	}
-	return v, raw
 }
 
 // bashKeys are the bash parameters of this deployment in schema order,

@@ -2,13 +2,16 @@
 
 package tools
 
-import "github.com/conch-dev/conch/shell"
+import (
+	"encoding/json"
+
+	"github.com/conch-dev/conch/shell"
+)
 
 // Internals the external tests reach.
 var (
 	CleanText         = cleanText
 	HumanBytes        = humanBytes
-	ParseBashArgs     = parseBashArgs
 	NewProcessHandle  = newProcessHandle
 	RenderRead        = renderRead
 	TaskLine          = taskLine
@@ -50,4 +53,19 @@ func (t *Toolset) Request(sess Session, b bashArgs) shell.Request { return t.req
 // Deliver is t.deliver.
 func (t *Toolset) Deliver(session string, r Result, render func(int) Result, notices []Notice) Result {
 	return t.deliver(session, r, render, notices)
+}
+
+// ParseBashArgs decodes and validates bash arguments as a call does, for
+// a deployment whose only parameters are the bash schema's
+// (backgroundAllowed false: run_in_background disabled).
+func ParseBashArgs(raw json.RawMessage, backgroundAllowed bool) (BashArgs, error) {
+	a := parseArgs(raw)
+	params, hidden := bashParams, []string(nil)
+	if !backgroundAllowed {
+		params, hidden = bashParamsNoBackground, []string{paramBackground}
+	}
+	if err := checkKeys(NameBash, raw, a, params, hidden...); err != nil {
+		return BashArgs{}, err
+	}
+	return readBashArgs(a, backgroundAllowed)
 }

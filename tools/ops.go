@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,21 +30,14 @@ func (t *Toolset) start(ctx context.Context, p ops.Phase) (context.Context, func
 	return ops.Start(ctx, t.opts.Recorder, p)
 }
 
-// callArgs are the arguments a Call event names, read leniently: a call
-// whose arguments do not parse is still recorded, with what did.
-type callArgs struct {
-	Command    string `json:"command"`
-	Workdir    string `json:"workdir"`
-	Host       string `json:"host"`
-	TTY        bool   `json:"tty"`
-	Background bool   `json:"run_in_background"`
-	Task       string `json:"task_id"`
-}
-
 // traced runs call as tool call name of sess, as a PhaseCall span with a
 // Call event before and a CallEnd event after it. The call id is the
 // one in ctx (ops.WithCallID), else a new one.
-func (t *Toolset) traced(ctx context.Context, sess Session, name string, args json.RawMessage, call func(context.Context) Result) Result {
+//
+// The arguments the event names are read from a, the call's arguments
+// as Call decoded them, leniently: a call whose arguments do not parse
+// is still recorded, with what did.
+func (t *Toolset) traced(ctx context.Context, sess Session, name string, a rawArgs, call func(context.Context) Result) Result {
 	id := ops.CallIDFrom(ctx)
 	if id == "" {
 		id = ops.NewCallID()
@@ -54,13 +46,15 @@ func (t *Toolset) traced(ctx context.Context, sess Session, name string, args js
 	ctx, end := t.start(ctx, ops.PhaseCall)
 	defer end()
 	began := time.Now()
-	var a callArgs
-	_ = json.Unmarshal(args, &a) // what does not parse is left out; the tool reports it
-	e := ops.Call{Owner: sess.ID, CallID: id, Tool: name, Task: a.Task}
+	e := ops.Call{Owner: sess.ID, CallID: id, Tool: name}
+	e.Task, _ = a.optString("task_id") // what does not parse is left out; the tool reports it
 	if name == NameBash {
-		e.Command, e.Workdir, e.TTY, e.Background = a.Command, a.Workdir, a.TTY, a.Background
-		if a.Host != HostLocal {
-			e.Host = a.Host
+		e.Command, _ = a.optString("command")
+		e.Workdir, _ = a.optString("workdir")
+		e.TTY, _ = a.optBool(paramTTY)
+		e.Background, _ = a.optBool(paramBackground)
+		if host, _ := a.optString("host"); host != HostLocal {
+			e.Host = host
 		}
 	}
 	t.record(ctx, e)

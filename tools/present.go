@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Cards an editor can draw.
@@ -94,8 +95,10 @@ func bashCommand(a rawArgs) (string, bool) {
 	return cmd, true
 }
 
-var yieldedMarker = regexp.MustCompile(`(^|\n)(\[still running after \d+ms; moved to background task [^\]\n]+: read it with task_output, stop it with task_kill\]|` +
-	`\[waiting for input; moved to background task [^\]\n]+: send input with task_input, read it with task_output, stop it with task_kill\])$`)
+var yieldedMarker = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(^|\n)(\[still running after \d+ms; moved to background task [^\]\n]+: read it with task_output, stop it with task_kill\]|` +
+		`\[waiting for input; moved to background task [^\]\n]+: send input with task_input, read it with task_output, stop it with task_kill\])$`)
+})
 
 // PresentResult is how an editor draws the result of a call: texts are the
 // result's text blocks (a transport that appends notice blocks passes the
@@ -114,7 +117,7 @@ func PresentResult(tool string, args json.RawMessage, texts []string, isError bo
 	// (docs/sandbox.md#escalation): the pill shows the exit, the text
 	// keeps the line.
 	body, answer := cutAnswerLine(text)
-	if isError || !call.Terminal() || yieldedMarker.MatchString(body) {
+	if isError || !call.Terminal() || yieldedMarker().MatchString(body) {
 		return View{Card: CardGeneric, Content: []string{ConsoleFence(text)}}, true
 	}
 	st := parseExitStatus(body)
@@ -133,7 +136,9 @@ func PresentResult(tool string, args json.RawMessage, texts []string, isError bo
 }
 
 // grantedLinePattern matches grantedLine's text.
-var grantedLinePattern = regexp.MustCompile(`\n(\[ran again with writes to [^\n]* allowed for this session\])$`)
+var grantedLinePattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\n(\[ran again with writes to [^\n]* allowed for this session\])$`)
+})
 
 // cutAnswerLine cuts the line of a question's answer off the end of a
 // result text: body is the rest, line "" when there is none.
@@ -143,7 +148,7 @@ func cutAnswerLine(text string) (body, line string) {
 			return b, l
 		}
 	}
-	if m := grantedLinePattern.FindStringSubmatchIndex(text); m != nil {
+	if m := grantedLinePattern().FindStringSubmatchIndex(text); m != nil {
 		return text[:m[0]], text[m[2]:m[3]]
 	}
 	return text, ""

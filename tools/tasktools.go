@@ -3,7 +3,6 @@ package tools
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"slices"
 	"strconv"
@@ -66,21 +65,20 @@ func (t *Toolset) runtime() (*tasks.Runtime, *Result) {
 
 // taskCall reads what task_output and task_kill share: a runtime, and the
 // task_id argument. fail is the error result when either is missing.
-func (t *Toolset) taskCall(raw json.RawMessage) (rt *tasks.Runtime, a rawArgs, id string, fail *Result) {
+func (t *Toolset) taskCall(a rawArgs) (rt *tasks.Runtime, id string, fail *Result) {
 	if rt, fail = t.runtime(); fail != nil {
-		return nil, nil, "", fail
+		return nil, "", fail
 	}
-	a = parseArgs(raw)
 	id, err := taskID(a)
 	if err != nil {
 		r := errorResult(err.Error())
-		return nil, nil, "", &r
+		return nil, "", &r
 	}
-	return rt, a, id, nil
+	return rt, id, nil
 }
 
-func (t *Toolset) taskOutput(ctx context.Context, sess Session, raw json.RawMessage, co CallOptions) Result {
-	rt, a, id, fail := t.taskCall(raw)
+func (t *Toolset) taskOutput(ctx context.Context, sess Session, a rawArgs, co CallOptions) Result {
+	rt, id, fail := t.taskCall(a)
 	if fail != nil {
 		return *fail
 	}
@@ -265,8 +263,8 @@ func oneLineLabel(label string) string {
 	return first
 }
 
-func (t *Toolset) taskKill(ctx context.Context, sess Session, raw json.RawMessage) Result {
-	rt, a, id, fail := t.taskCall(raw)
+func (t *Toolset) taskKill(ctx context.Context, sess Session, a rawArgs) Result {
+	rt, id, fail := t.taskCall(a)
 	if fail != nil {
 		return *fail
 	}

@@ -384,19 +384,24 @@ func (t *Toolset) Prompt() string {
 // Call runs tool name for sess with the model's raw JSON arguments. It
 // never returns a Go error: every failure is a Result with IsError. The
 // calling session's pending completion notices ride along.
+//
+// The arguments are decoded once, here, and what was decoded goes down
+// the call's path (the record of the call, the checks, the tool).
 func (t *Toolset) Call(ctx context.Context, sess Session, name string, args json.RawMessage, o *CallOptions) Result {
+	a := parseArgs(args)
 	if t.opts.Recorder != nil {
-		return t.traced(ctx, sess, name, args, func(ctx context.Context) Result { return t.call(ctx, sess, name, args, o) })
+		return t.traced(ctx, sess, name, a, func(ctx context.Context) Result { return t.call(ctx, sess, name, args, a, o) })
 	}
-	return t.call(ctx, sess, name, args, o)
+	return t.call(ctx, sess, name, args, a, o)
 }
 
-func (t *Toolset) call(ctx context.Context, sess Session, name string, args json.RawMessage, o *CallOptions) Result {
+// call is Call with args decoded (a).
+func (t *Toolset) call(ctx context.Context, sess Session, name string, args json.RawMessage, a rawArgs, o *CallOptions) Result {
 	var co CallOptions
 	if o != nil {
 		co = *o
 	}
-	if err := checkTaskKeys(name, args); err != nil {
+	if err := checkTaskKeys(name, args, a); err != nil {
 		return t.deliver(sess.ID, errorResult(err.Error()), nil, t.Notices(sess.ID))
 	}
 	var r Result
@@ -410,15 +415,15 @@ func (t *Toolset) call(ctx context.Context, sess Session, name string, args json
 	}
 	switch name {
 	case NameBash:
-		r, render = t.bash(ctx, sess, args, co)
+		r, render = t.bash(ctx, sess, args, a, co)
 	case NameTaskOutput:
-		r = t.taskOutput(ctx, sess, args, co)
+		r = t.taskOutput(ctx, sess, a, co)
 	case NameTaskList:
 		r = t.taskList(sess)
 	case NameTaskKill:
-		r = t.taskKill(ctx, sess, args)
+		r = t.taskKill(ctx, sess, a)
 	case NameTaskInput:
-		r = t.taskInput(ctx, sess, args)
+		r = t.taskInput(ctx, sess, a)
 	default:
 		r = errorResult("unknown tool " + name)
 	}
@@ -432,17 +437,17 @@ func (t *Toolset) call(ctx context.Context, sess Session, name string, args json
 
 // checkTaskKeys refuses a task tool's call with a key the tool does not
 // take, before anything else about it is checked. (bash checks its own in
-// parseBashArgs: its parameters depend on the deployment.)
-func checkTaskKeys(name string, args json.RawMessage) error {
+// bash: its parameters depend on the deployment.) a is args decoded.
+func checkTaskKeys(name string, args json.RawMessage, a rawArgs) error {
 	switch name {
 	case NameTaskOutput:
-		return checkKeys(name, args, taskOutputParams)
+		return checkKeys(name, args, a, taskOutputParams)
 	case NameTaskList:
-		return checkKeys(name, args, taskListParams)
+		return checkKeys(name, args, a, taskListParams)
 	case NameTaskKill:
-		return checkKeys(name, args, taskKillParams)
+		return checkKeys(name, args, a, taskKillParams)
 	case NameTaskInput:
-		return checkKeys(name, args, taskInputParams)
+		return checkKeys(name, args, a, taskInputParams)
 	}
 	return nil
 }

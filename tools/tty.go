@@ -77,21 +77,17 @@ func (t *Toolset) terminals() shell.Terminals {
 	return terminalsOf(t.ex)
 }
 
-// takeTTY takes the tty parameter out of raw when it is offered (it was
-// refused as unknown otherwise). ttyErr is a value that is not a boolean,
+// ttyArg reads the tty parameter when it is offered (it was refused as
+// unknown otherwise). ttyErr is a value that is not a boolean,
 // reported after the other arguments' errors. A null tty is not given.
-func (t *Toolset) takeTTY(raw json.RawMessage) (tty bool, rest json.RawMessage, ttyErr error) {
-	if t.terminals() == nil {
-		return false, raw, nil
+func (t *Toolset) ttyArg(a rawArgs) (tty bool, ttyErr error) {
+	if t.terminals() == nil || !a.present(paramTTY) {
+		return false, nil
 	}
-	v, raw := takeKey(raw, paramTTY)
-	if v == nil || string(v) == "null" {
-		return false, raw, nil
+	if json.Unmarshal(a[paramTTY], &tty) != nil {
+		return false, argErr(msgTTYType)
 	}
-	if json.Unmarshal(v, &tty) != nil {
-		return false, raw, argErr(msgTTYType)
-	}
-	return tty, raw, nil
+	return tty, nil
 }
 
 // withParam adds a property, last, to an input schema.
@@ -300,8 +296,8 @@ func lastScreenLine(tm shell.Terminal) string {
 // taskInput types into a terminal task and returns the read that follows.
 // The arguments are checked first (key names included, so nothing is
 // typed when one is unknown), then the task.
-func (t *Toolset) taskInput(ctx context.Context, sess Session, raw json.RawMessage) Result {
-	rt, a, id, fail := t.taskCall(raw)
+func (t *Toolset) taskInput(ctx context.Context, sess Session, a rawArgs) Result {
+	rt, id, fail := t.taskCall(a)
 	if fail != nil {
 		return *fail
 	}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Defaults stop pagers, colour codes, prompts and editors from waiting
@@ -108,30 +109,34 @@ var nameRules = []struct {
 // valueRules are secrets recognised by their value, whatever the name of
 // the variable that holds them. A token must start the value or follow a
 // character that cannot be part of it, so that "disk-…" is not "sk-…".
-var valueRules = []*regexp.Regexp{
-	// A URL with a password: scheme://user:password@host (user may be
-	// empty, as in redis://:password@host).
-	regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:[^/?#@\s]+@`),
-	// A PEM private key of any kind.
-	regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----`),
-	// The well-known token shapes: OpenAI/Anthropic, GitHub, GitLab,
-	// Slack, AWS access key ids, Google API keys, Hugging Face, npm,
-	// Stripe (secret and restricted keys, live and test).
-	regexp.MustCompile(`(?:^|[^A-Za-z0-9_-])(?:` +
-		`sk-[A-Za-z0-9_-]{20,}` +
-		`|gh[pousr]_[A-Za-z0-9]{20,}` +
-		`|github_pat_[A-Za-z0-9_]{20,}` +
-		`|glpat-[A-Za-z0-9_-]{20,}` +
-		`|xox[abprs]-[A-Za-z0-9-]{10,}` +
-		`|AKIA[A-Z0-9]{16}(?:$|[^A-Za-z0-9])` +
-		`|AIza[A-Za-z0-9_-]{35}` +
-		`|hf_[A-Za-z]{30,}` +
-		`|npm_[A-Za-z0-9]{36}(?:$|[^A-Za-z0-9])` +
-		`|[rs]k_(?:live|test)_[A-Za-z0-9]{16,})`),
-	// A secret in a connection string (Azure storage and service bus,
-	// ADO.NET): a key or password field at the start or after a ";".
-	regexp.MustCompile(`(?i)(?:^|;)\s*(?:AccountKey|SharedAccessKey|Password|Pwd)\s*=\s*[^;\s]`),
-}
+// They are compiled on first use: every start of conch (its inits and
+// agents too) would pay for them in its package initialisation.
+var valueRules = sync.OnceValue(func() []*regexp.Regexp {
+	return []*regexp.Regexp{
+		// A URL with a password: scheme://user:password@host (user may be
+		// empty, as in redis://:password@host).
+		regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:[^/?#@\s]+@`),
+		// A PEM private key of any kind.
+		regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----`),
+		// The well-known token shapes: OpenAI/Anthropic, GitHub, GitLab,
+		// Slack, AWS access key ids, Google API keys, Hugging Face, npm,
+		// Stripe (secret and restricted keys, live and test).
+		regexp.MustCompile(`(?:^|[^A-Za-z0-9_-])(?:` +
+			`sk-[A-Za-z0-9_-]{20,}` +
+			`|gh[pousr]_[A-Za-z0-9]{20,}` +
+			`|github_pat_[A-Za-z0-9_]{20,}` +
+			`|glpat-[A-Za-z0-9_-]{20,}` +
+			`|xox[abprs]-[A-Za-z0-9-]{10,}` +
+			`|AKIA[A-Z0-9]{16}(?:$|[^A-Za-z0-9])` +
+			`|AIza[A-Za-z0-9_-]{35}` +
+			`|hf_[A-Za-z]{30,}` +
+			`|npm_[A-Za-z0-9]{36}(?:$|[^A-Za-z0-9])` +
+			`|[rs]k_(?:live|test)_[A-Za-z0-9]{16,})`),
+		// A secret in a connection string (Azure storage and service bus,
+		// ADO.NET): a key or password field at the start or after a ";".
+		regexp.MustCompile(`(?i)(?:^|;)\s*(?:AccountKey|SharedAccessKey|Password|Pwd)\s*=\s*[^;\s]`),
+	}
+})
 
 // Scrubbed reports whether the server's variable name=value must not
 // reach a command: its name matches a name rule or its value holds a
@@ -143,7 +148,7 @@ func Scrubbed(name, value string) bool {
 			return true
 		}
 	}
-	for _, re := range valueRules {
+	for _, re := range valueRules() {
 		if re.MatchString(value) {
 			return true
 		}

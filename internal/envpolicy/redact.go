@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Redacted is what Redact writes in place of a secret.
@@ -11,11 +12,15 @@ const Redacted = "[redacted]"
 
 // assignment finds NAME=value and --name=value in a command line: the
 // name (group 1) and the value (group 2), quoted or not.
-var assignment = regexp.MustCompile(`(?:^|[\s;&|(` + "`" + `])(?:export\s+|--?)?([A-Za-z_][A-Za-z0-9_.-]*)=('[^']*'|"(?:[^"\\]|\\.)*"|[^\s;&|)'"` + "`" + `]+)`)
+var assignment = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?:^|[\s;&|(` + "`" + `])(?:export\s+|--?)?([A-Za-z_][A-Za-z0-9_.-]*)=('[^']*'|"(?:[^"\\]|\\.)*"|[^\s;&|)'"` + "`" + `]+)`)
+})
 
 // authHeader finds the credential of an Authorization header written
 // into a command (curl -H 'Authorization: Bearer …'): group 1.
-var authHeader = regexp.MustCompile(`(?i)\bauthorization:\s*(?:(?:bearer|basic|token|digest)\s+)?([^\s'"]+)`)
+var authHeader = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)\bauthorization:\s*(?:(?:bearer|basic|token|digest)\s+)?([^\s'"]+)`)
+})
 
 // codeNames are the names the scrub removes because they run code or
 // change how a command line is read, not because they hold a secret:
@@ -66,13 +71,13 @@ func secretSpans(s string) [][2]int {
 			spans = append(spans, [2]int{a, b})
 		}
 	}
-	for _, re := range valueRules {
+	for _, re := range valueRules() {
 		for _, m := range re.FindAllStringIndex(s, -1) {
 			a, b := valueSpan(s, m[0], m[1])
 			add(a, b)
 		}
 	}
-	for _, m := range assignment.FindAllStringSubmatchIndex(s, -1) {
+	for _, m := range assignment().FindAllStringSubmatchIndex(s, -1) {
 		if !secretName(s[m[2]:m[3]]) {
 			continue
 		}
@@ -82,7 +87,7 @@ func secretSpans(s string) [][2]int {
 		}
 		add(a, b)
 	}
-	for _, m := range authHeader.FindAllStringSubmatchIndex(s, -1) {
+	for _, m := range authHeader().FindAllStringSubmatchIndex(s, -1) {
 		add(m[2], m[3])
 	}
 	if len(spans) == 0 {

@@ -39,6 +39,21 @@ type cgroups struct {
 	mu   sync.Mutex
 	seq  int
 	dirs map[string]bool // command cgroups not removed yet
+	// spare is a command cgroup made ahead (refill), for the next add:
+	// a spawn then waits for none of the mkdir, the limits' writes and
+	// the open. making: refill is at work; closed: close has begun, and
+	// nothing more is made ahead.
+	spare   *commandCgroup
+	making  bool
+	closed  bool
+	refills sync.WaitGroup
+}
+
+// commandCgroup is a command's cgroup directory and its open descriptor
+// (add's results).
+type commandCgroup struct {
+	dir string
+	f   *os.File
 }
 
 // newCgroups makes the session's cgroup under parent, after removing
@@ -56,9 +71,47 @@ func newCgroups(parent string) (*cgroups, error) {
 	return &cgroups{session: dir, limits: make(map[string]string), dirs: make(map[string]bool)}, nil
 }
 
-// add makes a command's cgroup with the limits and opens it, for clone3's
-// CLONE_INTO_CGROUP (v2), or opens its tasks file (v1).
+// add returns a command's cgroup, with the limits, and its descriptor,
+// for clone3's CLONE_INTO_CGROUP (v2), or its tasks file (v1): the one
+// refill made ahead, else one made now.
 func (g *cgroups) add() (string, *os.File, error) {
+	g.mu.Lock()
+	s := g.spare
+	g.spare = nil
+	g.mu.Unlock()
+	if s != nil {
+		return s.dir, s.f, nil
+	}
+	return g.make()
+}
+
+// refill makes the next command's cgroup ahead, in the background, unless
+// one is ready or being made, or close has begun. Spawn calls it once its
+// command runs, so that the making competes with no spawn for the CPU.
+func (g *cgroups) refill() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.spare != nil || g.making || g.closed {
+		return
+	}
+	g.making = true
+	g.refills.Go(func() {
+		dir, f, err := g.make()
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.making = false
+		switch {
+		case err != nil:
+		case g.closed:
+			f.Close() // its directory is close's to remove, with the others
+		default:
+			g.spare = &commandCgroup{dir: dir, f: f}
+		}
+	})
+}
+
+// make makes a command's cgroup with the limits and opens it (add).
+func (g *cgroups) make() (string, *os.File, error) {
 	g.mu.Lock()
 	g.seq++
 	dir := filepath.Join(g.session, "cmd-"+strconv.Itoa(g.seq))
@@ -116,6 +169,15 @@ func (g *cgroups) remove(dir string) {
 func (g *cgroups) close() error {
 	if g.home != nil {
 		g.home.Close()
+	}
+	g.mu.Lock()
+	g.closed = true
+	spare := g.spare
+	g.spare = nil
+	g.mu.Unlock()
+	g.refills.Wait()
+	if spare != nil {
+		spare.f.Close()
 	}
 	g.mu.Lock()
 	dirs := make([]string, 0, len(g.dirs))

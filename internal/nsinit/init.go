@@ -299,20 +299,21 @@ func (s *initState) spawn(m *message, fds []int) {
 		s.c.send(reply)
 		return
 	}
-	// The child cannot be reaped before it is recorded (we hold mu), so
-	// its stat is there, a zombie's at worst.
+	// The reply goes first: the server waits for it, not for the
+	// record. We hold mu, so the child's exit cannot be reported (nor
+	// the child reaped) before the reply and the record: its stat is
+	// there, a zombie's at worst.
+	reply.Pid = pid
+	s.c.send(reply)
 	info, err := proc.Stat(pid)
 	if err != nil {
-		reply.Err = fmt.Sprintf("nsinit: spawn: %v", err)
-		unix.Kill(pid, unix.SIGKILL)
-		s.c.send(reply)
-		return
+		// Cannot be, for a child not reaped: recorded as started now,
+		// so that its exit is still reported and its ledger kept.
+		info.StartTime = nowTicks()
 	}
 	c := &command{pid: pid, start: info.StartTime, lastLive: info.StartTime}
 	s.cmds[pid] = c
 	s.owners[procKey{pid, info.StartTime}] = []*command{c}
-	reply.Pid = pid
-	s.c.send(reply)
 }
 
 // moveThread moves the calling thread into the cgroup v1 of each tasks

@@ -112,6 +112,27 @@ type Init struct {
 	cacheLayer string              // how the init mounted them
 
 	net NetFiles // what the init made for Options.Network, until taken
+
+	// null is /dev/null, for the standard descriptors a command does not
+	// get, opened by the first spawn that needs one and kept until Close
+	// (not opened and closed again for each command). nullMu: a spawn
+	// holds it read while it may send null, Close write to close it.
+	nullMu sync.RWMutex
+	null   *os.File
+}
+
+// devNull returns i's /dev/null (Init.null); nullMu must be held read.
+func (i *Init) devNull() (*os.File, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.null == nil {
+		f, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		if err != nil {
+			return nil, err
+		}
+		i.null = f
+	}
+	return i.null, nil
 }
 
 // CacheLayer says how the init gave its commands the cache layer of
@@ -494,16 +515,17 @@ type Command struct {
 // namespace. The returned Child must be released (Child.Release) once the
 // caller is done with it.
 func (i *Init) Spawn(c Command) (*Child, error) {
+	i.nullMu.RLock()
+	defer i.nullMu.RUnlock()
 	files := []*os.File{c.Stdin, c.Stdout, c.Stderr}
 	for k, f := range files {
 		if f != nil {
 			continue
 		}
-		null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		null, err := i.devNull()
 		if err != nil {
 			return nil, fmt.Errorf("nsinit: spawn: %w", err)
 		}
-		defer null.Close()
 		files[k] = null
 	}
 	// The command's cgroups: v2 (born in it), then one per cgroup v1
@@ -535,6 +557,9 @@ func (i *Init) Spawn(c Command) (*Child, error) {
 	if err != nil {
 		removeAll()
 		return nil, fmt.Errorf("nsinit: spawn %s: %w", c.Path, err)
+	}
+	for _, g := range groups {
+		g.refill() // the next command's, while this one runs
 	}
 	ch := i.child(r.Pid)
 	if i.cg != nil {
@@ -579,6 +604,11 @@ func (i *Init) Close() error {
 		i.c.close()
 		<-i.exited
 		<-i.readDone
+		i.nullMu.Lock()
+		if i.null != nil {
+			i.null.Close()
+		}
+		i.nullMu.Unlock()
 		i.closeNetwork()
 		var errs []error
 		for _, g := range append(i.v1, i.cg) {

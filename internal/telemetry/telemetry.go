@@ -29,7 +29,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -91,17 +90,15 @@ func New(ctx context.Context, opts *Options) (*Tracer, error) {
 			break
 		}
 	}
-	var eopts []otlptracehttp.Option
 	if o.Endpoint != "" {
 		u, err := url.Parse(o.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("telemetry: otlp endpoint %q: want an http:// or https:// URL", o.Endpoint)
 		}
-		eopts = append(eopts, otlptracehttp.WithEndpointURL(strings.TrimSuffix(o.Endpoint, "/")+"/v1/traces"))
 	}
-	exp, err := otlptracehttp.New(ctx, eopts...)
+	exp, err := newExporter(o.Endpoint)
 	if err != nil {
-		return nil, fmt.Errorf("telemetry: exporter: %w", err)
+		return nil, err
 	}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", "conch"), attribute.String("service.version", o.Version)),

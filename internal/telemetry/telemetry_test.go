@@ -7,9 +7,11 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -266,5 +268,147 @@ func TestOff(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "")
 	if _, err := telemetry.New(context.Background(), &telemetry.Options{Endpoint: "127.0.0.1:4318"}); err == nil {
 		t.Error("an endpoint without a scheme: no error")
+	}
+}
+
+// TestJSONAndHeaders: with OTEL_EXPORTER_OTLP_PROTOCOL=http/json the
+// spans go as OTLP/JSON (ids in hex, 64-bit integers as strings), to the
+// traces endpoint as given, with the headers of both header variables
+// (the traces' winning on a name, values percent-decoded).
+func TestJSONAndHeaders(t *testing.T) {
+	type jspan struct {
+		TraceID      string `json:"traceId"`
+		ParentSpanID string `json:"parentSpanId"`
+		Name         string `json:"name"`
+		Kind         int    `json:"kind"`
+		Start        string `json:"startTimeUnixNano"`
+		Attributes   []struct {
+			Key   string         `json:"key"`
+			Value map[string]any `json:"value"`
+		} `json:"attributes"`
+	}
+	var (
+		mu      sync.Mutex
+		spans   []jspan
+		headers []http.Header
+		paths   []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var msg struct {
+			ResourceSpans []struct {
+				ScopeSpans []struct {
+					Spans []jspan `json:"spans"`
+				} `json:"scopeSpans"`
+			} `json:"resourceSpans"`
+		}
+		if req.Header.Get("Content-Type") != "application/json" || json.NewDecoder(req.Body).Decode(&msg) != nil {
+			http.Error(w, "bad request", 400)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		headers, paths = append(headers, req.Header), append(paths, req.URL.Path)
+		for _, rs := range msg.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				spans = append(spans, ss.Spans...)
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte("{}"))
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", srv.URL+"/collector/traces")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "X-Token=a%20b, X-Other=1")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "X-Other=2")
+	tr, err := telemetry.New(context.Background(), nil)
+	if err != nil || tr == nil {
+		t.Fatalf("New: %v, %v", tr, err)
+	}
+	call(ops.WithTraceContext(context.Background(), "00-"+clientTrace+"-"+clientSpan+"-01", ""), tr)
+	if err := tr.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(spans) != 5 || paths[0] != "/collector/traces" {
+		t.Fatalf("%d spans at %v, want 5 at /collector/traces", len(spans), paths)
+	}
+	if h := headers[0]; h.Get("X-Token") != "a b" || h.Get("X-Other") != "2" {
+		t.Errorf("headers: X-Token %q, X-Other %q; want \"a b\" and \"2\"", h.Get("X-Token"), h.Get("X-Other"))
+	}
+	var root *jspan
+	for k, s := range spans {
+		if s.TraceID != clientTrace {
+			t.Errorf("span %s: trace %q, want the client's %s in hex", s.Name, s.TraceID, clientTrace)
+		}
+		if _, err := strconv.ParseUint(s.Start, 10, 64); err != nil {
+			t.Errorf("span %s: startTimeUnixNano %q, want a decimal string", s.Name, s.Start)
+		}
+		if s.Name == "execute_tool bash" {
+			root = &spans[k]
+		}
+	}
+	if root == nil || root.ParentSpanID != clientSpan || root.Kind != 2 {
+		t.Fatalf("call span %+v: want the client's parent %s, kind 2 (server)", root, clientSpan)
+	}
+	exit := ""
+	for _, a := range root.Attributes {
+		if a.Key == "process.exit.code" {
+			exit, _ = a.Value["intValue"].(string)
+		}
+	}
+	if exit != "3" {
+		t.Errorf("process.exit.code: %q, want the string \"3\" (OTLP/JSON's int64)", exit)
+	}
+}
+
+// TestRetry: a collector that answers 503 (unavailable) gets the same
+// spans again, and they arrive once.
+func TestRetry(t *testing.T) {
+	recv := newReceiver(t)
+	var mu sync.Mutex
+	refused := 0
+	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		first := refused == 0
+		if first {
+			refused++
+		}
+		mu.Unlock()
+		if first {
+			io.Copy(io.Discard, req.Body)
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		recv.Config.Handler.ServeHTTP(w, req)
+	}))
+	t.Cleanup(busy.Close)
+	tr, err := telemetry.New(context.Background(), &telemetry.Options{Endpoint: busy.URL})
+	if err != nil || tr == nil {
+		t.Fatalf("New: %v, %v", tr, err)
+	}
+	call(context.Background(), tr)
+	if err := tr.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if spans, _ := recv.got(); refused != 1 || len(spans) != 5 {
+		t.Errorf("%d refused, then %d spans; want 1, then the call's 5", refused, len(spans))
+	}
+}
+
+// TestNoGRPC: conch's binary does not link gRPC, which the official
+// OTLP exporters bring through the OTLP collector packages (about 10 MB
+// of the binary and 60 packages initialised at every start).
+func TestNoGRPC(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/conch-dev/conch/cmd/conch").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if strings.HasPrefix(pkg, "google.golang.org/grpc") || strings.HasPrefix(pkg, "go.opentelemetry.io/proto/otlp/collector") {
+			t.Errorf("cmd/conch imports %s", pkg)
+		}
 	}
 }
