@@ -362,17 +362,24 @@ func (t *Template) engine(ctx context.Context, args ...string) (string, error) {
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("%w (%v)", context.Cause(ctx), err)
 		}
-		if last := lastLine(errb.String()); last != "" {
-			return "", errors.New(last)
+		if msg := engineMessage(errb.String()); msg != "" {
+			return "", errors.New(msg)
 		}
 		return "", err
 	}
 	return out.String(), nil
 }
 
-// lastLine is the last non-empty line of s: an engine's error, after
-// the warnings of its retries.
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
+// engineMessage is the error in what an engine wrote on its standard
+// error: its last line that says "error" (podman's "Error: …" after the
+// warnings of its retries; docker's "docker: Error response from daemon:
+// …" before its advice to run --help), else its last line.
+func engineMessage(stderr string) string {
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(strings.ToLower(lines[i]), "error") {
+			return strings.TrimSpace(lines[i])
+		}
+	}
 	return strings.TrimSpace(lines[len(lines)-1])
 }
