@@ -146,43 +146,84 @@ func (t *Template) LaunchContext(ctx context.Context, s shell.Spec) (shell.Proce
 	if ctx.Err() != nil {
 		return nil, shell.AbortedBeforeSpawn(context.Cause(ctx))
 	}
-	ex, err := t.session(ctx, s.Owner)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, shell.AbortedBeforeSpawn(context.Cause(ctx))
-		}
-		return nil, err
+	var p shell.Process
+	err := t.with(ctx, s.Owner, func(ex *remote.Executor) (err error) {
+		p, err = ex.LaunchContext(ctx, s)
+		return err
+	})
+	if err != nil && ctx.Err() != nil {
+		return nil, shell.AbortedBeforeSpawn(context.Cause(ctx))
 	}
-	return ex.LaunchContext(ctx, s)
+	return p, err
 }
 
 // Start implements shell.Executor.
 func (t *Template) Start(s shell.Spec) (shell.Process, error) {
-	ex, err := t.session(context.Background(), s.Owner)
-	if err != nil {
-		return nil, err
-	}
-	return ex.Start(s)
+	var p shell.Process
+	err := t.with(context.Background(), s.Owner, func(ex *remote.Executor) (err error) {
+		p, err = ex.Start(s)
+		return err
+	})
+	return p, err
 }
 
 // StartTerminal implements shell.Terminals.
 func (t *Template) StartTerminal(s shell.Spec) (shell.Terminal, error) {
-	ex, err := t.session(context.Background(), s.Owner)
-	if err != nil {
-		return nil, err
-	}
-	return ex.StartTerminal(s)
+	var tm shell.Terminal
+	err := t.with(context.Background(), s.Owner, func(ex *remote.Executor) (err error) {
+		tm, err = ex.StartTerminal(s)
+		return err
+	})
+	return tm, err
 }
 
 // Hello starts the container of the owner "" (removed by Close) when it
 // is not running, and returns what its agent said of itself: what a
 // command gets in a container of this image.
 func (t *Template) Hello(ctx context.Context) (agent.Hello, error) {
-	ex, err := t.session(ctx, "")
-	if err != nil {
-		return agent.Hello{}, err
+	var h agent.Hello
+	err := t.with(ctx, "", func(ex *remote.Executor) (err error) {
+		h, err = ex.Hello(ctx)
+		return err
+	})
+	return h, err
+}
+
+// with calls f with the executor of owner's container, starting the
+// container when owner has none. When f finds the host unreachable
+// because the container is gone (removed, or stopped, behind conch's
+// back), the owner gets a new container and f is called once more.
+func (t *Template) with(ctx context.Context, owner string, f func(*remote.Executor) error) error {
+	for try := 0; ; try++ {
+		s, err := t.session(ctx, owner)
+		if err != nil {
+			return err
+		}
+		err = f(s.ex)
+		var ue *remote.UnreachableError
+		if try > 0 || !errors.As(err, &ue) || ctx.Err() != nil || t.running(s.name) {
+			return err
+		}
+		t.mu.Lock()
+		if t.sessions[owner] == s {
+			delete(t.sessions, owner)
+		}
+		t.mu.Unlock()
+		t.end(s)
 	}
-	return ex.Hello(ctx)
+}
+
+// running reports whether the container name runs; an engine that
+// cannot say is taken to mean it does.
+func (t *Template) running(name string) bool {
+	args := append([]string{}, t.opts.EngineArgs...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := t.engine(ctx, append(args, "container", "inspect", "--format", "{{.State.Running}}", name)...)
+	if err != nil {
+		return !isNoSuchContainer(err)
+	}
+	return strings.TrimSpace(out) != "false"
 }
 
 // Containers are the names of the containers running for owners now.
@@ -251,11 +292,11 @@ func (t *Template) end(s *session) error {
 	return err
 }
 
-// session returns the executor of owner's container, starting the
+// session returns owner's container and its executor, starting the
 // container when owner has none. Callers for an owner whose container is
 // starting wait for it; a start that failed is tried again by the next
 // call. Its errors are *remote.UnreachableError.
-func (t *Template) session(ctx context.Context, owner string) (*remote.Executor, error) {
+func (t *Template) session(ctx context.Context, owner string) (*session, error) {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -286,7 +327,7 @@ func (t *Template) session(ctx context.Context, owner string) (*remote.Executor,
 	if s.err != nil {
 		return nil, &remote.UnreachableError{Host: t.host.Name, Err: s.err}
 	}
-	return s.ex, nil
+	return s, nil
 }
 
 // start runs a container of the image and returns it with an executor

@@ -134,7 +134,8 @@ func TestTemplateSuite(t *testing.T) {
 // commands share; another owner gets another container, where the first
 // one's files are not; the agent contains and sandboxes the commands in
 // it (its /proc is unmasked); ending an owner removes its container and
-// what ran there, and leaves the other's; Close removes the rest.
+// what ran there, and leaves the other's; an owner whose container was
+// removed behind conch's back gets a new one; Close removes the rest.
 func TestTemplateSessions(t *testing.T) {
 	t.Parallel()
 	h := podman(t)
@@ -179,6 +180,16 @@ func TestTemplateSessions(t *testing.T) {
 	}
 	if r := run("b", "echo still"); r.Stdout.Text != "still\n" {
 		t.Errorf("b after a ended: %+v", r)
+	}
+	// A container removed behind conch's back: the owner's next command
+	// gets a new one.
+	gone := templateContainers(t, h.engine, name)
+	containertest.Remove(h.engine, gone[0])
+	if r := run("b", "echo anew"); r.Stdout.Text != "anew\n" {
+		t.Errorf("b after its container was removed: %+v", r)
+	}
+	if got := templateContainers(t, h.engine, name); len(got) != 1 || got[0] == gone[0] {
+		t.Errorf("containers after b's container was removed and b ran again: %v, want a new one (not %s)", got, gone[0])
 	}
 }
 
