@@ -70,9 +70,10 @@ const templateSuiteEnv = "CONCH_TEST_SUITE_TEMPLATE"
 
 // TestTemplateSuite runs the provider suite through a template host: each
 // case's executor is a Template of the test image, so every owner of
-// every case gets a container of its own, started by its first command
-// (the agent uploaded into it, its checksum checked) and removed when the
-// case closes the executor. Its containers unmask /proc (UnmaskArgs):
+// every case gets a container of its own (the owner "" when the case
+// makes the executor, the others by their first command), the agent
+// deployed into it, its checksum checked, and removed when the case
+// closes the executor. Its containers unmask /proc (UnmaskArgs):
 // the agent contains and sandboxes the commands as in a running
 // container. They share this machine's temporary directory and /usr, as
 // TestSuite's container does. A case the suite runs again as nobody
@@ -106,7 +107,24 @@ func TestTemplateSuite(t *testing.T) {
 		os.Setenv(templateSuiteEnv, url+"\n"+h.image+"\n"+h.wrapper+"\n"+h.bin)
 		t.Cleanup(func() { os.Unsetenv(templateSuiteEnv) })
 	}
+	// Each user's cache of agents is a directory of this machine that
+	// every container of the suite shares: the first container gets the
+	// upload, the others find the agent there (its checksum checked), as
+	// on a host that a conch reached before. The upload into a fresh
+	// container is TestTemplateSessions' and the serve tests'.
+	caches := map[string]string{"/root/.cache": filepath.Join(h.dir, "cache-root"), "/home/nobody/.cache": filepath.Join(h.dir, "cache-nobody")}
 	mounts := []string{"-v", "/usr:/usr:ro", "-v", os.TempDir() + ":" + os.TempDir()}
+	for in, here := range caches {
+		if os.Geteuid() == 0 {
+			if err := os.MkdirAll(here, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasPrefix(in, "/home/nobody/") {
+				os.Chown(here, 65534, 65534)
+			}
+		}
+		mounts = append(mounts, "-v", here+":"+in)
+	}
 	if prefix := pythonPrefix(t); !strings.HasPrefix(prefix, "/usr/") {
 		mounts = append(mounts, "-v", prefix+":"+prefix+":ro")
 	}
@@ -124,6 +142,13 @@ func TestTemplateSuite(t *testing.T) {
 		})
 		if err != nil {
 			t.Fatalf("container.NewTemplate: %v", err)
+		}
+		// The container of the owner the cases use most ("") is started
+		// now, as TestSuite connects first: the cases that time a
+		// command would otherwise time the container's start too.
+		if _, err := tp.Hello(t.Context()); err != nil {
+			tp.Close()
+			t.Fatalf("start the container: %v\nagent stderr:\n%s", err, h.stderr.String())
 		}
 		return remotetest.Marked{Executor: tp, Marker: marker}
 	})
