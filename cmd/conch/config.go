@@ -19,7 +19,6 @@ import (
 	"github.com/conch-dev/conch/rules"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/local"
-	"github.com/conch-dev/conch/shell/remote"
 	"github.com/conch-dev/conch/tasks"
 	"github.com/conch-dev/conch/tools"
 )
@@ -46,6 +45,8 @@ type config struct {
 	hostContainment hostValues // NAME=MODE
 	hostPodman      hostValues // NAME=CONTAINER
 	hostDocker      hostValues // NAME=CONTAINER
+	hostImage       hostValues // NAME=IMAGE (a template: hosts.go)
+	hostEngine      hostValues // NAME=podman|docker, of a template
 	containment     choice
 	sandboxMode     choice
 	network         choice
@@ -241,7 +242,7 @@ type stack struct {
 	// unsandboxed runs the commands a user let out of the sandbox; nil
 	// without a sandbox or with escalation never.
 	unsandboxed shell.Executor
-	hosts       []*remote.Executor
+	hosts       []hostExecutor
 	tasks       *tasks.Runtime
 	tools       *tools.Toolset
 	home        string

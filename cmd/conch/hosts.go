@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/conch-dev/conch/internal/agent"
 	cfgfile "github.com/conch-dev/conch/internal/config"
+	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/remote"
 	"github.com/conch-dev/conch/shell/remote/container"
 	"github.com/conch-dev/conch/shell/remote/sshhost"
@@ -22,20 +24,29 @@ import (
 )
 
 // Remote hosts are configured as tables, `[hosts.<name>]` with one
-// transport (`ssh`, or `podman` or `docker`: a running container), and
-// `cwd`, `sandbox`, `network` and `containment`, or with the repeatable
-// flags --host NAME=SSH, --host-podman NAME=CONTAINER, --host-docker
-// NAME=CONTAINER, --host-cwd NAME=DIR, --host-sandbox NAME=MODE,
+// transport (`ssh`, or `podman` or `docker`: a running container, or
+// `image` with `engine`: a template, a container of that image for each
+// session), and `cwd`, `sandbox`, `network` and `containment`, or with
+// the repeatable flags --host NAME=SSH, --host-podman NAME=CONTAINER,
+// --host-docker NAME=CONTAINER, --host-image NAME=IMAGE, --host-engine
+// NAME=ENGINE, --host-cwd NAME=DIR, --host-sandbox NAME=MODE,
 // --host-network NAME=on|off and --host-containment NAME=MODE; a flag
 // replaces the file's hosts of its transport (docs/remote.md).
 
 // hostFields maps a host table's keys to their flags.
-var hostFields = map[string]string{"ssh": "host", "podman": "host-podman", "docker": "host-docker", "cwd": "host-cwd",
-	"sandbox": "host-sandbox", "network": "host-network", "containment": "host-containment"}
+var hostFields = map[string]string{"ssh": "host", "podman": "host-podman", "docker": "host-docker", "image": "host-image",
+	"engine": "host-engine", "cwd": "host-cwd", "sandbox": "host-sandbox", "network": "host-network", "containment": "host-containment"}
 
 // hostFieldNames are the keys of a host table, in the order conch config
 // prints them.
-var hostFieldNames = []string{"ssh", "podman", "docker", "cwd", "sandbox", "network", "containment"}
+var hostFieldNames = []string{"ssh", "podman", "docker", "image", "engine", "cwd", "sandbox", "network", "containment"}
+
+// hostExecutor is a configured host's executor: a remote.Executor, or a
+// container.Template that holds one per session.
+type hostExecutor interface {
+	shell.Executor
+	Hello(context.Context) (agent.Hello, error)
+}
 
 // addHostFlags registers the flags of remote hosts.
 func (c *config) addHostFlags(fs *flag.FlagSet) {
@@ -46,12 +57,17 @@ func (c *config) addHostFlags(fs *flag.FlagSet) {
 	c.hostContainment = hostValues{what: "mode", from: containmentModes}
 	c.hostPodman = hostValues{what: "container"}
 	c.hostDocker = hostValues{what: "container"}
-	c.hosts.peers = []*hostValues{&c.hostPodman, &c.hostDocker}
-	c.hostPodman.peers = []*hostValues{&c.hosts, &c.hostDocker}
-	c.hostDocker.peers = []*hostValues{&c.hosts, &c.hostPodman}
+	c.hostImage = hostValues{what: "image"}
+	c.hostEngine = hostValues{what: "engine", from: container.Engines}
+	c.hosts.peers = []*hostValues{&c.hostPodman, &c.hostDocker, &c.hostImage}
+	c.hostPodman.peers = []*hostValues{&c.hosts, &c.hostDocker, &c.hostImage}
+	c.hostDocker.peers = []*hostValues{&c.hosts, &c.hostPodman, &c.hostImage}
+	c.hostImage.peers = []*hostValues{&c.hosts, &c.hostPodman, &c.hostDocker}
 	fs.Var(&c.hosts, "host", "a remote host commands may run on, `NAME=SSH` (user@host:port or a ~/.ssh/config alias; repeatable)")
 	fs.Var(&c.hostPodman, "host-podman", "a running podman container commands may run on, `NAME=CONTAINER` (through podman exec; repeatable)")
 	fs.Var(&c.hostDocker, "host-docker", "a running docker container commands may run on, `NAME=CONTAINER` (through docker exec; repeatable)")
+	fs.Var(&c.hostImage, "host-image", "a template host, `NAME=IMAGE`: each session's commands run in a container of IMAGE, started by its first command and removed at its end (with --host-engine; repeatable)")
+	fs.Var(&c.hostEngine, "host-engine", "the engine of a template host (--host-image), `NAME=ENGINE`: podman or docker (repeatable)")
 	fs.Var(&c.hostCwds, "host-cwd", "default working directory on a remote host, `NAME=DIR` (default: the remote user's home, or the container user's; repeatable)")
 	fs.Var(&c.hostSandbox, "host-sandbox", "the sandbox of a remote host, `NAME=MODE` (default: --sandbox when given, else workspace-write with the host's working directory as the workspace; repeatable)")
 	fs.Var(&c.hostNetwork, "host-network", "how commands on a remote host reach the network, `NAME=MODE` with a mode of --network (default: --network when given, else the agent's default, public, degraded to on where that host cannot enforce it; repeatable)")
@@ -92,8 +108,11 @@ func (h *hostValues) Set(s string) error {
 		return errors.New(`"local" is this machine; name the host otherwise`)
 	case h.by[name] != "":
 		return fmt.Errorf("host %s is given twice", name)
+	case h.what == "image" && slices.ContainsFunc(h.peers, func(p *hostValues) bool { return p.what == "container" && p.by[name] != "" }),
+		h.what == "container" && slices.ContainsFunc(h.peers, func(p *hostValues) bool { return p.what == "image" && p.by[name] != "" }):
+		return fmt.Errorf("host %s names both a running container and an image; a host is one or the other (docs/remote.md)", name)
 	case slices.ContainsFunc(h.peers, func(p *hostValues) bool { return p.by[name] != "" }):
-		return fmt.Errorf("host %s is given two transports (a host is one of ssh, podman or docker)", name)
+		return fmt.Errorf("host %s is given two transports (a host is one of ssh, podman, docker or image)", name)
 	}
 	if h.by == nil {
 		h.by = map[string]string{}
@@ -138,7 +157,7 @@ func (s *settings) applyHostEntry(e cfgfile.Entry) (bool, error) {
 // first use; what runs there is held to this server's timeouts. What an
 // agent says on its standard error (a sandbox the host cannot enforce,
 // why it could not start) goes to log, when there is one.
-func (c *config) remoteHosts(log *slog.Logger) ([]tools.Host, []*remote.Executor, error) {
+func (c *config) remoteHosts(log *slog.Logger) ([]tools.Host, []hostExecutor, error) {
 	for _, hv := range []struct {
 		flag string
 		v    *hostValues
@@ -147,6 +166,16 @@ func (c *config) remoteHosts(log *slog.Logger) ([]tools.Host, []*remote.Executor
 			if !c.hostConfigured(name) {
 				return nil, nil, fmt.Errorf("%s %s: no host %s is configured", hv.flag, name, name)
 			}
+		}
+	}
+	for name := range c.hostEngine.by {
+		if c.hostImage.by[name] == "" {
+			return nil, nil, fmt.Errorf("--host-engine %s: the engine is that of a host made from an image, and host %s has no image", name, name)
+		}
+	}
+	for name := range c.hostImage.by {
+		if c.hostEngine.by[name] == "" {
+			return nil, nil, fmt.Errorf("host %s: an image needs its engine: engine = \"%s\" (--host-engine %s=ENGINE)", name, strings.Join(container.Engines, `" or "`), name)
 		}
 	}
 	for name, cwd := range c.hostCwds.by {
@@ -159,7 +188,7 @@ func (c *config) remoteHosts(log *slog.Logger) ([]tools.Host, []*remote.Executor
 	}
 	var (
 		hosts []tools.Host
-		exs   []*remote.Executor
+		exs   []hostExecutor
 	)
 	for _, spec := range c.hostSpecs() {
 		name, target, _ := strings.Cut(spec.v, "=")
@@ -172,15 +201,18 @@ func (c *config) remoteHosts(log *slog.Logger) ([]tools.Host, []*remote.Executor
 			}
 		}
 		var (
-			ex  *remote.Executor
+			ex  hostExecutor
 			err error
 		)
-		if spec.engine == "" {
+		co := &container.Options{AgentArgs: c.agentArgs(name), Stderr: stderr, Executor: eo}
+		switch {
+		case spec.image:
+			ex, err = container.NewTemplate(container.Host{Name: name, Engine: spec.engine, Image: target, Cwd: c.hostCwds.by[name]}, co)
+		case spec.engine == "":
 			ex, err = sshhost.New(sshhost.Host{Name: name, SSH: target, Cwd: c.hostCwds.by[name]},
 				&sshhost.Options{AgentArgs: c.agentArgs(name), Stderr: stderr, Executor: eo})
-		} else {
-			ex, err = container.New(container.Host{Name: name, Engine: spec.engine, Container: target, Cwd: c.hostCwds.by[name]},
-				&container.Options{AgentArgs: c.agentArgs(name), Stderr: stderr, Executor: eo})
+		default:
+			ex, err = container.New(container.Host{Name: name, Engine: spec.engine, Container: target, Cwd: c.hostCwds.by[name]}, co)
 		}
 		if err != nil {
 			for _, ex := range exs {
@@ -195,11 +227,14 @@ func (c *config) remoteHosts(log *slog.Logger) ([]tools.Host, []*remote.Executor
 }
 
 // hostSpec is a configured host: NAME=TARGET of its transport's flag,
-// and its engine ("" for SSH).
-type hostSpec struct{ v, engine string }
+// its engine ("" for SSH), and whether TARGET is an image.
+type hostSpec struct {
+	v, engine string
+	image     bool
+}
 
 // hostSpecs are the configured hosts: those over SSH, then the podman
-// and the docker containers.
+// and the docker containers, then the templates.
 func (c *config) hostSpecs() []hostSpec {
 	var specs []hostSpec
 	for _, t := range []struct {
@@ -207,8 +242,12 @@ func (c *config) hostSpecs() []hostSpec {
 		engine string
 	}{{&c.hosts, ""}, {&c.hostPodman, "podman"}, {&c.hostDocker, "docker"}} {
 		for _, v := range t.v.vals {
-			specs = append(specs, hostSpec{v, t.engine})
+			specs = append(specs, hostSpec{v: v, engine: t.engine})
 		}
+	}
+	for _, v := range c.hostImage.vals {
+		name, _, _ := strings.Cut(v, "=")
+		specs = append(specs, hostSpec{v: v, engine: c.hostEngine.by[name], image: true})
 	}
 	return specs
 }
@@ -216,7 +255,7 @@ func (c *config) hostSpecs() []hostSpec {
 // hostConfigured reports whether a host called name is configured, by
 // any transport.
 func (c *config) hostConfigured(name string) bool {
-	return c.hosts.by[name] != "" || c.hostPodman.by[name] != "" || c.hostDocker.by[name] != ""
+	return c.hosts.by[name] != "" || c.hostPodman.by[name] != "" || c.hostDocker.by[name] != "" || c.hostImage.by[name] != ""
 }
 
 // agentLog writes an agent's standard error to conch's log, a warning

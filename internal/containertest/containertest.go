@@ -33,9 +33,12 @@ import (
 )
 
 // ContainersConf is the podman configuration the tests run with: runc
-// (crun refuses cgroup v1 hybrid hosts), cgroupfs without systemd, and
-// ulimits root may set on a host that denies it CAP_SYS_RESOURCE.
+// (crun refuses cgroup v1 hybrid hosts), cgroupfs without systemd,
+// ulimits root may set on a host that denies it CAP_SYS_RESOURCE, and no
+// network for any container, those conch starts itself (a template's)
+// included.
 const ContainersConf = `[containers]
+netns = "none"
 default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
 [engine]
 runtime = "runc"
@@ -351,4 +354,14 @@ func AssertNoAgents(t testing.TB, engine, name string) {
 		}
 	}
 	t.Errorf("containertest: agents left in container %s:\n%s", name, left)
+}
+
+// Labelled returns the names of the containers (running or not) that
+// carry label, "key" or "key=value", sorted.
+func Labelled(t testing.TB, engine, label string) []string {
+	t.Helper()
+	out := Run(t, engine, "ps", "-a", "--filter", "label="+label, "--format", "{{.Names}}")
+	names := strings.Fields(out)
+	slices.Sort(names)
+	return names
 }

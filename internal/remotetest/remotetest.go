@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conch-dev/conch/internal/agent"
 	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/remote"
@@ -64,9 +65,21 @@ func AgentEnviron(c shelltest.Config) (env []string, marker string) {
 // suite's Environ would (Resolve is left alone: the suite checks what it
 // fills in).
 type Marked struct {
-	*remote.Executor
+	Executor
 	Marker string
 }
+
+// Executor is what a transport's executor is: a remote.Executor, or a
+// container template (container.Template) that holds one per owner.
+type Executor interface {
+	shell.Executor
+	shell.ContextLauncher
+	shell.OwnerEnder
+	shell.Terminals
+	Hello(context.Context) (agent.Hello, error)
+}
+
+var _ Executor = (*remote.Executor)(nil)
 
 func (e Marked) marked(s shell.Spec) shell.Spec {
 	env := map[string]string{testutil.MarkerEnv: e.Marker}

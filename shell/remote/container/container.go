@@ -42,6 +42,10 @@ type Host struct {
 	Engine string
 	// Container is the container's name or ID; it must be running.
 	Container string
+	// Image, instead of Container, makes the host a template
+	// (NewTemplate): each owner's commands run in a container of its own,
+	// made from Image.
+	Image string
 	// Cwd is where commands run by default in the container; "" means
 	// the home directory of the container's user.
 	Cwd string
@@ -70,6 +74,12 @@ type Options struct {
 	Stderr io.Writer
 	// Executor configures the remote executor; its Cwd is Host.Cwd.
 	Executor remote.Options
+	// RunArgs are more options of a template's `run` (NewTemplate),
+	// after UnmaskArgs and before the image: --network none, say.
+	RunArgs []string
+	// StartTimeout bounds starting a template's container, a pull of
+	// its image included (default DefaultStartTimeout).
+	StartTimeout time.Duration
 }
 
 // New returns an executor for h that reaches it through its engine's
@@ -107,6 +117,8 @@ func NewDialer(h Host, o *Options) (*Dialer, error) {
 		opts = *o
 	}
 	switch {
+	case h.Image != "":
+		return nil, fmt.Errorf("host %s: image %s names a template: use NewTemplate", h.Name, h.Image)
 	case h.Container == "":
 		return nil, fmt.Errorf("host %s: no container named", h.Name)
 	case h.Cwd != "" && !path.IsAbs(h.Cwd):

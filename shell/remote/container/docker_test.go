@@ -85,3 +85,49 @@ func TestDocker(t *testing.T) {
 		}
 	})
 }
+
+// TestDockerTemplate: a template host through docker: each owner's first
+// command starts a container of the image (docker's options that unmask
+// /proc and let the agent make user namespaces: its init is pid 1 of the
+// commands, and a write to /etc is denied), ending the owner removes it;
+// an image docker cannot start is the contract's unreachable error with
+// docker's message, and leaves nothing.
+func TestDockerTemplate(t *testing.T) {
+	engine := containertest.Docker(t)
+	bin := testutil.ConchBinary(t)
+	img := containertest.Image(t, engine, bin)
+	name := templateHost(t)
+	ex, marker := newTemplate(t, engine, bin, name, img, "--network", "none")
+	run := func(owner, command string) shell.Result {
+		t.Helper()
+		return shelltest.MustRun(t, ex, shell.Request{Command: command, Owner: owner})
+	}
+	r := run("a", "tr '\\0' ' ' < /proc/1/cmdline; echo; test -e /.dockerenv && echo in docker; touch /etc/x; sleep 1000 &")
+	if got := r.Stdout.Text; !strings.HasPrefix(got, "/root/.cache/conch/conch-") || !strings.Contains(got, " __init \nin docker\n") ||
+		!strings.Contains(r.Stderr.Text, "touch: /etc/x: Permission denied") {
+		t.Errorf("a's first command: %+v, want the init as pid 1, in docker, /etc/x denied", r)
+	}
+	if r := run("b", "echo b"); r.Stdout.Text != "b\n" {
+		t.Errorf("b's first command: %+v", r)
+	}
+	both := templateContainers(t, engine, name)
+	if len(both) != 2 {
+		t.Fatalf("containers after two owners' commands: %v, want two", both)
+	}
+	ex.EndOwner("a")
+	if got := templateContainers(t, engine, name); len(got) != 1 {
+		t.Errorf("containers after a ended: %v, want b's alone", got)
+	}
+	if n := len(testutil.Processes(marker)); n != 0 {
+		t.Errorf("after a ended: %d processes of a left", n)
+	}
+
+	bad := templateHost(t)
+	ex, _ = newTemplate(t, engine, bin, bad, "localhost/conch-no-such-image:1", "--network", "none", "--pull=never")
+	spec, _ := ex.Resolve(shell.Request{Command: "echo hi"})
+	_, err := ex.Launch(spec)
+	want := "host " + bad + " unreachable: docker run localhost/conch-no-such-image:1: docker: Error response from daemon: No such image: localhost/conch-no-such-image:1; the command did not run"
+	if err == nil || err.Error() != want {
+		t.Errorf("a command on a host whose image is missing: %v, want %q", err, want)
+	}
+}
