@@ -70,6 +70,11 @@ type config struct {
 	// (tools.Options.Rules).
 	rules *rules.Rules
 
+	// firstOwner, if set before build, is the owner of the first
+	// command (conch run's session): the contained provider keeps the
+	// init it starts at build for it (contained.Options.FirstOwner).
+	firstOwner string
+
 	// onNotice, if set before build, is told when a completion notice
 	// becomes pending for a session (tasks.Options.OnNotice).
 	onNotice func(owner string)
@@ -415,6 +420,8 @@ func (c *config) sandboxPolicy() (p sandbox.Policy, restricts bool, err error) {
 		// them: out of the commands' sight (CONTRACT 16.1).
 		Hidden: append([]string{cfgFile, filepath.Dir(cfgfile.DefaultPath()), stateDir(), filepath.Dir(tokenPath())},
 			c.ops.hidden(ws)...),
+		// In the state directory, which commands cannot see.
+		SearchCache: filepath.Join(stateDir(), "repo-search"),
 	}
 	if p.Mode == sandbox.WorkspaceWrite || p.Mode == "" {
 		// The caches: read from the user's, written to conch's layer

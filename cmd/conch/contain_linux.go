@@ -73,11 +73,13 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (_ *local.Executor
 			return nil, enforcement{}, err
 		}
 	}
-	probe := nsinit.Probe()
+	// Whether the namespaces work is learnt by starting the init itself
+	// (contained.NewWith): a probe of its own would cost a spawn of each.
+	probe := nsinit.Report{Cgroup: nsinit.ProbeCgroup()}
 	if probe.Cgroup.Writable {
 		initOpts.Cgroup = probe.Cgroup.Dir
 	}
-	ex, err := contained.New(o, &initOpts)
+	ex, err := contained.NewWith(o, &initOpts, &contained.Options{FirstOwner: c.firstOwner})
 	if err != nil {
 		err = withContainerHint(err)
 		if mode == "require" {
