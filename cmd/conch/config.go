@@ -242,7 +242,7 @@ func cacheLayerDir() string { return filepath.Join(stateDir(), "cache-layer") }
 // stack is what a subcommand runs: the executor, the task runtime and the
 // tools over them. close releases them in order.
 type stack struct {
-	ex *local.Executor
+	ex shell.Executor
 	// unsandboxed runs the commands a user let out of the sandbox; nil
 	// without a sandbox or with escalation never.
 	unsandboxed shell.Executor
@@ -270,7 +270,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	if scrubbed := ex.Scrubbed(); log != nil && len(scrubbed) > 0 {
+	if scrubbed := enforces.scrubbed; log != nil && len(scrubbed) > 0 {
 		log.Info("commands do not inherit these variables (--pass-env NAME passes one)", "names", strings.Join(scrubbed, ","))
 	}
 	hosts, hostExs, err := c.remoteHosts(log)
@@ -304,7 +304,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		ProjectFiles:      true,
 		Hosts:             hosts,
 		BashNotes:         enforces.bashNotes(),
-		Scrubbed:          ex.Scrubbed(),
+		Scrubbed:          enforces.scrubbed,
 		Unsandboxed:       enforces.unsandboxed,
 		Sandbox:           enforces.project,
 		Recorder:          op.recorder,
@@ -363,6 +363,21 @@ type enforcement struct {
 	// network is conch doctor's network line (after "network: "), netNote
 	// the bash description's sentence about the network ("" for none).
 	network, netNote string
+	// scrubbed are the names of the variables commands do not inherit
+	// (local.Executor.Scrubbed), cwd the commands' default directory.
+	scrubbed []string
+	cwd      string
+}
+
+// localProvider is the local provider of o, which enforces what
+// localEnforces says and enf adds.
+func localProvider(o *local.Options, enf enforcement) (shell.Executor, enforcement, error) {
+	ex, err := local.New(o)
+	if err != nil {
+		return nil, enf, err
+	}
+	enf.scrubbed, enf.cwd = ex.Scrubbed(), ex.Options().Cwd
+	return ex, enf, nil
 }
 
 // noSandbox is the tools.Sandbox of commands that run without a sandbox
