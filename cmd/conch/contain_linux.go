@@ -166,7 +166,11 @@ func (c *config) unsandboxed(o *local.Options, initOpts nsinit.Options) shell.Ex
 		return nil
 	}
 	initOpts.Sandbox = &sandbox.Plan{Mode: sandbox.FullAccess, Network: sandbox.NetworkOn}
-	return &lazyExecutor{start: func() (shell.Executor, error) { return contained.New(o, &initOpts) }}
+	// The init that learns what the host enforces is the first yes's
+	// owner's, kept for its command: one init start, not two.
+	return &lazyExecutor{start: func(owner string) (shell.Executor, error) {
+		return contained.NewWith(o, &initOpts, &contained.Options{FirstOwner: owner})
+	}}
 }
 
 // lazyExecutor runs the commands a user let out of the sandbox
@@ -178,7 +182,7 @@ func (c *config) unsandboxed(o *local.Options, initOpts nsinit.Options) shell.Ex
 // first says yes, so that a deployment where no one does pays nothing.
 // A start that fails is tried again at the next yes.
 type lazyExecutor struct {
-	start func() (shell.Executor, error)
+	start func(firstOwner string) (shell.Executor, error)
 
 	mu     sync.Mutex
 	ex     shell.Executor
@@ -187,14 +191,16 @@ type lazyExecutor struct {
 
 var _ shell.OwnerEnder = (*lazyExecutor)(nil)
 
-func (l *lazyExecutor) get() (shell.Executor, error) {
+// get returns the executor, started for owner's first command if it was
+// not yet.
+func (l *lazyExecutor) get(owner string) (shell.Executor, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return nil, shell.ErrClosed
 	}
 	if l.ex == nil {
-		ex, err := l.start()
+		ex, err := l.start(owner)
 		if err != nil {
 			return nil, fmt.Errorf("start the init of commands outside the sandbox: %w", err)
 		}
@@ -211,7 +217,7 @@ func (l *lazyExecutor) started() shell.Executor {
 }
 
 func (l *lazyExecutor) Resolve(r shell.Request) (shell.Spec, error) {
-	ex, err := l.get()
+	ex, err := l.get(r.Owner)
 	if err != nil {
 		return shell.Spec{}, err
 	}
@@ -219,7 +225,7 @@ func (l *lazyExecutor) Resolve(r shell.Request) (shell.Spec, error) {
 }
 
 func (l *lazyExecutor) Launch(s shell.Spec) (shell.Process, error) {
-	ex, err := l.get()
+	ex, err := l.get(s.Owner)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +233,7 @@ func (l *lazyExecutor) Launch(s shell.Spec) (shell.Process, error) {
 }
 
 func (l *lazyExecutor) Start(s shell.Spec) (shell.Process, error) {
-	ex, err := l.get()
+	ex, err := l.get(s.Owner)
 	if err != nil {
 		return nil, err
 	}

@@ -218,7 +218,7 @@ func (s *spawner) boundary(c local.Command) (*boundary, error) {
 		// this command's only if the command wants the boundary it was
 		// built for.
 		ss.kept = false
-		if c.Workspace != "" || c.Narrowing != nil {
+		if c.Narrowing != nil || (c.Workspace != "" && s.init.Sandbox != nil && s.init.Sandbox.Mode != sandbox.FullAccess) {
 			stale = slices.Collect(maps.Values(ss.inits))
 			ss = nil
 		}

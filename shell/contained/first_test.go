@@ -119,3 +119,23 @@ func TestFirstOwnerOtherBoundary(t *testing.T) {
 		t.Errorf("%d inits, want 2 (the kept one, then the narrowed one)", n)
 	}
 }
+
+// TestFirstOwnerFullAccess: under a full-access plan (the init of the
+// commands a user let out of the sandbox) the workspace changes nothing,
+// so the FirstOwner's first command runs in the kept init whatever its
+// workspace: one init start.
+func TestFirstOwnerFullAccess(t *testing.T) {
+	lo, initOpts, count, dir := countedInits(t)
+	initOpts.Sandbox = &sandbox.Plan{Mode: sandbox.FullAccess, Network: sandbox.NetworkOn}
+	ex, err := contained.NewWith(lo, initOpts, &contained.Options{FirstOwner: "s"})
+	if err != nil {
+		t.Fatalf("contained.NewWith: %v", err)
+	}
+	defer ex.Close()
+	if r, err := runIn(t, ex, "s", dir, "echo ok", nil); err != nil || r.Stdout.Text != "ok\n" {
+		t.Errorf("the first command: %q %q, %v", r.Stdout.Text, r.Stderr.Text, err)
+	}
+	if n := count(); n != 1 {
+		t.Errorf("%d inits, want 1 (the kept one)", n)
+	}
+}
