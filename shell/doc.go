@@ -9,7 +9,7 @@
 // A caller builds a Request, asks the executor to Resolve it into a Spec,
 // then either runs the Spec in the foreground with Run (a function of this
 // package, over the executor's Launch) or starts it in the background
-// with Start:
+// with the function Start (the executor's Start, bounded by ctx):
 //
 //	spec, err := ex.Resolve(shell.Request{Command: "go test ./...", Workdir: dir})
 //	if err != nil { … } // a bad request: nothing was spawned
@@ -66,7 +66,9 @@
 // A provider implements Resolve with Limits.Resolve, Launch, Start and
 // Close, and passes the suite in package shell/shelltest. Run needs
 // nothing more; a provider whose launch waits (a dial) also implements
-// ContextLauncher so that Run's ctx bounds the wait.
+// ContextLauncher so that the caller's ctx bounds the wait, in the
+// foreground (Run, Launch) and in the background (Start): callers start
+// through the functions Launch and Start, never the methods.
 //
 // # Nothing left behind
 //

@@ -115,11 +115,7 @@ func Run(ctx context.Context, ex Executor, s Spec) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, AbortedBeforeSpawn(context.Cause(ctx))
 	}
-	launch := ex.Launch
-	if cl, ok := ex.(ContextLauncher); ok {
-		launch = func(s Spec) (Process, error) { return cl.LaunchContext(ctx, s) }
-	}
-	p, err := launch(s)
+	p, err := Launch(ctx, ex, s)
 	if err != nil {
 		return Result{}, err
 	}
@@ -129,11 +125,33 @@ func Run(ctx context.Context, ex Executor, s Spec) (Result, error) {
 	return p.Result(), nil
 }
 
-// ContextLauncher is implemented by executors whose Launch may wait before
-// anything is spawned (a remote provider dials its host first).
-// LaunchContext is Launch with ctx bounding that wait: when ctx ends it,
-// nothing was spawned and the error wraps ErrAbortedBeforeSpawn. Run uses
-// it when the executor has it.
+// ContextLauncher is implemented by executors whose Launch and Start may
+// wait before anything is spawned (a remote provider dials its host
+// first). LaunchContext and StartContext are Launch and Start with ctx
+// bounding that wait: when ctx ends it, nothing was spawned and the error
+// wraps ErrAbortedBeforeSpawn. ctx bounds the start only: the process
+// outlives it. Callers use the functions Launch and Start, which take
+// these forms when the executor has them.
 type ContextLauncher interface {
 	LaunchContext(ctx context.Context, s Spec) (Process, error)
+	StartContext(ctx context.Context, s Spec) (Process, error)
+}
+
+// Launch is ex.Launch with ctx bounding the wait before the spawn, when ex
+// is a ContextLauncher (docs/architecture.md#one-bash-call).
+func Launch(ctx context.Context, ex Executor, s Spec) (Process, error) {
+	if cl, ok := ex.(ContextLauncher); ok {
+		return cl.LaunchContext(ctx, s)
+	}
+	return ex.Launch(s)
+}
+
+// Start is ex.Start with ctx bounding the wait before the spawn, when ex
+// is a ContextLauncher: a background start to an unreachable host
+// returns when ctx ends, not when the dial's timeout does.
+func Start(ctx context.Context, ex Executor, s Spec) (Process, error) {
+	if cl, ok := ex.(ContextLauncher); ok {
+		return cl.StartContext(ctx, s)
+	}
+	return ex.Start(s)
 }

@@ -377,7 +377,9 @@ func (t *Toolset) startBackground(ctx context.Context, sess Session, b bashArgs,
 	sctx, spawnEnd := t.start(ctx, ops.PhaseSpawn)
 	ev := t.taskEvents(ctx, sess, on, time.Now())
 	info, err := t.opts.Tasks.Start(sess.ID, on.kind, b.Command, func() (tasks.Handle, error) {
-		p, err := on.ex.Start(spec)
+		// A host's dial waits for its connection: the call's end ends it
+		// too, as in the foreground.
+		p, err := shell.Start(ctx, on.ex, spec)
 		if err != nil {
 			return nil, err
 		}
@@ -398,13 +400,9 @@ func (t *Toolset) startBackground(ctx context.Context, sess Session, b bashArgs,
 
 func (t *Toolset) foreground(ctx context.Context, sess Session, b bashArgs, on target, spec shell.Spec, co CallOptions) (Result, func(int) Result) {
 	sctx, spawnEnd := t.start(ctx, ops.PhaseSpawn)
-	launch := on.ex.Launch
-	if cl, ok := on.ex.(shell.ContextLauncher); ok {
-		// A host's dial waits for its connection: the call's end ends it
-		// too (a cancelled call to an unreachable host returns at once).
-		launch = func(s shell.Spec) (shell.Process, error) { return cl.LaunchContext(ctx, s) }
-	}
-	p, err := launch(spec)
+	// A host's dial waits for its connection: the call's end ends it too
+	// (a cancelled call to an unreachable host returns at once).
+	p, err := shell.Launch(ctx, on.ex, spec)
 	if err != nil {
 		spawnEnd()
 		return errorResult(err.Error()), nil

@@ -202,6 +202,17 @@ type noTerminals struct{ shell.Executor }
 // own timeout ends (the call's context reaches the remote dial).
 func TestHostDialCancelled(t *testing.T) {
 	t.Parallel()
+	testHostDialCancelled(t, false)
+}
+
+// TestHostDialCancelledBackground: the same for a background start (the
+// task is never made).
+func TestHostDialCancelledBackground(t *testing.T) {
+	t.Parallel()
+	testHostDialCancelled(t, true)
+}
+
+func testHostDialCancelled(t *testing.T, background bool) {
 	dialing := make(chan struct{}, 1)
 	d := remote.DialFunc(func(ctx context.Context) (io.ReadWriteCloser, error) {
 		dialing <- struct{}{}
@@ -217,7 +228,7 @@ func TestHostDialCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan tools.Result, 1)
 	go func() {
-		done <- e.ts.Call(ctx, e.sess, tools.NameBash, args(t, map[string]any{"command": "true", "description": "Run on the slow host", "host": "slow"}), nil)
+		done <- e.ts.Call(ctx, e.sess, tools.NameBash, args(t, map[string]any{"command": "true", "description": "Run on the slow host", "host": "slow", "run_in_background": background}), nil)
 	}()
 	<-dialing
 	cancel()

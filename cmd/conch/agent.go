@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/conch-dev/conch/internal/agent"
-	"github.com/conch-dev/conch/shell/local"
+	"github.com/conch-dev/conch/shell"
 )
 
 const agentUsage = `Usage: conch agent [flags]
@@ -75,7 +75,7 @@ func agentCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		fmt.Fprintf(stderr, "conch agent: %v\n", err)
 		return 1
 	}
-	hello := agent.Hello{Conch: version, OS: runtime.GOOS, Arch: runtime.GOARCH, Cwd: ex.Options().Cwd,
+	hello := agent.Hello{Conch: version, OS: runtime.GOOS, Arch: runtime.GOARCH, Cwd: enforces.cwd,
 		Enforces: enforces.String()}
 	served := make(chan error, 1)
 	go func() { served <- agent.Serve(stdin, stdout, ex, hello) }()
@@ -97,7 +97,7 @@ func agentCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 // server's (config.executor): the defaults a host cannot enforce degrade
 // to what it allows, with a warning on stderr, and a mode given
 // explicitly that it cannot enforce is an error.
-func (c *config) agentExecutor(log *slog.Logger) (*local.Executor, enforcement, error) {
+func (c *config) agentExecutor(log *slog.Logger) (shell.Executor, enforcement, error) {
 	if err := c.agentCwd(); err != nil {
 		return nil, enforcement{}, err
 	}

@@ -71,6 +71,11 @@ type config struct {
 	// (tools.Options.Rules).
 	rules *rules.Rules
 
+	// firstOwner, if set before build, is the owner of the first
+	// command (conch run's session): the contained provider keeps the
+	// init it starts at build for it (contained.Options.FirstOwner).
+	firstOwner string
+
 	// onNotice, if set before build, is told when a completion notice
 	// becomes pending for a session (tasks.Options.OnNotice).
 	onNotice func(owner string)
@@ -238,7 +243,7 @@ func cacheLayerDir() string { return filepath.Join(stateDir(), "cache-layer") }
 // stack is what a subcommand runs: the executor, the task runtime and the
 // tools over them. close releases them in order.
 type stack struct {
-	ex *local.Executor
+	ex shell.Executor
 	// unsandboxed runs the commands a user let out of the sandbox; nil
 	// without a sandbox or with escalation never.
 	unsandboxed shell.Executor
@@ -266,7 +271,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	if scrubbed := ex.Scrubbed(); log != nil && len(scrubbed) > 0 {
+	if scrubbed := enforces.scrubbed; log != nil && len(scrubbed) > 0 {
 		log.Info("commands do not inherit these variables (--pass-env NAME passes one)", "names", strings.Join(scrubbed, ","))
 	}
 	hosts, hostExs, err := c.remoteHosts(log)
@@ -300,7 +305,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		ProjectFiles:      true,
 		Hosts:             hosts,
 		BashNotes:         enforces.bashNotes(),
-		Scrubbed:          ex.Scrubbed(),
+		Scrubbed:          enforces.scrubbed,
 		Unsandboxed:       enforces.unsandboxed,
 		Sandbox:           enforces.project,
 		Recorder:          op.recorder,
@@ -359,6 +364,21 @@ type enforcement struct {
 	// network is conch doctor's network line (after "network: "), netNote
 	// the bash description's sentence about the network ("" for none).
 	network, netNote string
+	// scrubbed are the names of the variables commands do not inherit
+	// (local.Executor.Scrubbed), cwd the commands' default directory.
+	scrubbed []string
+	cwd      string
+}
+
+// localProvider is the local provider of o, which enforces what
+// localEnforces says and enf adds.
+func localProvider(o *local.Options, enf enforcement) (shell.Executor, enforcement, error) {
+	ex, err := local.New(o)
+	if err != nil {
+		return nil, enf, err
+	}
+	enf.scrubbed, enf.cwd = ex.Scrubbed(), ex.Options().Cwd
+	return ex, enf, nil
 }
 
 // noSandbox is the tools.Sandbox of commands that run without a sandbox
@@ -416,6 +436,8 @@ func (c *config) sandboxPolicy() (p sandbox.Policy, restricts bool, err error) {
 		// them: out of the commands' sight (CONTRACT 16.1).
 		Hidden: append([]string{cfgFile, filepath.Dir(cfgfile.DefaultPath()), stateDir(), filepath.Dir(tokenPath())},
 			c.ops.hidden(ws)...),
+		// In the state directory, which commands cannot see.
+		SearchCache: filepath.Join(stateDir(), "repo-search"),
 	}
 	if p.Mode == sandbox.WorkspaceWrite || p.Mode == "" {
 		// The caches: read from the user's, written to conch's layer

@@ -33,7 +33,7 @@ import (
 // missing file sandbox makes the enforcement degraded (the bash
 // description says so). An explicit --containment off turns the default
 // sandbox off with the init it needs.
-func (c *config) executor(o *local.Options, log *slog.Logger) (_ *local.Executor, _ enforcement, err error) {
+func (c *config) executor(o *local.Options, log *slog.Logger) (_ shell.Executor, _ enforcement, err error) {
 	pol, restricts, err := c.sandboxPolicy()
 	if err != nil {
 		return nil, enforcement{}, err
@@ -58,9 +58,8 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (_ *local.Executor
 		restricts = false
 	}
 	if mode == "off" {
-		ex, err := local.New(o)
-		return ex, enforcement{containment: "none (off)", sandbox: "none (off)", project: noSandbox("containment off"),
-			network: "on (containment off)", netNote: networkOnNote}, err
+		return localProvider(o, enforcement{containment: "none (off)", sandbox: "none (off)", project: noSandbox("containment off"),
+			network: "on (containment off)", netNote: networkOnNote})
 	}
 	// The init is this binary (see nsinit.go); a crash of it is
 	// written where conch logs.
@@ -73,11 +72,13 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (_ *local.Executor
 			return nil, enforcement{}, err
 		}
 	}
-	probe := nsinit.Probe()
+	// Whether the namespaces work is learnt by starting the init itself
+	// (contained.NewWith): a probe of its own would cost a spawn of each.
+	probe := nsinit.Report{Cgroup: nsinit.ProbeCgroup()}
 	if probe.Cgroup.Writable {
 		initOpts.Cgroup = probe.Cgroup.Dir
 	}
-	ex, err := contained.New(o, &initOpts)
+	ex, err := contained.NewWith(o, &initOpts, &contained.Options{FirstOwner: c.firstOwner})
 	if err != nil {
 		err = withContainerHint(err)
 		if mode == "require" {
@@ -98,8 +99,7 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (_ *local.Executor
 				log.Warn("sandbox unavailable: commands run without a file sandbox", "mode", pol.Mode, "cause", cause)
 			}
 		}
-		ex, err := local.New(o)
-		return ex, enf, err
+		return localProvider(o, enf)
 	}
 	enf := enforcement{containment: probe.Summary(), sandbox: "none (off)", project: noSandbox("the sandbox is off: full-access, network on"),
 		network: netLine, netNote: netNote}
@@ -132,6 +132,7 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (_ *local.Executor
 	if restricts {
 		enf.unsandboxed = c.unsandboxed(o, initOpts)
 	}
+	enf.scrubbed, enf.cwd = ex.Scrubbed(), ex.Options().Cwd
 	return ex, enf, nil
 }
 
@@ -165,7 +166,11 @@ func (c *config) unsandboxed(o *local.Options, initOpts nsinit.Options) shell.Ex
 		return nil
 	}
 	initOpts.Sandbox = &sandbox.Plan{Mode: sandbox.FullAccess, Network: sandbox.NetworkOn}
-	return &lazyExecutor{start: func() (*local.Executor, error) { return contained.New(o, &initOpts) }}
+	// The init that learns what the host enforces is the first yes's
+	// owner's, kept for its command: one init start, not two.
+	return &lazyExecutor{start: func(owner string) (shell.Executor, error) {
+		return contained.NewWith(o, &initOpts, &contained.Options{FirstOwner: owner})
+	}}
 }
 
 // lazyExecutor runs the commands a user let out of the sandbox
@@ -177,23 +182,25 @@ func (c *config) unsandboxed(o *local.Options, initOpts nsinit.Options) shell.Ex
 // first says yes, so that a deployment where no one does pays nothing.
 // A start that fails is tried again at the next yes.
 type lazyExecutor struct {
-	start func() (*local.Executor, error)
+	start func(firstOwner string) (shell.Executor, error)
 
 	mu     sync.Mutex
-	ex     *local.Executor
+	ex     shell.Executor
 	closed bool
 }
 
 var _ shell.OwnerEnder = (*lazyExecutor)(nil)
 
-func (l *lazyExecutor) get() (*local.Executor, error) {
+// get returns the executor, started for owner's first command if it was
+// not yet.
+func (l *lazyExecutor) get(owner string) (shell.Executor, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return nil, shell.ErrClosed
 	}
 	if l.ex == nil {
-		ex, err := l.start()
+		ex, err := l.start(owner)
 		if err != nil {
 			return nil, fmt.Errorf("start the init of commands outside the sandbox: %w", err)
 		}
@@ -203,14 +210,14 @@ func (l *lazyExecutor) get() (*local.Executor, error) {
 }
 
 // started is the executor if it was started, else nil.
-func (l *lazyExecutor) started() *local.Executor {
+func (l *lazyExecutor) started() shell.Executor {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ex
 }
 
 func (l *lazyExecutor) Resolve(r shell.Request) (shell.Spec, error) {
-	ex, err := l.get()
+	ex, err := l.get(r.Owner)
 	if err != nil {
 		return shell.Spec{}, err
 	}
@@ -218,7 +225,7 @@ func (l *lazyExecutor) Resolve(r shell.Request) (shell.Spec, error) {
 }
 
 func (l *lazyExecutor) Launch(s shell.Spec) (shell.Process, error) {
-	ex, err := l.get()
+	ex, err := l.get(s.Owner)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +233,7 @@ func (l *lazyExecutor) Launch(s shell.Spec) (shell.Process, error) {
 }
 
 func (l *lazyExecutor) Start(s shell.Spec) (shell.Process, error) {
-	ex, err := l.get()
+	ex, err := l.get(s.Owner)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +243,7 @@ func (l *lazyExecutor) Start(s shell.Spec) (shell.Process, error) {
 // EndOwner ends what the owner's escalated commands left running; before
 // the first yes there is nothing.
 func (l *lazyExecutor) EndOwner(owner string) {
-	if ex := l.started(); ex != nil {
+	if ex, ok := l.started().(shell.OwnerEnder); ok {
 		ex.EndOwner(owner)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/local"
 )
 
@@ -13,7 +14,7 @@ import (
 // enforces. Containment and the sandbox are Linux's: elsewhere require,
 // or a sandbox the user chose, is refused, and the defaults run without
 // them (the default sandbox degraded, docs/sandbox.md).
-func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, enforcement, error) {
+func (c *config) executor(o *local.Options, log *slog.Logger) (shell.Executor, enforcement, error) {
 	_, restricts, err := c.sandboxPolicy()
 	if err != nil {
 		return nil, enforcement{}, err
@@ -35,6 +36,5 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (*local.Executor, 
 			}
 		}
 	}
-	ex, err := local.New(o)
-	return ex, enf, err
+	return localProvider(o, enf)
 }

@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/conch-dev/conch/internal/audit"
@@ -122,17 +122,50 @@ func (op *operations) close(log *slog.Logger) {
 }
 
 // lateRecorder is the recorder of the layers built before the operations
-// (the executor, whose inits it records): it hands events on to the
-// stack's recorder once that is built, and drops them before.
-type lateRecorder struct{ to atomic.Pointer[ops.Recorder] }
+// (the executor, whose inits it records): it keeps the events recorded
+// before the stack's recorder is built (conch run's init, started at
+// build and kept for its command; at most maxEarly of them) and hands
+// them and every later one on to it.
+type lateRecorder struct {
+	mu    sync.Mutex
+	to    ops.Recorder // nil until set
+	early []earlyEvent
+}
+
+type earlyEvent struct {
+	ctx context.Context
+	e   ops.Event
+}
+
+// maxEarly bounds the events a lateRecorder keeps before its recorder:
+// the inits a stack's build starts (one).
+const maxEarly = 16
 
 func (l *lateRecorder) Record(ctx context.Context, e ops.Event) {
-	if r := l.to.Load(); r != nil && *r != nil {
-		(*r).Record(ctx, e)
+	l.mu.Lock()
+	to := l.to
+	if to == nil && len(l.early) < maxEarly {
+		l.early = append(l.early, earlyEvent{ctx, e})
+	}
+	l.mu.Unlock()
+	if to != nil {
+		to.Record(ctx, e)
 	}
 }
 
-func (l *lateRecorder) set(r ops.Recorder) { l.to.Store(&r) }
+// set hands the events kept so far, then every later one, to r.
+func (l *lateRecorder) set(r ops.Recorder) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r == nil {
+		l.early = nil
+		return
+	}
+	for _, ev := range l.early {
+		r.Record(ev.ctx, ev.e)
+	}
+	l.to, l.early = r, nil
+}
 
 // hidden makes the directories of conch's state and of its audit log
 // exist (0700), so that the sandbox hides them from the first command

@@ -95,6 +95,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	log := c.newLogger(stderr)
 	c.configFile = set.file
+	c.firstOwner = runSession.ID
 	st, err := c.build(log)
 	if err != nil {
 		fmt.Fprintf(stderr, "conch run: %v\n", err)

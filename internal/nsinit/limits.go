@@ -143,7 +143,7 @@ func cgroupMount(mountinfo []byte, typ, controller string) string {
 // "pids: unavailable (<cause>)", and the same for memory. It creates
 // nothing.
 func ProbeLimits() []string {
-	cg := probeCgroup()
+	cg := ProbeCgroup()
 	var out []string
 	for _, l := range limitSpecs(Options{}) {
 		switch {

@@ -95,7 +95,7 @@ func Probe() Report {
 	} else {
 		r.PIDNS = tryNamespaces(syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS)
 	}
-	r.Cgroup = probeCgroup()
+	r.Cgroup = ProbeCgroup()
 	return r
 }
 
@@ -130,7 +130,10 @@ func tryNamespaces(flags uintptr) error {
 	return nil
 }
 
-func probeCgroup() Cgroup {
+// ProbeCgroup is Probe's Cgroup alone: it reads /proc/self and spawns
+// nothing, for a caller that learns whether namespaces work by starting
+// an init (docs/containment.md#in-conch).
+func ProbeCgroup() Cgroup {
 	var cg Cgroup
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {

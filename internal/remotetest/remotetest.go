@@ -95,6 +95,9 @@ func (e Marked) Start(s shell.Spec) (shell.Process, error)  { return e.Executor.
 func (e Marked) LaunchContext(ctx context.Context, s shell.Spec) (shell.Process, error) {
 	return e.Executor.LaunchContext(ctx, e.marked(s))
 }
+func (e Marked) StartContext(ctx context.Context, s shell.Spec) (shell.Process, error) {
+	return e.Executor.StartContext(ctx, e.marked(s))
+}
 func (e Marked) StartTerminal(s shell.Spec) (shell.Terminal, error) {
 	return e.Executor.StartTerminal(e.marked(s))
 }

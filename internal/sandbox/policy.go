@@ -91,6 +91,12 @@ type Policy struct {
 	// attribution does not name them; a writable root inside one (a temp
 	// dir in the state directory, say) is shown through the cover.
 	Hidden []string
+	// SearchCache, when set, is a directory where Resolve keeps the
+	// record of its repository search of each root, so that the next
+	// Resolve checks each directory with one lstat, reading only those
+	// changed since (see searchRacy). Commands must not be able to write
+	// it: list it, or a directory above it, in Hidden.
+	SearchCache string
 }
 
 // Plan is a Policy resolved into absolute, cleaned paths, with the git
@@ -290,7 +296,9 @@ func (p Policy) Resolve() (*Plan, error) {
 	plantable := slices.Clone(pl.Writable)
 	var gitDirs []string
 	for _, root := range searched {
-		repos := findRepos(root)
+		s := newSearcher(p.SearchCache, root)
+		repos := findRepos(root, s)
+		s.save()
 		// The workspace may be a subdirectory of a repository (and only
 		// then is the repository above it its own: a dotfiles repository
 		// in the home above a project is not).
@@ -385,8 +393,8 @@ func cacheDirs(caches, writable []string, layer string) []string {
 }
 
 // findRepos returns the directories under root (root included) that hold
-// a .git entry, searching as Resolve says.
-func findRepos(root string) []string {
+// a .git entry, searching as Resolve says, reading directories with s.
+func findRepos(root string, s *searcher) []string {
 	var repos []string
 	seen := 0
 	var walk func(dir string, depth int)
@@ -395,24 +403,18 @@ func findRepos(root string) []string {
 			return
 		}
 		seen++
-		ents, err := os.ReadDir(dir)
-		if err != nil {
+		git, subdirs, ok := s.read(dir)
+		if !ok {
 			return
 		}
-		for _, e := range ents {
-			if e.Name() == ".git" {
-				repos = append(repos, dir)
-				break
-			}
+		if git {
+			repos = append(repos, dir)
 		}
 		if depth >= maxSearchDepth {
 			return
 		}
-		for _, e := range ents {
-			// Type from ReadDir: a symlink is not followed.
-			if e.IsDir() && e.Name() != ".git" && e.Name() != "node_modules" {
-				walk(filepath.Join(dir, e.Name()), depth+1)
-			}
+		for _, name := range subdirs {
+			walk(filepath.Join(dir, name), depth+1)
 		}
 	}
 	walk(root, 0)

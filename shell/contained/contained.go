@@ -38,14 +38,31 @@ import (
 // Narrowing is refused (local.ErrNoSandbox) when initOpts has no
 // sandbox to narrow.
 //
-// New starts and ends one init first, to learn what this host enforces
-// (see Unenforced): when the host allows no user or PID namespaces the
-// error is an *nsinit.UnavailableError naming the cause.
+// New starts one init first, to learn what this host enforces (see
+// Unenforced): when the host allows no user or PID namespaces the error
+// is an *nsinit.UnavailableError naming the cause. New ends that init;
+// NewWith can keep it for the owner expected first.
 func New(opts *local.Options, initOpts *nsinit.Options) (*local.Executor, error) {
-	var (
-		o   local.Options
-		err error
-	)
+	return NewWith(opts, initOpts, nil)
+}
+
+// Options are the contained provider's own settings; nil is the
+// defaults.
+type Options struct {
+	// FirstOwner, when set, is the owner expected to run the first
+	// command (conch run's session): the init that New starts to learn
+	// what the host enforces is started as that owner's init for the
+	// default workspace (Request.Workspace "", the plan as given) and
+	// kept for it, so that its first command pays no init start of its
+	// own (docs/containment.md#in-conch). If the owner's first command asks
+	// for another workspace or a narrowing, the kept init ends and the
+	// command gets its own, as with New.
+	FirstOwner string
+}
+
+// NewWith is New with the provider's own options co.
+func NewWith(opts *local.Options, initOpts *nsinit.Options, co *Options) (*local.Executor, error) {
+	var o local.Options
 	if opts != nil {
 		o = *opts
 	}
@@ -56,26 +73,61 @@ func New(opts *local.Options, initOpts *nsinit.Options) (*local.Executor, error)
 	if initOpts != nil {
 		sp.init = *initOpts
 	}
-	probeOpts := sp.init
-	if probeOpts.Network, err = initNetwork(probeOpts.Sandbox); err != nil {
-		return nil, err
-	}
-	probe, err := nsinit.Start(&probeOpts)
-	if err != nil {
-		return nil, err
-	}
-	sp.unenforced, sp.cacheLayer = probe.Unenforced(), probe.CacheLayer()
-	if err := probe.Close(); err != nil {
-		return nil, fmt.Errorf("contained: end the first init: %w", err)
-	}
 	o.Spawner, sp.rec = sp, o.Recorder
 	ex, err := local.New(&o)
 	if err != nil {
 		return nil, fmt.Errorf("contained: %w", err)
 	}
 	sp.ex = ex
+	if co != nil && co.FirstOwner != "" {
+		// The first init is the owner's own: started as its first
+		// command would start it, and kept in its place.
+		b, err := sp.boundary(local.Command{Owner: co.FirstOwner})
+		if err != nil {
+			ex.Close()
+			return nil, unwrapStart(err)
+		}
+		sp.unenforced, sp.cacheLayer = b.in.Unenforced(), b.in.CacheLayer()
+		sp.mu.Lock()
+		if ss := sp.sessions[co.FirstOwner]; ss != nil {
+			ss.kept = true
+		}
+		sp.mu.Unlock()
+		return ex, nil
+	}
+	probeOpts := sp.init
+	if probeOpts.Network, err = initNetwork(probeOpts.Sandbox); err != nil {
+		ex.Close()
+		return nil, err
+	}
+	probe, err := nsinit.Start(&probeOpts)
+	if err != nil {
+		ex.Close()
+		return nil, err
+	}
+	sp.unenforced, sp.cacheLayer = probe.Unenforced(), probe.CacheLayer()
+	if err := probe.Close(); err != nil {
+		ex.Close()
+		return nil, fmt.Errorf("contained: end the first init: %w", err)
+	}
 	return ex, nil
 }
+
+// unwrapStart is the error of a failed first init as New returns it:
+// nsinit.Start's own (an *nsinit.UnavailableError when the host allows
+// no namespaces), so that its cause reads first.
+func unwrapStart(err error) error {
+	if se, ok := errors.AsType[*startError](err); ok {
+		return se.err
+	}
+	return err
+}
+
+// startError is the failure of nsinit.Start for a session.
+type startError struct{ err error }
+
+func (e *startError) Error() string { return "contained: start the session's init: " + e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
 
 // spawner spawns each command through its owner's init.
 type spawner struct {
@@ -101,6 +153,9 @@ type session struct {
 	workspace string
 	narrowing *shell.SandboxNarrowing
 	inits     map[string]*boundary // by grantsKey; the spawner's mu guards it
+	// kept: the session was started by NewWith for Options.FirstOwner,
+	// and its first command has not come yet.
+	kept bool
 }
 
 // boundary is one init of a session. ready is closed once in and plan,
@@ -157,6 +212,17 @@ func (s *spawner) Spawn(c local.Command) (local.Child, error) {
 func (s *spawner) boundary(c local.Command) (*boundary, error) {
 	s.mu.Lock()
 	ss := s.sessions[c.Owner]
+	var stale []*boundary
+	if ss != nil && ss.kept {
+		// The first command of the owner whose init NewWith kept: it is
+		// this command's only if the command wants the boundary it was
+		// built for.
+		ss.kept = false
+		if c.Narrowing != nil || (c.Workspace != "" && s.init.Sandbox != nil && s.init.Sandbox.Mode != sandbox.FullAccess) {
+			stale = slices.Collect(maps.Values(ss.inits))
+			ss = nil
+		}
+	}
 	if ss == nil {
 		ss = &session{workspace: c.Workspace, narrowing: c.Narrowing, inits: make(map[string]*boundary)}
 		s.sessions[c.Owner] = ss
@@ -171,6 +237,7 @@ func (s *spawner) boundary(c local.Command) (*boundary, error) {
 	b = &boundary{ready: make(chan struct{})}
 	ss.inits[key] = b
 	s.mu.Unlock()
+	closeAll(stale)
 	b.in, b.plan, b.eg, b.err = s.start(c.Owner, ss.workspace, ss.narrowing, c.Grants)
 	if b.err != nil {
 		s.mu.Lock()
@@ -244,7 +311,7 @@ func (s *spawner) startInit(owner, workspace string, n *shell.SandboxNarrowing, 
 	}
 	in, err := nsinit.Start(&o)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("contained: start the session's init: %w", err)
+		return nil, nil, nil, &startError{err}
 	}
 	eg, err := s.startEgress(owner, in, o.Sandbox)
 	if err != nil {

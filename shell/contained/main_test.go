@@ -14,8 +14,20 @@ import (
 // instead of running the tests.
 const initEnv = "CONTAINED_TEST_INIT"
 
+// initLogEnv, set for an init, names a file to which the init appends a
+// line as it starts: the count of inits an executor started.
+const initLogEnv = "CONTAINED_TEST_INIT_LOG"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(initEnv) != "" {
+		if log := os.Getenv(initLogEnv); log != "" {
+			f, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				os.Exit(3)
+			}
+			f.WriteString("init\n")
+			f.Close()
+		}
 		os.Exit(nsinit.Main())
 	}
 	testutil.VerifyTestMain(m)

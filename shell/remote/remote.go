@@ -158,7 +158,19 @@ func (e *Executor) Launch(s shell.Spec) (shell.Process, error) {
 // LaunchContext implements shell.ContextLauncher: ctx bounds the dial,
 // when there is one, and a dial that ctx ended is an abort before spawn.
 func (e *Executor) LaunchContext(ctx context.Context, s shell.Spec) (shell.Process, error) {
-	p, err := e.start(ctx, s, false)
+	return e.startContext(ctx, s, false)
+}
+
+// StartContext implements shell.ContextLauncher: Start with ctx bounding
+// the dial, as LaunchContext.
+func (e *Executor) StartContext(ctx context.Context, s shell.Spec) (shell.Process, error) {
+	return e.startContext(ctx, s, true)
+}
+
+// startContext is start, with a dial that ctx ended an abort before
+// spawn.
+func (e *Executor) startContext(ctx context.Context, s shell.Spec, background bool) (shell.Process, error) {
+	p, err := e.start(ctx, s, background)
 	if err != nil {
 		var ue *UnreachableError
 		if errors.As(err, &ue) && ctx.Err() != nil {
