@@ -143,27 +143,34 @@ func (t *Template) Launch(s shell.Spec) (shell.Process, error) {
 // the owner's container and the dial, and a start that ctx ended is an
 // abort before spawn.
 func (t *Template) LaunchContext(ctx context.Context, s shell.Spec) (shell.Process, error) {
+	return t.startIn(ctx, s, (*remote.Executor).LaunchContext)
+}
+
+// Start implements shell.Executor.
+func (t *Template) Start(s shell.Spec) (shell.Process, error) {
+	return t.StartContext(context.Background(), s)
+}
+
+// StartContext implements shell.ContextLauncher as LaunchContext does,
+// for a command that runs in the background.
+func (t *Template) StartContext(ctx context.Context, s shell.Spec) (shell.Process, error) {
+	return t.startIn(ctx, s, (*remote.Executor).StartContext)
+}
+
+// startIn starts s with start in the executor of its owner's container,
+// starting the container first if needed, within ctx.
+func (t *Template) startIn(ctx context.Context, s shell.Spec, start func(*remote.Executor, context.Context, shell.Spec) (shell.Process, error)) (shell.Process, error) {
 	if ctx.Err() != nil {
 		return nil, shell.AbortedBeforeSpawn(context.Cause(ctx))
 	}
 	var p shell.Process
 	err := t.with(ctx, s.Owner, func(ex *remote.Executor) (err error) {
-		p, err = ex.LaunchContext(ctx, s)
+		p, err = start(ex, ctx, s)
 		return err
 	})
 	if err != nil && ctx.Err() != nil {
 		return nil, shell.AbortedBeforeSpawn(context.Cause(ctx))
 	}
-	return p, err
-}
-
-// Start implements shell.Executor.
-func (t *Template) Start(s shell.Spec) (shell.Process, error) {
-	var p shell.Process
-	err := t.with(context.Background(), s.Owner, func(ex *remote.Executor) (err error) {
-		p, err = ex.Start(s)
-		return err
-	})
 	return p, err
 }
 
