@@ -46,6 +46,7 @@ type config struct {
 	hostContainment hostValues // NAME=MODE
 	hostPodman      hostValues // NAME=CONTAINER
 	hostDocker      hostValues // NAME=CONTAINER
+	kube            kubeHosts  // Kubernetes hosts (hostkube.go)
 	containment     choice
 	sandboxMode     choice
 	network         choice

@@ -64,6 +64,8 @@ func doctorHost(ctx context.Context, c *config, name string, stdout, stderr io.W
 		transport = "podman container " + v
 	} else if v := c.hostDocker.by[name]; v != "" {
 		transport = "docker container " + v
+	} else if v := c.kubeTransport(name); v != "" {
+		transport = v
 	}
 	fmt.Fprintf(stdout, "host: %s (%s)\n", name, transport)
 	for i, h := range hosts {
