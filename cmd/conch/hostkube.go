@@ -3,11 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
-	"io"
 	"slices"
-
-	"github.com/conch-dev/conch/shell/remote"
-	"github.com/conch-dev/conch/shell/remote/kube"
 )
 
 // Kubernetes hosts (docs/remote.md#kubernetes): `kubernetes =
@@ -15,7 +11,11 @@ import (
 // API server's pods/exec, or `pod_template = "<file>"`, a pod made from
 // the file on the first command and deleted at the end; `context` picks
 // the kubeconfig's context. Flags: --host-kubernetes NAME=NS/POD[/C],
-// --host-pod-template NAME=FILE, --host-context NAME=CONTEXT.
+// --host-pod-template NAME=FILE, --host-context NAME=CONTEXT. The
+// transport (client-go's kubeconfig loader, REST client and
+// remotecommand) adds about 12 MB to conch; a conch built with
+// `-tags nokube` leaves it out and refuses these hosts
+// (hostkube_nokube.go).
 type kubeHosts struct{ target, template, context hostValues }
 
 // kubeFields are the host table's keys of Kubernetes hosts and their
@@ -43,22 +43,6 @@ func (c *config) addKubeFlags(fs *flag.FlagSet) {
 	fs.Var(&c.kube.target, "host-kubernetes", "a running Kubernetes pod commands may run on, `NAME=NAMESPACE/POD[/CONTAINER]` (through the API server's pods/exec; repeatable)")
 	fs.Var(&c.kube.template, "host-pod-template", "a Kubernetes pod made from a manifest on a host's first command and deleted at the end, `NAME=FILE` (repeatable)")
 	fs.Var(&c.kube.context, "host-context", "the kubeconfig context of a Kubernetes host, `NAME=CONTEXT` (default: the current context; repeatable)")
-}
-
-// kubeExecutor is the executor of the Kubernetes host called name, whose
-// transport's flag value is target (spec.engine "kubernetes") or a
-// template file ("pod_template").
-func (c *config) kubeExecutor(name, engine, target string, stderr io.Writer, eo remote.Options) (*remote.Executor, error) {
-	h := kube.Host{Name: name, Context: c.kube.context.by[name], Cwd: c.hostCwds.by[name]}
-	if engine == "pod_template" {
-		h.Template = target
-	} else {
-		var err error
-		if h.Namespace, h.Pod, h.Container, err = kube.ParseTarget(target); err != nil {
-			return nil, fmt.Errorf("host %s: kubernetes: %w", name, err)
-		}
-	}
-	return kube.New(h, &kube.Options{AgentArgs: c.agentArgs(name), Stderr: stderr, Executor: eo})
 }
 
 // kubeTransport is conch doctor's words for a Kubernetes host, or "".
