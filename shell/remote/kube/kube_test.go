@@ -78,6 +78,7 @@ func client(v string) int {
 // cluster is the cluster this binary's tests share.
 func cluster(t *testing.T) *kubetest.Cluster {
 	t.Helper()
+	kubetest.Enabled(t) // before the conch binary is built
 	return kubetest.Shared(t, testutil.ConchBinary(t))
 }
 
