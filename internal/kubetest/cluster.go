@@ -74,27 +74,41 @@ type Cluster struct {
 	dir, server, token string
 	sock               string // containerd's socket
 	kubeletArgs        []string
+	kubeletPort        int
 	http               *http.Client
 
 	mu    sync.Mutex
 	procs map[string]*daemon // by name: etcd, containerd, kube-apiserver, kubelet
 }
 
-// daemon is a process of the cluster.
+// daemon is a process of the cluster. It is reaped by polling, not by a
+// goroutine in Wait: the cluster lives past the tests' leak check until
+// TestMain's cleanup stops it.
 type daemon struct {
-	cmd    *exec.Cmd
-	log    *os.File
-	exited chan struct{} // closed once it exited
+	cmd  *exec.Cmd
+	log  *os.File
+	done bool
+}
+
+// exited reports whether the daemon exited, reaping it.
+func (d *daemon) exited() bool {
+	if !d.done {
+		var ws unix.WaitStatus
+		if pid, err := unix.Wait4(d.cmd.Process.Pid, &ws, unix.WNOHANG, nil); pid == d.cmd.Process.Pid || err != nil {
+			d.done = true
+		}
+	}
+	return d.done
 }
 
 // end signals the daemon and waits, killing it after wait.
 func (d *daemon) end(sig syscall.Signal, wait time.Duration) {
 	d.cmd.Process.Signal(sig)
-	select {
-	case <-d.exited:
-	case <-time.After(wait):
-		d.cmd.Process.Signal(syscall.SIGKILL)
-		<-d.exited
+	for deadline := time.Now().Add(wait); !d.exited(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			d.cmd.Process.Signal(syscall.SIGKILL)
+			deadline = time.Now().Add(time.Hour)
+		}
 	}
 	d.log.Close()
 }
@@ -206,8 +220,7 @@ func (c *Cluster) run(name string, argv ...string) error {
 		log.Close()
 		return fmt.Errorf("kubetest: start %s: %w", name, err)
 	}
-	d := &daemon{cmd: cmd, log: log, exited: make(chan struct{})}
-	go func() { cmd.Wait(); close(d.exited) }()
+	d := &daemon{cmd: cmd, log: log}
 	c.mu.Lock()
 	c.procs[name] = d
 	c.mu.Unlock()
@@ -231,9 +244,9 @@ func (c *Cluster) waitFor(d time.Duration, what, daemon string, cond func() bool
 			return nil
 		}
 		c.mu.Lock()
-		d := c.procs[daemon]
+		dm := c.procs[daemon]
 		c.mu.Unlock()
-		if d != nil && chanClosed(d.exited) {
+		if dm != nil && dm.exited() {
 			return fmt.Errorf("kubetest: %s exited while waiting for %s:\n%s", daemon, what, c.Log(daemon))
 		}
 		if time.Now().After(deadline) {
@@ -261,7 +274,7 @@ func (c *Cluster) up(bins, podman, img string) error {
 	c.server = "https://127.0.0.1:" + strconv.Itoa(apiPort)
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pki.caPEM)
-	c.http = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	c.http = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
 
 	// etcd
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
@@ -287,7 +300,7 @@ func (c *Cluster) up(bins, podman, img string) error {
 		return err
 	}
 	if err := c.waitFor(30*time.Second, "etcd answers", "etcd", func() bool {
-		r, err := http.Get(etcdURL + "/health")
+		r, err := c.http.Get(etcdURL + "/health")
 		if err != nil {
 			return false
 		}
@@ -344,38 +357,36 @@ func (c *Cluster) up(bins, podman, img string) error {
 		return err
 	}
 	// kubelet
+	c.kubeletPort = kubeletPort
 	kconf := fmt.Sprintf(kubeletConf, kubeletPort, healthz, "unix://"+c.sock, c.path("kubelet", "pods-logs"))
 	if err := os.WriteFile(c.path("kubelet", "config.yaml"), []byte(kconf), 0o600); err != nil {
 		return err
 	}
 	c.kubeletArgs = []string{filepath.Join(bins, "kubelet"), "--config", c.path("kubelet", "config.yaml"),
-		"--kubeconfig", c.Kubeconfig, "--hostname-override", Node, "--node-ip", "127.0.0.1",
+		"--kubeconfig", c.Kubeconfig, "--hostname-override", Node,
 		"--root-dir", c.path("kubelet", "root"), "--cert-dir", c.path("kubelet", "pki")}
 	return c.startKubelet()
 }
 
-// startKubelet starts the kubelet and waits until its node is ready.
+// startKubelet starts the kubelet and waits until its node is registered.
 func (c *Cluster) startKubelet() error {
 	if err := c.run("kubelet", c.kubeletArgs...); err != nil {
 		return err
 	}
-	return c.waitFor(90*time.Second, "node "+Node+" is ready", "kubelet", func() bool {
-		b, code, err := c.API("GET", "/api/v1/nodes/"+Node, nil)
+	// Registered is enough: with no network plugin the node stays
+	// NotReady (NetworkPluginNotReady), and pods on the host's network
+	// run all the same.
+	return c.waitFor(90*time.Second, "node "+Node+" is registered and its kubelet listens", "kubelet", func() bool {
+		_, code, err := c.API("GET", "/api/v1/nodes/"+Node, nil)
 		if err != nil || code != 200 {
 			return false
 		}
-		var n struct {
-			Status struct {
-				Conditions []struct{ Type, Status string } `json:"conditions"`
-			} `json:"status"`
+		conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(c.kubeletPort))
+		if err != nil {
+			return false
 		}
-		json.Unmarshal(b, &n)
-		for _, cd := range n.Status.Conditions {
-			if cd.Type == "Ready" {
-				return cd.Status == "True"
-			}
-		}
-		return false
+		conn.Close()
+		return true
 	})
 }
 
@@ -388,15 +399,6 @@ func (c *Cluster) KillKubelet() {
 	c.mu.Unlock()
 	if d != nil {
 		d.end(syscall.SIGKILL, time.Minute)
-	}
-}
-
-func chanClosed(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
 	}
 }
 

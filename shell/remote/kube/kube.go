@@ -377,6 +377,9 @@ func (d *Dialer) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.closed = true
+	// client-go shares its transports between clients of one
+	// configuration: their idle connections would outlive the host.
+	defer d.client.Client.CloseIdleConnections()
 	if !d.created {
 		return nil
 	}
