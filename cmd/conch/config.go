@@ -47,6 +47,7 @@ type config struct {
 	hostDocker      hostValues // NAME=CONTAINER
 	hostImage       hostValues // NAME=IMAGE (a template: hosts.go)
 	hostEngine      hostValues // NAME=podman|docker, of a template
+	kube            kubeHosts  // Kubernetes hosts (hostkube.go)
 	containment     choice
 	sandboxMode     choice
 	network         choice

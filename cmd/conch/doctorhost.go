@@ -66,6 +66,8 @@ func doctorHost(ctx context.Context, c *config, name string, stdout, stderr io.W
 		transport = "docker container " + v
 	} else if v := c.hostImage.by[name]; v != "" {
 		transport = c.hostEngine.by[name] + " container of image " + v
+	} else if v := c.kubeTransport(name); v != "" {
+		transport = v
 	}
 	fmt.Fprintf(stdout, "host: %s (%s)\n", name, transport)
 	for i, h := range hosts {

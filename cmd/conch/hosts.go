@@ -72,6 +72,7 @@ func (c *config) addHostFlags(fs *flag.FlagSet) {
 	fs.Var(&c.hostSandbox, "host-sandbox", "the sandbox of a remote host, `NAME=MODE` (default: --sandbox when given, else workspace-write with the host's working directory as the workspace; repeatable)")
 	fs.Var(&c.hostNetwork, "host-network", "how commands on a remote host reach the network, `NAME=MODE` with a mode of --network (default: --network when given, else the agent's default, public, degraded to on where that host cannot enforce it; repeatable)")
 	fs.Var(&c.hostContainment, "host-containment", "the containment of a remote host, `NAME=MODE` (default: --containment when given, else auto; repeatable)")
+	c.addKubeFlags(fs)
 }
 
 // hostName is what a host may be called: the model sees it, in the bash
@@ -112,7 +113,7 @@ func (h *hostValues) Set(s string) error {
 		h.what == "container" && slices.ContainsFunc(h.peers, func(p *hostValues) bool { return p.what == "image" && p.by[name] != "" }):
 		return fmt.Errorf("host %s names both a running container and an image; a host is one or the other (docs/remote.md)", name)
 	case slices.ContainsFunc(h.peers, func(p *hostValues) bool { return p.by[name] != "" }):
-		return fmt.Errorf("host %s is given two transports (a host is one of ssh, podman, docker or image)", name)
+		return fmt.Errorf("host %s is given two transports (a host is one of ssh, podman, docker, image, kubernetes or pod_template)", name)
 	}
 	if h.by == nil {
 		h.by = map[string]string{}
@@ -178,6 +179,9 @@ func (c *config) remoteHosts(log *slog.Logger) ([]tools.Host, []hostExecutor, er
 			return nil, nil, fmt.Errorf("host %s: an image needs its engine: engine = \"%s\" (--host-engine %s=ENGINE)", name, strings.Join(container.Engines, `" or "`), name)
 		}
 	}
+	if err := c.checkKubeContexts(); err != nil {
+		return nil, nil, err
+	}
 	for name, cwd := range c.hostCwds.by {
 		if !c.hostConfigured(name) {
 			return nil, nil, fmt.Errorf("--host-cwd %s: no host %s is configured", name, name)
@@ -208,6 +212,8 @@ func (c *config) remoteHosts(log *slog.Logger) ([]tools.Host, []hostExecutor, er
 		switch {
 		case spec.image:
 			ex, err = container.NewTemplate(container.Host{Name: name, Engine: spec.engine, Image: target, Cwd: c.hostCwds.by[name]}, co)
+		case spec.engine == "kubernetes" || spec.engine == "pod_template":
+			ex, err = c.kubeExecutor(name, spec.engine, target, stderr, eo)
 		case spec.engine == "":
 			ex, err = sshhost.New(sshhost.Host{Name: name, SSH: target, Cwd: c.hostCwds.by[name]},
 				&sshhost.Options{AgentArgs: c.agentArgs(name), Stderr: stderr, Executor: eo})
@@ -240,7 +246,7 @@ func (c *config) hostSpecs() []hostSpec {
 	for _, t := range []struct {
 		v      *hostValues
 		engine string
-	}{{&c.hosts, ""}, {&c.hostPodman, "podman"}, {&c.hostDocker, "docker"}} {
+	}{{&c.hosts, ""}, {&c.hostPodman, "podman"}, {&c.hostDocker, "docker"}, {&c.kube.target, "kubernetes"}, {&c.kube.template, "pod_template"}} {
 		for _, v := range t.v.vals {
 			specs = append(specs, hostSpec{v: v, engine: t.engine})
 		}
@@ -255,7 +261,8 @@ func (c *config) hostSpecs() []hostSpec {
 // hostConfigured reports whether a host called name is configured, by
 // any transport.
 func (c *config) hostConfigured(name string) bool {
-	return c.hosts.by[name] != "" || c.hostPodman.by[name] != "" || c.hostDocker.by[name] != "" || c.hostImage.by[name] != ""
+	return c.hosts.by[name] != "" || c.hostPodman.by[name] != "" || c.hostDocker.by[name] != "" || c.hostImage.by[name] != "" ||
+		c.kube.target.by[name] != "" || c.kube.template.by[name] != ""
 }
 
 // agentLog writes an agent's standard error to conch's log, a warning

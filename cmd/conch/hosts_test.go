@@ -50,11 +50,11 @@ func TestHostsConfig(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ text, want string }{
-		{"[hosts.gpu1]\nport = 22\n", ":2: hosts.gpu1.port: unknown key (a host takes ssh, podman, docker, image, engine, cwd, sandbox, network, containment)"},
+		{"[hosts.gpu1]\nport = 22\n", ":2: hosts.gpu1.port: unknown key (a host takes ssh, podman, docker, image, engine, cwd, sandbox, network, containment, kubernetes, pod_template, context)"},
 		{"[hosts.local]\nssh = \"x\"\n", `:2: hosts.local.ssh: "local" is this machine; name the host otherwise`},
 		{"[hosts.gpu1]\nssh = [\"a\"]\n", ":2: hosts.gpu1.ssh: takes one value, not a list"},
 		{"[hosts.gpu1]\nssh = \"a\"\nsandbox = \"none\"\n", ":3: hosts.gpu1.sandbox: mode must be one of: read-only, workspace-write, full-access"},
-		{"[hosts.gpu1]\nssh = \"a\"\npodman = \"b\"\n", ":3: hosts.gpu1.podman: host gpu1 is given two transports (a host is one of ssh, podman, docker or image)"},
+		{"[hosts.gpu1]\nssh = \"a\"\npodman = \"b\"\n", ":3: hosts.gpu1.podman: host gpu1 is given two transports (a host is one of ssh, podman, docker, image, kubernetes or pod_template)"},
 	} {
 		p := writeConfig(t, c.text)
 		_, stderr, code := testutil.RunConch(t, marker, "config", "--config", p)

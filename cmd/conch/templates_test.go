@@ -41,7 +41,7 @@ func TestHostsTemplateConfig(t *testing.T) {
 	for _, c := range []struct{ text, want string }{
 		{"[hosts.dev]\npodman = \"devbox\"\nimage = \"localhost/dev:1\"\n", ":3: hosts.dev.image: host dev names both a running container and an image; a host is one or the other (docs/remote.md)"},
 		{"[hosts.dev]\nimage = \"localhost/dev:1\"\ndocker = \"devbox\"\n", ":3: hosts.dev.docker: host dev names both a running container and an image; a host is one or the other (docs/remote.md)"},
-		{"[hosts.dev]\nimage = \"localhost/dev:1\"\nssh = \"dev\"\n", ":3: hosts.dev.ssh: host dev is given two transports (a host is one of ssh, podman, docker or image)"},
+		{"[hosts.dev]\nimage = \"localhost/dev:1\"\nssh = \"dev\"\n", ":3: hosts.dev.ssh: host dev is given two transports (a host is one of ssh, podman, docker, image, kubernetes or pod_template)"},
 		{"[hosts.dev]\nimage = \"localhost/dev:1\"\nengine = \"lxc\"\n", ":3: hosts.dev.engine: engine must be one of: podman, docker"},
 	} {
 		p := writeConfig(t, c.text)

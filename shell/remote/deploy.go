@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"runtime"
 	"strings"
 	"sync"
@@ -187,4 +188,52 @@ func (t *StderrTail) Last() string {
 	defer t.mu.Unlock()
 	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// Prepared is an agent made ready to start on a host whose transport has
+// no login directory of its own (a container's exec starts in the image's
+// working directory, often /).
+type Prepared struct {
+	// Path is the agent binary on the host.
+	Path string
+	// Cwd is the agent's working directory: the host's cwd, else its
+	// user's home.
+	Cwd string
+}
+
+// Prepare deploys the agent at binary (whose sha256 is binHash) on the
+// host called host, reached through run, as Deploy does, and picks its
+// working directory: cwd, else the host user's home. A home that is not
+// an absolute path other than / is refused before anything is copied: an
+// agent that took / as the workspace of workspace-write would let its
+// commands write anywhere. The transports of containers share it.
+func Prepare(ctx context.Context, host string, run RunScript, binary, binHash, cwd string) (Prepared, error) {
+	dep, err := Probe(ctx, host, run, binHash)
+	if err != nil {
+		return Prepared{}, err
+	}
+	if cwd == "" {
+		if !path.IsAbs(dep.Home) || path.Clean(dep.Home) == "/" {
+			return Prepared{}, fmt.Errorf("the container's user has no home directory to work in (HOME=%q); set the host's cwd", dep.Home)
+		}
+		cwd = dep.Home
+	}
+	if !dep.Current {
+		if err := dep.Upload(ctx, run, binary, binHash); err != nil {
+			return Prepared{}, err
+		}
+	}
+	return Prepared{Path: dep.Path, Cwd: cwd}, nil
+}
+
+// Argv is the command line that starts the prepared agent with args, and
+// with --cwd its working directory unless args name one.
+func (p Prepared) Argv(args []string) []string {
+	argv := append([]string{p.Path, "agent"}, args...)
+	for _, a := range args {
+		if a == "--cwd" || strings.HasPrefix(a, "--cwd=") {
+			return argv
+		}
+	}
+	return append(argv, "--cwd", p.Cwd)
 }
