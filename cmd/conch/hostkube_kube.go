@@ -1,4 +1,4 @@
-//go:build !nokube
+//go:build kube
 
 package main
 
