@@ -222,6 +222,13 @@ func testAttack(t *testing.T, nobody bool) {
 		t.Fatalf("A's spill file: %v", err)
 	}
 
+	// The terminals a command sees are its init's own: none of the
+	// host's. Asked of A, which runs no terminal of its own: B's rows run
+	// side by side, and its tty rows open terminals in B's init.
+	if got := text(t, callTool(t, a, "bash", bash("ls /dev/pts"))); got != "ptmx\n" {
+		t.Errorf("ls /dev/pts:\n got %q\nwant %q", got, "ptmx\n")
+	}
+
 	t.Run("B", func(rows *testing.T) {
 		for _, c := range s.rows(t, server, " [s]erve --http", "notifications/message", sleepA, spillA) {
 			rows.Run(c.name, func(t *testing.T) {
@@ -384,7 +391,6 @@ func (s *attackSetup) rows(t *testing.T, server int, serverLine, method string, 
 			after: func(t *testing.T) { unchanged(t, filepath.Join(s.wsB, ".conch", "config.toml"), "# project\n") }},
 		{name: "host terminal", command: "exec 3<" + s.pty,
 			want: "[stderr]\nbash: line 1: " + s.pty + ": No such file or directory\n[exit code: 1]"},
-		{name: "terminals", command: "ls /dev/pts", want: "ptmx\n"},
 		{name: "a terminal of its own", command: `/usr/bin/python3 -c 'import pty, os; m, s = pty.openpty(); print(os.ttyname(s))'`, want: "/dev/pts/0\n"},
 		{name: "setuid", command: "touch suid && chmod 4755 suid",
 			want: "[stderr]\nchmod: changing permissions of 'suid': Operation not permitted\n[exit code: 1]"},

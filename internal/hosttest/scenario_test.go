@@ -173,14 +173,16 @@ func scenario(dir, denied string) []step {
 
 // taskRead is the value a read of task id must have, from its text: the
 // status line is "[status: running]" or "[status: completed, exit code:
-// 0]", and the run time counts from the command's start (the call moved
-// after the yield window).
+// 0]" (then the sandbox's report too), and the run time counts from the
+// command's start (the call moved after the yield window).
 func taskRead(t *testing.T, g got, id string) tools.TaskOutputValue {
 	t.Helper()
 	v := tools.TaskOutputValue{Text: g.text, TaskID: id, TaskState: tools.TaskState{Status: "running", ElapsedMs: elapsedFrom(t, g, yieldMs)}}
 	if strings.HasSuffix(g.text, readEnd("completed")) {
 		code := 0
 		v.Status, v.Detail, v.ExitCode = "completed", "exit code: 0", &code
+		// A settled tty task reports its sandbox, as a piped one does.
+		v.Sandbox = &shell.SandboxReport{Mode: "workspace-write", Network: "public", Denied: []shell.SandboxDenial{}}
 	} else if !strings.HasSuffix(g.text, readEnd("running")) {
 		t.Errorf("want a read ending in its status line")
 	}
