@@ -3,24 +3,22 @@
 package main
 
 import (
-	"flag"
-	"log/slog"
-	"strings"
 	"testing"
+
+	"github.com/conch-dev/conch/internal/testutil"
 )
 
 // TestKubeHostsNotBuilt: a conch built without the Kubernetes transport
 // (the default build) refuses a Kubernetes host, saying how to build one
-// that has it.
+// that has it. Through the binary: a stack built in this process would
+// make the test binary a child subreaper whose close kills every orphan
+// it adopted, the conmon of other tests' containers included.
 func TestKubeHostsNotBuilt(t *testing.T) {
-	var cfg config
-	fs := flag.NewFlagSet("conch serve", flag.ContinueOnError)
-	cfg.addFlags(fs, 0, slog.LevelInfo)
-	if err := fs.Parse([]string{"--host-kubernetes", "k=dev/box"}); err != nil {
-		t.Fatal(err)
-	}
-	const want = "host k: this conch was built without the Kubernetes transport; build it with `go build -tags kube ./cmd/conch`"
-	if _, err := cfg.build(nil); err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("build: %v, want %q", err, want)
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	_, stderr, code := testutil.RunConch(t, marker, "run", "--host-kubernetes", "k=dev/box", "--", "true")
+	const want = "conch run: host k: this conch was built without the Kubernetes transport; build it with `go build -tags kube ./cmd/conch`\n"
+	if code != 2 || stderr != want {
+		t.Errorf("conch run with a Kubernetes host: exit %d, stderr %q; want 2, %q", code, stderr, want)
 	}
 }

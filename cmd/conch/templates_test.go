@@ -6,8 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"flag"
-	"log/slog"
 	"os/exec"
 	"strings"
 	"testing"
@@ -57,17 +55,12 @@ func TestHostsTemplateConfig(t *testing.T) {
 		{[]string{"--host-image", "dev=localhost/dev:1"}, `host dev: an image needs its engine: engine = "podman" or "docker" (--host-engine dev=ENGINE)`},
 		{[]string{"--host-podman", "dev=devbox", "--host-engine", "dev=podman"}, "--host-engine dev: the engine is that of a host made from an image, and host dev has no image"},
 	} {
-		var cfg config
-		fs := flag.NewFlagSet("conch serve", flag.ContinueOnError)
-		cfg.addFlags(fs, 0, slog.LevelInfo)
-		if err := fs.Parse(c.args); err != nil {
-			t.Fatal(err)
-		}
-		if st, err := cfg.build(nil); err == nil || err.Error() != c.want {
-			if err == nil {
-				st.close()
-			}
-			t.Errorf("build with %q: %v, want %q", c.args, err, c.want)
+		// Through the binary: a stack built in this process would make the
+		// test binary a child subreaper whose close kills every orphan it
+		// adopted, the conmon of other tests' containers included.
+		_, stderr, code := testutil.RunConch(t, marker, append(append([]string{"run"}, c.args...), "--", "true")...)
+		if code != 2 || stderr != "conch run: "+c.want+"\n" {
+			t.Errorf("conch run %q: exit %d, stderr %q; want 2, %q", c.args, code, stderr, c.want)
 		}
 	}
 }
