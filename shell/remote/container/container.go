@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conch-dev/conch/internal/proc"
 	"github.com/conch-dev/conch/shell/remote"
 )
 
@@ -179,11 +180,14 @@ func (d *Dialer) run(ctx context.Context, script string, stdin io.Reader) (strin
 	cmd := d.exec("", "sh", "-c", script)
 	var out, errb bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &out, &errb
-	if err := cmd.Start(); err != nil {
+	// Claimed (proc.StartCmd): conch, a child subreaper, reaps the
+	// unclaimed children that leave its process group, and a reap
+	// before Wait made it fail with "waitid: no child processes".
+	if err := proc.StartCmd(cmd); err != nil {
 		return "", fmt.Errorf("%s exec: %w", d.opts.EngineBinary, err)
 	}
 	stop := context.AfterFunc(ctx, func() { cmd.Process.Kill() })
-	err := cmd.Wait()
+	err := proc.WaitCmd(cmd)
 	stop()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -246,7 +250,7 @@ func (d *Dialer) startAgent() (io.ReadWriteCloser, error) {
 	st := &stream{cmd: cmd, in: inW, out: outR, exited: make(chan struct{})}
 	cmd.Stdin, cmd.Stdout = inR, outW
 	cmd.Stderr = io.MultiWriter(d.opts.Stderr, &st.stderr)
-	err = cmd.Start()
+	err = proc.StartCmd(cmd) // claimed, as in run
 	inR.Close()
 	outW.Close()
 	if err != nil {
@@ -255,7 +259,7 @@ func (d *Dialer) startAgent() (io.ReadWriteCloser, error) {
 		return nil, fmt.Errorf("start agent: %s exec: %w", d.opts.EngineBinary, err)
 	}
 	go func() {
-		st.exitErr = cmd.Wait()
+		st.exitErr = proc.WaitCmd(cmd)
 		close(st.exited)
 	}()
 	return st, nil

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/conch-dev/conch/internal/agent"
+	"github.com/conch-dev/conch/internal/proc"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/remote"
 )
@@ -400,11 +401,11 @@ func (t *Template) engine(ctx context.Context, args ...string) (string, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
+	if err := proc.StartCmd(cmd); err != nil { // claimed, as the Dialer's commands
 		return "", err
 	}
 	stop := context.AfterFunc(ctx, func() { cmd.Process.Kill() })
-	err := cmd.Wait()
+	err := proc.WaitCmd(cmd)
 	stop()
 	if err != nil {
 		if ctx.Err() != nil {
