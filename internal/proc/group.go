@@ -95,15 +95,20 @@ func TerminateContext(ctx context.Context, pgid int, grace time.Duration) (escal
 		return false
 	}
 	gone := waitGroupGone(ctx, pgid, grace)
+	if !gone && ctx.Err() != nil {
+		// Hurried: whether the group still lives is asked before the
+		// SIGKILL, not after it (the kernel may have taken it by then,
+		// and an escalation read as none).
+		gone = !GroupAlive(pgid)
+	}
 	if err := unix.Kill(-pgid, unix.SIGKILL); err != nil {
 		return false
 	}
 	if gone {
 		return false
 	}
-	escalated = ctx.Err() == nil || GroupAlive(pgid)
 	waitGroupGone(context.Background(), pgid, KillWait)
-	return escalated
+	return true
 }
 
 // waitGroupGone polls GroupAlive with a short backoff until the group is
