@@ -104,9 +104,8 @@ type Dialer struct {
 	opts    Options
 	binHash string
 
-	mu   sync.Mutex // serialises deploying
-	path string     // the deployed agent, once deployed
-	cwd  string     // the agent's working directory
+	mu   sync.Mutex      // serialises deploying
+	prep remote.Prepared // the deployed agent and its directory, once deployed
 }
 
 var _ remote.Dialer = (*Dialer)(nil)
@@ -206,35 +205,19 @@ func (d *Dialer) run(ctx context.Context, script string, stdin io.Reader) (strin
 func (d *Dialer) Dial(ctx context.Context) (io.ReadWriteCloser, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.path == "" {
-		dep, err := remote.Probe(ctx, d.host.Name, d.run, d.binHash)
+	if d.prep.Path == "" {
+		prep, err := remote.Prepare(ctx, d.host.Name, d.run, d.opts.AgentBinary, d.binHash, d.host.Cwd)
 		if err != nil {
 			return nil, err
 		}
-		cwd := d.host.Cwd
-		if cwd == "" {
-			if !path.IsAbs(dep.Home) || path.Clean(dep.Home) == "/" {
-				return nil, fmt.Errorf("the container's user has no home directory to work in (HOME=%q); set the host's cwd", dep.Home)
-			}
-			cwd = dep.Home
-		}
-		if !dep.Current {
-			if err := dep.Upload(ctx, d.run, d.opts.AgentBinary, d.binHash); err != nil {
-				return nil, err
-			}
-		}
-		d.path, d.cwd = dep.Path, cwd
+		d.prep = prep
 	}
 	return d.startAgent()
 }
 
 // startAgent starts the agent with an exec of its own.
 func (d *Dialer) startAgent() (io.ReadWriteCloser, error) {
-	argv := append([]string{d.path, "agent"}, d.opts.AgentArgs...)
-	if !hasFlag(d.opts.AgentArgs, "--cwd") {
-		argv = append(argv, "--cwd", d.cwd)
-	}
-	cmd := d.exec(d.cwd, argv...)
+	cmd := d.exec(d.prep.Cwd, d.prep.Argv(d.opts.AgentArgs)...)
 	// Pipes of our own, not cmd's: Wait closes those it made as soon as
 	// the client exits, under a Read that may still be draining.
 	inR, inW, err := os.Pipe()
@@ -263,15 +246,6 @@ func (d *Dialer) startAgent() (io.ReadWriteCloser, error) {
 		close(st.exited)
 	}()
 	return st, nil
-}
-
-func hasFlag(args []string, flag string) bool {
-	for _, a := range args {
-		if a == flag || strings.HasPrefix(a, flag+"=") {
-			return true
-		}
-	}
-	return false
 }
 
 // Bounds of a stream's end.
