@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -51,14 +52,14 @@ func TestBinaryRenamedOver(t *testing.T) {
 	}
 }
 
+// copyBinary copies the program from into to by a cp child: a
+// descriptor this process opened for writing would be inherited, for
+// the moment before its exec, by whatever another test forks meanwhile,
+// and an exec of to in that moment fails with ETXTBSY (golang.org/issue/22315).
 func copyBinary(t *testing.T, from, to string) {
 	t.Helper()
-	b, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, b, 0o755); err != nil {
-		t.Fatal(err)
+	if out, err := exec.Command("cp", from, to).CombinedOutput(); err != nil {
+		t.Fatalf("cp %s %s: %v: %s", from, to, err, out)
 	}
 }
 
