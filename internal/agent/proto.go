@@ -4,7 +4,8 @@
 //
 // # Frames
 //
-// Both directions carry frames: a 4-byte big-endian length, then that
+// Both directions carry frames (internal/frame, as the init's protocol):
+// a 4-byte big-endian length, then that
 // many bytes of one JSON object. A frame is at most MaxFrame bytes; a
 // longer one ends the connection (a peer that is not conch, or a broken
 // stream, must not make the other side allocate without bound).
@@ -60,8 +61,6 @@
 package agent
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -69,6 +68,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conch-dev/conch/internal/frame"
 	"github.com/conch-dev/conch/shell"
 )
 
@@ -244,35 +244,31 @@ type Done struct {
 }
 
 // ErrFrameTooLarge is returned for a frame longer than MaxFrame.
-var ErrFrameTooLarge = errors.New("agent: frame too large")
+var ErrFrameTooLarge = fmt.Errorf("agent: %w", frame.ErrTooLarge)
 
-// Conn reads and writes frames; writes are safe for concurrent use, reads
-// are not.
+// Conn reads and writes frames (internal/frame); writes are safe for
+// concurrent use, reads are not.
 type Conn struct {
-	r   io.Reader
+	r   *frame.Reader
 	wmu sync.Mutex
 	w   io.Writer
-	buf []byte
 }
 
 // NewConn returns a Conn reading frames from r and writing them to w.
-func NewConn(r io.Reader, w io.Writer) *Conn { return &Conn{r: r, w: w} }
+func NewConn(r io.Reader, w io.Writer) *Conn { return &Conn{r: frame.NewReader(r, MaxFrame), w: w} }
 
 // Write sends v as one frame.
 func (c *Conn) Write(v any) error {
-	body, err := json.Marshal(v)
+	b, err := frame.Encode(v, MaxFrame)
+	if errors.Is(err, frame.ErrTooLarge) {
+		return ErrFrameTooLarge
+	}
 	if err != nil {
 		return fmt.Errorf("agent: encode frame: %w", err)
 	}
-	if len(body) > MaxFrame {
-		return ErrFrameTooLarge
-	}
-	frame := make([]byte, 4+len(body))
-	binary.BigEndian.PutUint32(frame, uint32(len(body)))
-	copy(frame[4:], body)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if _, err := c.w.Write(frame); err != nil {
+	if _, err := c.w.Write(b); err != nil {
 		return fmt.Errorf("agent: write frame: %w", err)
 	}
 	return nil
@@ -281,33 +277,14 @@ func (c *Conn) Write(v any) error {
 // Read receives one frame into v. It returns io.EOF when the stream ended
 // cleanly between frames.
 func (c *Conn) Read(v any) error {
-	var hdr [4]byte
-	if _, err := io.ReadFull(c.r, hdr[:]); err != nil {
-		if err == io.EOF {
-			return io.EOF
-		}
+	switch err := c.r.Read(v); {
+	case err == nil, err == io.EOF:
+		return err
+	case errors.Is(err, frame.ErrTooLarge):
+		return ErrFrameTooLarge
+	default:
 		return fmt.Errorf("agent: read frame: %w", err)
 	}
-	n := binary.BigEndian.Uint32(hdr[:])
-	if n > MaxFrame {
-		return ErrFrameTooLarge
-	}
-	if cap(c.buf) < int(n) {
-		c.buf = make([]byte, n)
-	}
-	body := c.buf[:n]
-	if _, err := io.ReadFull(c.r, body); err != nil {
-		return fmt.Errorf("agent: read frame: %w", io.ErrUnexpectedEOF)
-	}
-	// A large buffer is not kept: one 10 MB stdin must not pin 10 MB for
-	// the life of the connection.
-	if n > 64<<10 {
-		c.buf = nil
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("agent: decode frame: %w", err)
-	}
-	return nil
 }
 
 // EncodeError turns an error of the seam into its wire form.

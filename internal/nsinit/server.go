@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/conch-dev/conch/internal/cachelayer"
+	"github.com/conch-dev/conch/internal/frame"
 	"github.com/conch-dev/conch/internal/proc"
 	"github.com/conch-dev/conch/internal/sandbox"
 )
@@ -93,9 +94,9 @@ type Init struct {
 	c        *conn
 	readDone chan struct{} // closed when the reader has ended
 
+	calls frame.Calls[*message] // the requests awaiting the init's reply
+
 	mu       sync.Mutex
-	nextID   uint64
-	pending  map[uint64]chan *message
 	children map[int]*Child
 	err      error // why calls fail: set when the reader ends, or by Close
 
@@ -250,7 +251,6 @@ func start(o Options, v1 []*cgroups, cache *cachelayer.Session) (*Init, error) {
 		cmd:      cmd,
 		c:        c,
 		readDone: make(chan struct{}),
-		pending:  make(map[uint64]chan *message),
 		children: make(map[int]*Child),
 		exited:   make(chan struct{}),
 	}
@@ -408,18 +408,12 @@ func (i *Init) read() {
 			}
 			continue
 		}
-		i.mu.Lock()
 		if m.Op == opSpawn && m.Err == "" {
 			// The Child exists before the command's exit event, which
 			// may follow at once, is read.
-			i.childLocked(m.Pid)
+			i.child(m.Pid)
 		}
-		w := i.pending[m.ID]
-		delete(i.pending, m.ID)
-		i.mu.Unlock()
-		if w != nil {
-			w <- m
-		} else {
+		if !i.calls.Answer(m.ID, m) {
 			closeFDs(m.fds)
 		}
 	}
@@ -427,12 +421,10 @@ func (i *Init) read() {
 	if i.err == nil {
 		i.err = ErrInitExited
 	}
-	pending, children, err := i.pending, i.children, i.err
-	i.pending, i.children = nil, nil
+	children, err := i.children, i.err
+	i.children = nil
 	i.mu.Unlock()
-	for _, w := range pending {
-		close(w)
-	}
+	i.calls.Fail(err)
 	for _, ch := range children {
 		ch.settle(0, err)
 	}
@@ -440,20 +432,14 @@ func (i *Init) read() {
 
 // call sends a request and waits for its reply.
 func (i *Init) call(m *message, files ...*os.File) (*message, error) {
-	w := make(chan *message, 1)
-	i.mu.Lock()
-	if i.pending == nil {
-		err := i.err
-		i.mu.Unlock()
+	id, w, err := i.calls.Begin()
+	if err != nil {
 		return nil, err
 	}
-	i.nextID++
-	m.ID = i.nextID
-	i.pending[m.ID] = w
-	i.mu.Unlock()
+	m.ID = id
 	if err := i.c.send(m, files...); err != nil {
+		i.calls.Forget(id)
 		i.mu.Lock()
-		delete(i.pending, m.ID)
 		ierr := i.err
 		i.mu.Unlock()
 		if ierr != nil {
@@ -463,9 +449,7 @@ func (i *Init) call(m *message, files ...*os.File) (*message, error) {
 	}
 	r, ok := <-w
 	if !ok {
-		i.mu.Lock()
-		defer i.mu.Unlock()
-		return nil, i.err
+		return nil, i.calls.Err()
 	}
 	if r.Err != "" {
 		return r, errors.New(r.Err)
@@ -492,24 +476,10 @@ func (i *Init) OpenPTY() (master, slave *os.File, err error) {
 	return os.NewFile(uintptr(r.fds[0]), "/dev/ptmx"), os.NewFile(uintptr(r.fds[1]), "/dev/pts"), nil
 }
 
-// Command is what Spawn runs.
-type Command struct {
-	// Path is the executable (absolute, or relative to Dir); Args its
-	// arguments, Args[0] included.
-	Path string
-	Args []string
-	// Env is the whole environment; Dir the working directory (a path as
-	// the namespace sees it: the same as outside).
-	Env []string
-	Dir string
-	// Stdin, Stdout and Stderr become descriptors 0, 1 and 2; nil means
-	// /dev/null. They are passed to the init and may be closed once
-	// Spawn returns.
-	Stdin, Stdout, Stderr *os.File
-	// Terminal says that Stdin is a pseudo-terminal's slave side, to
-	// become the controlling terminal of the command's session.
-	Terminal bool
-}
+// Command is what Spawn runs: Dir is a path as the namespace sees it
+// (the same as outside); the standard descriptors are passed to the init
+// and may be closed once Spawn returns.
+type Command = proc.Command
 
 // Spawn starts c in a new session and process group inside the
 // namespace. The returned Child must be released (Child.Release) once the

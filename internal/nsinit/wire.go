@@ -3,7 +3,6 @@
 package nsinit
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,11 +15,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/conch-dev/conch/internal/frame"
 	"github.com/conch-dev/conch/internal/sandbox"
 )
 
 // The server and the init talk over a unix stream socket pair: each
-// message is a 4-byte big-endian length and a JSON object. A message that
+// message is a frame (internal/frame, as conch agent's protocol): a
+// 4-byte big-endian length and a JSON object. A message that
 // carries file descriptors (a spawn's stdin, stdout and stderr) sends them
 // as SCM_RIGHTS with its first bytes, so they have arrived by the time the
 // whole message has been read.
@@ -190,13 +191,10 @@ func socketPair() (a, b *os.File, err error) {
 // send writes m with files attached.
 func (c *conn) send(m *message, files ...*os.File) error {
 	m.NFDs = len(files)
-	body, err := json.Marshal(m)
+	b, err := frame.Encode(m, maxMessage)
 	if err != nil {
 		return fmt.Errorf("nsinit: encode %s: %w", m.Op, err)
 	}
-	b := make([]byte, 4+len(body))
-	binary.BigEndian.PutUint32(b, uint32(len(body)))
-	copy(b[4:], body)
 	var oob []byte
 	if len(files) > 0 {
 		fds := make([]int, len(files))
@@ -223,25 +221,23 @@ func (c *conn) send(m *message, files ...*os.File) error {
 // the caller, close-on-exec).
 func (c *conn) recv() (*message, []int, error) {
 	for {
-		if len(c.buf) >= 4 {
-			n := int(binary.BigEndian.Uint32(c.buf))
-			if n > maxMessage {
-				return nil, nil, fmt.Errorf("nsinit: receive: message of %d bytes", n)
+		body, rest, ok, err := frame.Cut(c.buf, maxMessage)
+		if err != nil {
+			return nil, nil, fmt.Errorf("nsinit: receive: %w", err)
+		}
+		if ok {
+			m := new(message)
+			err := json.Unmarshal(body, m)
+			c.buf = rest
+			if err != nil {
+				return nil, nil, fmt.Errorf("nsinit: receive: %w", err)
 			}
-			if len(c.buf) >= 4+n {
-				m := new(message)
-				err := json.Unmarshal(c.buf[4:4+n], m)
-				c.buf = c.buf[4+n:]
-				if err != nil {
-					return nil, nil, fmt.Errorf("nsinit: receive: %w", err)
-				}
-				if m.NFDs < 0 || m.NFDs > len(c.fds) {
-					return nil, nil, fmt.Errorf("nsinit: receive %s: %d descriptors announced, %d arrived", m.Op, m.NFDs, len(c.fds))
-				}
-				fds := c.fds[:m.NFDs:m.NFDs]
-				c.fds = c.fds[m.NFDs:]
-				return m, fds, nil
+			if m.NFDs < 0 || m.NFDs > len(c.fds) {
+				return nil, nil, fmt.Errorf("nsinit: receive %s: %d descriptors announced, %d arrived", m.Op, m.NFDs, len(c.fds))
 			}
+			fds := c.fds[:m.NFDs:m.NFDs]
+			c.fds = c.fds[m.NFDs:]
+			return m, fds, nil
 		}
 		if err := c.fill(); err != nil {
 			return nil, nil, err

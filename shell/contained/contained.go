@@ -197,10 +197,7 @@ func (s *spawner) Spawn(c local.Command) (local.Child, error) {
 		return nil, err
 	}
 	s.net.spawned(c, time.Now())
-	return b.in.Spawn(nsinit.Command{
-		Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir,
-		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, Terminal: c.Terminal,
-	})
+	return b.in.Spawn(c.Command)
 }
 
 // boundary returns the init of c's owner for c's grants, starting it if

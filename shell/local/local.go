@@ -285,10 +285,12 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	// when it names the directory it starts in, so `pwd` shows the path
 	// the caller chose rather than the server's own PWD or the real path.
 	c.shell = Command{
-		Path:      e.opts.Shell,
-		Args:      []string{"bash", "-c", s.Command},
-		Env:       envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv),
-		Dir:       s.Workdir,
+		Command: proc.Command{
+			Path: e.opts.Shell,
+			Args: []string{"bash", "-c", s.Command},
+			Env:  envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv),
+			Dir:  s.Workdir,
+		},
 		Owner:     s.Owner,
 		Workspace: s.Workspace,
 		Narrowing: s.Narrowing,

@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conch-dev/conch/internal/proc"
 	"github.com/conch-dev/conch/shell"
 )
 
@@ -69,20 +70,11 @@ type TerminalOpener interface {
 
 // Command is one shell for a Spawner to start.
 type Command struct {
-	// Path is the executable; Args its arguments, Args[0] included.
-	Path string
-	Args []string
-	// Env is the whole environment; Dir the working directory.
-	Env []string
-	Dir string
-	// Stdin, Stdout and Stderr become descriptors 0, 1 and 2; a nil
-	// Stdin means /dev/null.
-	Stdin, Stdout, Stderr *os.File
-	// Terminal says that Stdin is the slave side of a pseudo-terminal
-	// (Stdout and Stderr too): it becomes the controlling terminal of the
-	// command's new session (setsid, then TIOCSCTTY in the child), so
-	// that C-c reaches the foreground job (docs/terminal.md).
-	Terminal bool
+	// Command is the program: its path, arguments, environment and
+	// directory, its standard descriptors (a nil Stdin is /dev/null), and
+	// whether Stdin is a terminal to become the session's controlling
+	// one.
+	proc.Command
 	// Owner is the command's Request.Owner, for EndOwner.
 	Owner string
 	// Workspace is the command's Request.Workspace: its owner's working

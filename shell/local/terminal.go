@@ -11,6 +11,7 @@ import (
 
 	"github.com/conch-dev/conch/internal/capture"
 	"github.com/conch-dev/conch/internal/envpolicy"
+	"github.com/conch-dev/conch/internal/proc"
 	"github.com/conch-dev/conch/internal/term"
 	"github.com/conch-dev/conch/shell"
 )
@@ -40,11 +41,13 @@ func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
 	// Through the spawn hook, as every command: a contained executor runs
 	// the terminal's program inside its init's namespaces and sandbox.
 	c := Command{
-		Path:      e.opts.Shell,
-		Args:      []string{"bash", "-c", s.Command},
-		Env:       term.Env(envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv)),
-		Dir:       s.Workdir,
-		Terminal:  true,
+		Command: proc.Command{
+			Path:     e.opts.Shell,
+			Args:     []string{"bash", "-c", s.Command},
+			Env:      term.Env(envpolicy.Build(e.baseEnv, s.Workdir, s.Env, s.ManagedEnv)),
+			Dir:      s.Workdir,
+			Terminal: true,
+		},
 		Owner:     s.Owner,
 		Workspace: s.Workspace,
 		Narrowing: s.Narrowing,

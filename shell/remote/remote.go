@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/conch-dev/conch/internal/agent"
+	"github.com/conch-dev/conch/internal/frame"
 	"github.com/conch-dev/conch/shell"
 )
 
@@ -215,7 +216,10 @@ func (e *Executor) open(ctx context.Context, op string, a *agent.StartArgs, time
 		return nil, err
 	}
 	p := &process{c: c, id: e.nextProc.Add(1), owner: a.Owner, timeout: timeout, done: make(chan struct{}), released: new(atomic.Bool)}
-	c.register(p)
+	if !c.register(p) {
+		<-c.readDone // the loss is recorded by then
+		return nil, &UnreachableError{Host: e.name, Err: c.calls.Err()}
+	}
 	resp, err := c.call(agent.Request{Op: op, Proc: p.id, Start: a})
 	if err == nil && resp.Err != nil {
 		err = resp.Err.Err()
@@ -349,11 +353,10 @@ type conn struct {
 	fc    *agent.Conn
 	hello agent.Hello
 
-	mu      sync.Mutex
-	nextID  uint64
-	pending map[uint64]chan agent.Response
-	procs   map[uint64]*process
-	lost    error // set once, when the connection broke or was closed
+	calls frame.Calls[agent.Response] // failed with the loss (ErrLost) when the connection broke or was closed
+
+	mu    sync.Mutex
+	procs map[uint64]*process // nil once the connection is lost
 
 	readDone chan struct{}
 }
@@ -364,7 +367,7 @@ func dial(ctx context.Context, host string, d Dialer) (*conn, error) {
 		return nil, err
 	}
 	c := &conn{host: host, rwc: rwc, fc: agent.NewConn(rwc, rwc),
-		pending: make(map[uint64]chan agent.Response), procs: make(map[uint64]*process),
+		procs:    make(map[uint64]*process),
 		readDone: make(chan struct{})}
 	go c.readLoop()
 	// The hello is bounded by ctx: a stream that never answers (a remote
@@ -399,11 +402,7 @@ func dial(ctx context.Context, host string, d Dialer) (*conn, error) {
 	}
 }
 
-func (c *conn) isLost() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lost != nil
-}
+func (c *conn) isLost() bool { return c.calls.Err() != nil }
 
 // close ends the connection and waits for its reader.
 func (c *conn) close() {
@@ -411,10 +410,16 @@ func (c *conn) close() {
 	<-c.readDone
 }
 
-func (c *conn) register(p *process) {
+// register records p, unless the connection is lost: then it reports
+// false, and p never reaches the agent.
+func (c *conn) register(p *process) bool {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.procs == nil {
+		return false
+	}
 	c.procs[p.id] = p
-	c.mu.Unlock()
+	return true
 }
 
 func (c *conn) unregister(p *process) {
@@ -439,35 +444,24 @@ func (c *conn) owned(owner string) []*process {
 // call sends req and waits for its answer. It fails with ErrLost when the
 // connection is or becomes lost first.
 func (c *conn) call(req agent.Request) (agent.Response, error) {
-	ch := make(chan agent.Response, 1)
-	c.mu.Lock()
-	if c.lost != nil {
-		err := c.lost
-		c.mu.Unlock()
+	id, answer, err := c.calls.Begin()
+	if err != nil {
 		return agent.Response{}, err
 	}
-	c.nextID++
-	req.ID = c.nextID
-	c.pending[req.ID] = ch
-	c.mu.Unlock()
+	req.ID = id
 	if err := c.fc.Write(req); err != nil {
 		if errors.Is(err, agent.ErrFrameTooLarge) {
 			// Nothing was sent: the connection is fine.
-			c.mu.Lock()
-			delete(c.pending, req.ID)
-			c.mu.Unlock()
+			c.calls.Forget(id)
 			return agent.Response{}, fmt.Errorf("remote: %s request: %w", req.Op, err)
 		}
 		// The reader notices the broken stream too; close it so that it
 		// does even when only the writing side broke.
 		c.rwc.Close()
 	}
-	resp, ok := <-ch
+	resp, ok := <-answer
 	if !ok {
-		c.mu.Lock()
-		err := c.lost
-		c.mu.Unlock()
-		return agent.Response{}, err
+		return agent.Response{}, c.calls.Err()
 	}
 	return resp, nil
 }
@@ -502,23 +496,15 @@ func (c *conn) readLoop() {
 			}
 			continue
 		}
-		c.mu.Lock()
-		ch := c.pending[resp.ID]
-		delete(c.pending, resp.ID)
-		c.mu.Unlock()
-		if ch != nil {
-			ch <- resp
-		}
+		c.calls.Answer(resp.ID, resp)
 	}
 	c.rwc.Close()
+	// No process registers after this; every call not answered fails.
 	c.mu.Lock()
-	c.lost = fmt.Errorf("host %s: %w: %v", c.host, ErrLost, err)
-	pending, procs := c.pending, c.procs
-	c.pending, c.procs = nil, nil
+	procs := c.procs
+	c.procs = nil
 	c.mu.Unlock()
-	for _, ch := range pending {
-		close(ch)
-	}
+	c.calls.Fail(fmt.Errorf("host %s: %w: %v", c.host, ErrLost, err))
 	for _, p := range procs {
 		p.settle(p.lostDone(c.host), true)
 	}
