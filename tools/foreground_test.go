@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/conch-dev/conch/internal/testutil"
+	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/local"
 	"github.com/conch-dev/conch/tools"
 )
@@ -340,10 +341,11 @@ func TestProgress(t *testing.T) {
 // random among ready cases.)
 func TestForegroundEndedBeforeTheAbort(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{tools: tools.Options{ProgressEvery: 10 * time.Millisecond}})
+	launches := make(chan shell.Process, 1)
+	e := newEnv(t, envOpts{tools: tools.Options{ProgressEvery: 10 * time.Millisecond}, launches: launches})
 	for i := range 12 {
 		ctx, cancel := context.WithCancel(t.Context())
-		command, waitEnded := endingCommand(t, e)
+		command, waitEnded := endingCommand(launches)
 		r := e.ts.Call(ctx, e.sess, tools.NameBash, args(t, map[string]any{
 			"command": command, "description": "Print after a short sleep"}),
 			&tools.CallOptions{Progress: func(tools.Progress) {
@@ -357,22 +359,25 @@ func TestForegroundEndedBeforeTheAbort(t *testing.T) {
 	}
 }
 
-// endingCommand returns a command that prints "done" after a short sleep,
-// and a function that blocks until that command has exited (it leaves a
-// file as its last act, then no process of e is left) and a little more,
-// for the executor to collect it. It stands for a slow transport.
-func endingCommand(t *testing.T, e *env) (command string, waitEnded func()) {
-	t.Helper()
-	flag := t.TempDir() + "/ended"
-	return "sleep 0.02; echo done; : > " + flag, func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			if _, err := os.Stat(flag); err == nil && len(testutil.Processes(e.marker)) == 0 {
-				break
+// endingCommand returns a command that prints "done" after a short
+// sleep, and a function that blocks until the executor has that command
+// over (its process's Done): e must be made with envOpts.launches set to
+// launches, a channel of one place that nothing else reads.
+func endingCommand(launches chan shell.Process) (command string, waitEnded func()) {
+	select {
+	case <-launches: // the last round's, when its call never waited for it
+	default:
+	}
+	var p shell.Process // the command's, once launched: a later call waits for it again
+	return "sleep 0.02; echo done", func() {
+		if p == nil {
+			select {
+			case p = <-launches:
+			case <-time.After(time.Minute):
+				panic("endingCommand: no command was launched")
 			}
-			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
+		<-p.Done()
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/conch-dev/conch/internal/proc"
 	"github.com/conch-dev/conch/internal/testutil"
+	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/local"
 	"github.com/conch-dev/conch/tasks"
 	"github.com/conch-dev/conch/tools"
@@ -36,6 +37,9 @@ type envOpts struct {
 	tasks   *tasks.Options
 	noTasks bool
 	tools   tools.Options
+	// launches, if set, receives every process the executor launched in
+	// the foreground (the tools see a recordingExecutor).
+	launches chan<- shell.Process
 }
 
 // env is one real stack: a local executor, a task runtime and the tools
@@ -93,10 +97,30 @@ func newEnv(t testing.TB, o envOpts) *env {
 	if to.Home == "" {
 		to.Home = e.home
 	}
-	e.ts = tools.New(ex, &to)
+	var tex shell.Executor = ex
+	if o.launches != nil {
+		tex = &recordingExecutor{Executor: ex, launches: o.launches}
+	}
+	e.ts = tools.New(tex, &to)
 	e.dir = realDir(t)
 	e.sess = tools.Session{ID: "session-a", Cwd: e.dir}
 	return e
+}
+
+// recordingExecutor is a local executor that hands each process it
+// launched to a test, which can then wait for the executor's own word
+// that it is over (Done) rather than guess at it.
+type recordingExecutor struct {
+	*local.Executor
+	launches chan<- shell.Process
+}
+
+func (r *recordingExecutor) Launch(s shell.Spec) (shell.Process, error) {
+	p, err := r.Executor.Launch(s)
+	if err == nil {
+		r.launches <- p
+	}
+	return p, err
 }
 
 // realDir returns a fresh temporary directory by its real path.

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/conch-dev/conch/internal/testutil"
+	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/tasks"
 	"github.com/conch-dev/conch/tools"
 )
@@ -157,9 +158,10 @@ func TestYieldAtTheLimit(t *testing.T) {
 // would pass half the time; twelve rounds almost never.)
 func TestYieldNeverMovesAnEndedCommand(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{tools: tools.Options{YieldAfter: 50 * time.Millisecond, ProgressEvery: 10 * time.Millisecond}})
+	launches := make(chan shell.Process, 1)
+	e := newEnv(t, envOpts{tools: tools.Options{YieldAfter: 50 * time.Millisecond, ProgressEvery: 10 * time.Millisecond}, launches: launches})
 	for i := range 12 {
-		command, waitEnded := endingCommand(t, e)
+		command, waitEnded := endingCommand(launches)
 		r := e.ts.Call(t.Context(), e.sess, tools.NameBash, args(t, map[string]any{
 			"command": command, "description": "Print after a short sleep"}),
 			&tools.CallOptions{Progress: func(tools.Progress) { waitEnded() }})
