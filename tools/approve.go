@@ -98,7 +98,7 @@ func (a *approvals) forget(session string) {
 }
 
 // permit decides a command line to run on host by Options.Rules (and
-// the session's project file, see Options.ProjectFiles) before anything
+// the session's project file, see Options.Projects) before anything
 // is spawned, asking the user through ap when the rules say ask. It
 // returns the error result, nil when the command may run; then n is the
 // narrowing of its sandbox the project file asks for (nil: none).

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-dev/conch/internal/config"
 	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/rules"
 	"github.com/conch-dev/conch/shell/local"
@@ -35,7 +36,7 @@ func writeProject(t *testing.T, dir, text string, mod time.Time) string {
 
 func projectEnv(t *testing.T, user *rules.Rules) *env {
 	t.Helper()
-	return newEnv(t, envOpts{tools: tools.Options{Rules: user, ProjectFiles: true}})
+	return newEnv(t, envOpts{tools: tools.Options{Rules: user, Projects: config.NewProjects("", "", "")}})
 }
 
 // A project's deny rule denies a command the user's rules allow, in the
@@ -96,13 +97,17 @@ func TestProjectAllowRefused(t *testing.T) {
 }
 
 // A session without a directory of its own takes the project file of
-// the executor's default directory; without Options.ProjectFiles no
+// the executor's default directory; without Options.Projects no
 // project file is read.
 func TestProjectDefaultDir(t *testing.T) {
 	dir := realDir(t)
 	writeProject(t, dir, "[rules]\ndeny = [\"Bash(echo:*)\"]\n", time.Now())
 	for _, on := range []bool{true, false} {
-		e := newEnv(t, envOpts{tools: tools.Options{ProjectFiles: on}, local: local.Options{Cwd: dir}})
+		o := tools.Options{}
+		if on {
+			o.Projects = config.NewProjects("", "", "")
+		}
+		e := newEnv(t, envOpts{tools: o, local: local.Options{Cwd: dir}})
 		e.sess.Cwd = ""
 		if r := e.bash("echo hi"); on {
 			wantError(t, r, "denied by rule Bash(echo:*): echo hi")
@@ -118,7 +123,7 @@ func TestProjectDefaultDir(t *testing.T) {
 // widen Options.Sandbox, fails the call like a refused file, at once
 // when a file is rewritten so. On another host it fails the call too.
 func TestProjectSandbox(t *testing.T) {
-	e := newEnv(t, envOpts{tools: tools.Options{ProjectFiles: true, Sandbox: tools.Sandbox{Mode: "workspace-write", Network: "off"}}})
+	e := newEnv(t, envOpts{tools: tools.Options{Projects: config.NewProjects("workspace-write", "off", ""), Sandbox: tools.Sandbox{Mode: "workspace-write", Network: "off"}}})
 	file := filepath.Join(e.dir, "ran")
 	start := time.Now().Add(-time.Hour)
 	p := writeProject(t, e.dir, "[sandbox]\nmode = \"read-only\"\n", start)
@@ -133,7 +138,7 @@ func TestProjectSandbox(t *testing.T) {
 	writeProject(t, e.dir, "[rules]\ndeny = []\n", start.Add(2*time.Minute))
 	wantOK(t, e.bash("true"))
 
-	none := newEnv(t, envOpts{tools: tools.Options{ProjectFiles: true, Sandbox: tools.Sandbox{Unavailable: "no init here"}}})
+	none := newEnv(t, envOpts{tools: tools.Options{Projects: config.NewProjects("", "", "no init here"), Sandbox: tools.Sandbox{Unavailable: "no init here"}}})
 	p = writeProject(t, none.dir, "[sandbox]\ndeny_read = [\"secrets\"]\n", start)
 	wantError(t, none.bash("touch "+file), "not run: bad project configuration: config "+p+":2: sandbox.deny_read: cannot narrow the sandbox: no init here")
 	noFile(t, file)
@@ -141,7 +146,7 @@ func TestProjectSandbox(t *testing.T) {
 	marker := testutil.Marker(t)
 	gpu, _ := pipeHost(t, "gpu1", marker, realDir(t))
 	t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
-	remote := newEnv(t, envOpts{tools: tools.Options{ProjectFiles: true, Hosts: []tools.Host{gpu}}})
+	remote := newEnv(t, envOpts{tools: tools.Options{Projects: config.NewProjects("", "", ""), Hosts: []tools.Host{gpu}}})
 	p = writeProject(t, remote.dir, "[sandbox]\nnetwork = \"off\"\n", start)
 	wantError(t, remote.call(tools.NameBash, map[string]any{"command": "touch " + file, "description": "Run a test command", "host": "gpu1"}),
 		"not run: bad project configuration: config "+p+":2: sandbox.network: cannot narrow the sandbox: commands on host gpu1 run outside this machine's sandbox")

@@ -65,24 +65,22 @@ type Options struct {
 	// ask asks the user through the call's Approver (CallOptions), allow
 	// runs it. Nil runs everything.
 	Rules *rules.Rules
-	// ProjectFiles lets a project narrow Rules: the deny and ask rules of
-	// `.conch/config.toml` in a session's working directory (for a
-	// session without one, the executor's default directory) are added
-	// to Rules for that session's commands, on every host. The file may
-	// hold nothing else, and a symbolic link out of the directory is not
-	// followed; a file that is refused or unreadable fails the session's
-	// bash calls with an error naming it (a broken file never silently
-	// lifts its rules) until it is fixed. It is read again when its
-	// modification time or size changes. The file may also narrow the
-	// sandbox of the session's commands on this machine (sandbox.mode,
-	// sandbox.network, sandbox.deny_read), never widen Sandbox: the
-	// narrowing reaches the executor with each command
-	// (shell.Request.Narrowing), and a key that would widen, or that no
-	// sandbox can honour, fails the session's bash calls like a refused
-	// file (docs/configuration.md#project-files).
-	ProjectFiles bool
+	// Projects, if set, lets a project narrow Rules: the deny and ask
+	// rules of its file (internal/config's Projects reads
+	// `.conch/config.toml` in a session's working directory, for a
+	// session without one the executor's default directory) are added to
+	// Rules for that session's commands, on every host. A file that is
+	// refused or unreadable fails the session's bash calls with an error
+	// naming it (a broken file never silently lifts its rules) until it
+	// is fixed. The file may also narrow the sandbox of the session's
+	// commands on this machine, never widen Sandbox: the narrowing
+	// reaches the executor with each command (shell.Request.Narrowing),
+	// and one that would widen, or that no sandbox can honour, fails the
+	// session's bash calls like a refused file
+	// (docs/configuration.md#project-files).
+	Projects Projects
 	// Sandbox is the sandbox the default executor's commands run in,
-	// which a project file may only narrow (ProjectFiles). The zero value
+	// which a project file may only narrow (Projects). The zero value
 	// is conch's default sandbox, workspace-write with the network on.
 	Sandbox Sandbox
 	// ApprovalTimeout is how long a question to the user stays open
@@ -158,7 +156,6 @@ type Toolset struct {
 	approved approvals
 	deferred noticeQueue
 	grants   grants
-	projects projects
 	hosts    map[string]shell.Executor
 }
 

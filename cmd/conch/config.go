@@ -303,7 +303,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		MaxWait:           c.maxWait,
 		MaxResultBytes:    int(c.maxResultBytes.v),
 		Rules:             c.rules,
-		ProjectFiles:      true,
+		Projects:          cfgfile.NewProjects(enforces.project.Mode, enforces.project.Network, enforces.project.Unavailable),
 		Hosts:             hosts,
 		BashNotes:         enforces.bashNotes(),
 		Scrubbed:          enforces.scrubbed,

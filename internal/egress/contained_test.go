@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conch-dev/conch/internal/config"
 	"github.com/conch-dev/conch/internal/netlab"
 	"github.com/conch-dev/conch/internal/netpolicy"
 	"github.com/conch-dev/conch/internal/nsinit"
@@ -132,7 +133,7 @@ func TestProjectNarrowsToAllowlist(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(conf, []byte("[sandbox.network]\nmode = \"allowlist\"\nallow = [\"listed.example.test\"]\n"), 0o644)
-	ts := tools.New(ex, &tools.Options{ProjectFiles: true, Sandbox: tools.Sandbox{Mode: "workspace-write", Network: "public"}})
+	ts := tools.New(ex, &tools.Options{Projects: config.NewProjects("workspace-write", "public", ""), Sandbox: tools.Sandbox{Mode: "workspace-write", Network: "public"}})
 	call := func(sess, dir, line string) string {
 		r := ts.Call(context.Background(), tools.Session{ID: sess, Cwd: dir}, "bash",
 			json.RawMessage(`{"command":"`+line+`","description":"fetch"}`), nil)
