@@ -90,9 +90,16 @@ func TestLiveOutputAborted(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	var l liveReports
 	ctx, cancel := context.WithCancel(t.Context())
-	time.AfterFunc(500*time.Millisecond, cancel)
+	// Cancelled once the first live report holds "up" (a fixed delay
+	// could end the call before bash printed it, on a loaded machine).
+	report := func(data string, final bool) {
+		l.report(data, final)
+		if strings.Contains(data, "up") {
+			cancel()
+		}
+	}
 	r := e.ts.Call(ctx, e.sess, tools.NameBash,
-		args(t, map[string]any{"command": "echo up; sleep 30", "description": "Wait"}), &tools.CallOptions{Output: l.report})
+		args(t, map[string]any{"command": "echo up; sleep 30", "description": "Wait", "timeoutMs": 20000}), &tools.CallOptions{Output: report})
 	if !r.IsError {
 		t.Fatalf("cancelled call: %q", r.Text)
 	}
