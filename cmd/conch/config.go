@@ -38,27 +38,24 @@ type config struct {
 	maxTasks        number
 	passEnv         names
 	maxResultBytes  number
-	hosts           hostValues // NAME=SSH
 	hostCwds        hostValues // NAME=DIR
 	hostSandbox     hostValues // NAME=MODE
 	hostNetwork     hostValues // NAME=on|off
 	hostContainment hostValues // NAME=MODE
-	hostPodman      hostValues // NAME=CONTAINER
-	hostDocker      hostValues // NAME=CONTAINER
-	hostImage       hostValues // NAME=IMAGE (a template: hosts.go)
-	hostEngine      hostValues // NAME=podman|docker, of a template
-	kube            kubeHosts  // Kubernetes hosts (hostkube.go)
-	containment     choice
-	sandboxMode     choice
-	network         choice
-	writableRoots   paths
-	escalation      choice // ask | never (docs/sandbox.md)
-	maxPids         number // 0: no limit
-	maxMemory       number // 0: no limit
-	denyRead        paths
-	unixSockets     paths
-	ops             opsConfig       // [audit], [telemetry] (ops.go)
-	net             networkSettings // --network-allow, -deny, -allow-local, -ask; conch's own listeners
+	// transportKeys are the values of the host transports' keys, by key
+	// ("ssh": NAME=SSH; the registry, hosttransports.go).
+	transportKeys map[string]*hostValues
+	containment   choice
+	sandboxMode   choice
+	network       choice
+	writableRoots paths
+	escalation    choice // ask | never (docs/sandbox.md)
+	maxPids       number // 0: no limit
+	maxMemory     number // 0: no limit
+	denyRead      paths
+	unixSockets   paths
+	ops           opsConfig       // [audit], [telemetry] (ops.go)
+	net           networkSettings // --network-allow, -deny, -allow-local, -ask; conch's own listeners
 
 	// configFile, if set before build, is the configuration file read:
 	// commands may not write it under a sandbox.
