@@ -27,14 +27,14 @@ import (
 type hostKey struct {
 	key, flag string
 	// what names the value in messages and in the flag's NAME=VALUE
-	// form ("ssh destination": NAME=SSH_DESTINATION unless usage says).
+	// form ("ssh destination": "must be NAME=SSH_DESTINATION").
 	what string
 	// from are the values allowed; nil allows any.
 	from  []string
 	usage string
 }
 
-// transport is a registered host transport.
+// hostTransport is a registered host transport.
 type hostTransport struct {
 	// targets are the keys that name a host of this transport and its
 	// target, one per kind of target (podman, docker). A host has
