@@ -93,3 +93,20 @@ func TestProvider(t *testing.T) {
 		t.Errorf("auto without user namespaces: exit %d, stdout %q, stderr %q; want the local provider", code, stdout, stderr)
 	}
 }
+
+// TestServeProvider: conch serve's commands run in an init of conch's
+// under --provider contained and without one under --provider local, as
+// an MCP client sees them.
+func TestServeProvider(t *testing.T) {
+	t.Parallel()
+	for provider, init := range map[string]bool{"local": false, "contained": true} {
+		t.Run(provider, func(t *testing.T) {
+			t.Parallel()
+			cs, _ := startStdio(t, serverOptions{marker: testutil.Marker(t), args: []string{"--provider", provider}})
+			got := text(t, callTool(t, cs, "bash", bash(pid1)))
+			if got == "" || strings.Contains(got, "[exit code") || strings.HasSuffix(got, " __init ") != init {
+				t.Errorf("pid 1 under --provider %s: %q; want an init of conch: %v", provider, got, init)
+			}
+		})
+	}
+}
