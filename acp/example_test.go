@@ -7,7 +7,6 @@ import (
 	"log"
 	"os"
 	"os/signal"
-	"sync/atomic"
 
 	"github.com/conch-dev/conch/acp"
 	"github.com/conch-dev/conch/shell/local"
@@ -25,16 +24,13 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer ex.Close()
-	// The runtime exists before the agent that announces its notices.
-	var agent atomic.Pointer[acp.Agent]
-	rt := tasks.New(&tasks.Options{OnNotice: func(owner string) {
-		if a := agent.Load(); a != nil {
-			a.Notify(owner)
-		}
-	}})
+	// The runtime exists before the agent that announces its notices,
+	// which is set before Serve: a notice comes only of a task a session
+	// of Serve's started, so the hook always finds it.
+	var a *acp.Agent
+	rt := tasks.New(&tasks.Options{OnNotice: func(owner string) { a.Notify(owner) }})
 	defer rt.Close()
-	a := acp.NewAgent(tools.New(ex, &tools.Options{Tasks: rt}), &acp.AgentOptions{Version: "1.0.0"})
-	agent.Store(a)
+	a = acp.NewAgent(tools.New(ex, &tools.Options{Tasks: rt}), &acp.AgentOptions{Version: "1.0.0"})
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/conch-dev/conch/acp"
@@ -37,13 +36,13 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "conch acp: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	// The runtime exists before the agent that announces its notices.
-	var notify atomic.Pointer[acp.Agent]
-	c.onNotice = func(owner string) {
-		if a := notify.Load(); a != nil {
-			a.Notify(owner)
-		}
-	}
+	// The task runtime is built before the agent that announces its
+	// notices, and the agent is set before Serve: a notice comes only of
+	// a task a session of Serve's started, so every call of the hook
+	// happens after that assignment (each go statement on the way orders
+	// it) and reads a plain variable.
+	var agent *acp.Agent
+	c.onNotice = func(owner string) { agent.Notify(owner) }
 	log := c.newLogger(stderr)
 	c.configFile = set.file
 	st, err := c.build(log)
@@ -59,12 +58,11 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	sigpipe := make(chan os.Signal, 1)
 	signal.Notify(sigpipe, syscall.SIGPIPE)
 	defer signal.Stop(sigpipe)
-	agent := acp.NewAgent(st.tools, &acp.AgentOptions{
+	agent = acp.NewAgent(st.tools, &acp.AgentOptions{
 		SessionDir: filepath.Join(st.home, "sessions"),
 		Logger:     log,
 		Version:    version,
 	})
-	notify.Store(agent)
 	serveErr := agent.Serve(ctx, stdin, stdout)
 	if err := st.close(); err != nil {
 		log.Warn("conch acp: closing the executor", "err", err)

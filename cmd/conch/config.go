@@ -38,27 +38,24 @@ type config struct {
 	maxTasks        number
 	passEnv         names
 	maxResultBytes  number
-	hosts           hostValues // NAME=SSH
 	hostCwds        hostValues // NAME=DIR
 	hostSandbox     hostValues // NAME=MODE
 	hostNetwork     hostValues // NAME=on|off
 	hostContainment hostValues // NAME=MODE
-	hostPodman      hostValues // NAME=CONTAINER
-	hostDocker      hostValues // NAME=CONTAINER
-	hostImage       hostValues // NAME=IMAGE (a template: hosts.go)
-	hostEngine      hostValues // NAME=podman|docker, of a template
-	kube            kubeHosts  // Kubernetes hosts (hostkube.go)
-	containment     choice
-	sandboxMode     choice
-	network         choice
-	writableRoots   paths
-	escalation      choice // ask | never (docs/sandbox.md)
-	maxPids         number // 0: no limit
-	maxMemory       number // 0: no limit
-	denyRead        paths
-	unixSockets     paths
-	ops             opsConfig       // [audit], [telemetry] (ops.go)
-	net             networkSettings // --network-allow, -deny, -allow-local, -ask; conch's own listeners
+	// transportKeys are the values of the host transports' keys, by key
+	// ("ssh": NAME=SSH; the registry, hosttransports.go).
+	transportKeys map[string]*hostValues
+	containment   choice
+	sandboxMode   choice
+	network       choice
+	writableRoots paths
+	escalation    choice // ask | never (docs/sandbox.md)
+	maxPids       number // 0: no limit
+	maxMemory     number // 0: no limit
+	denyRead      paths
+	unixSockets   paths
+	ops           opsConfig       // [audit], [telemetry] (ops.go)
+	net           networkSettings // --network-allow, -deny, -allow-local, -ask; conch's own listeners
 
 	// configFile, if set before build, is the configuration file read:
 	// commands may not write it under a sandbox.
@@ -184,12 +181,12 @@ func (p *paths) Values() []string { return p.vals }
 // addFlags registers the shared flags with their defaults; yieldDefault
 // is the yield window of this subcommand in ms, logDefault its log level.
 func (c *config) addFlags(fs *flag.FlagSet, yieldDefault float64, logDefault slog.Level) {
-	c.provider = choice{v: "local", from: providers}
+	c.provider = choice{v: "auto", from: providers}
 	c.logLevel = logLevel{logDefault}
 	c.yieldMs = number{v: yieldDefault, zeroOK: true}
 	c.maxTasks = number{v: tasks.DefaultMaxPerSession, count: true}
 	c.maxResultBytes = number{v: tools.DefaultMaxResultBytes, count: true, least: tools.MinResultBytes}
-	fs.Var(&c.provider, "provider", "the executor that runs commands (local)")
+	fs.Var(&c.provider, "provider", "the executor that runs commands: auto (contained where the host allows an init, else local, as --containment says), local (no init: --containment off) or contained (an init per session: --containment require)")
 	fs.Var(&c.logLevel, "log-level", "least level of the log lines on stderr (debug, info, warn, error)")
 	c.addExecutorFlags(fs)
 	fs.BoolVar(&c.noBackground, "no-background", false, "disable run_in_background")
@@ -255,7 +252,7 @@ type stack struct {
 	// ops records the stack's work (audit log, traces, metrics).
 	ops *operations
 
-	provider string // the provider key's value
+	provider string // the provider built: local or contained
 	enforces string // what the provider enforces, for the start-up line
 }
 
@@ -311,7 +308,7 @@ func (c *config) build(log *slog.Logger) (*stack, error) {
 		Sandbox:           enforces.project,
 		Recorder:          op.recorder,
 	})
-	return &stack{ex: ex, unsandboxed: enforces.unsandboxed, hosts: hostExs, tasks: rt, tools: ts, home: home, ops: op, provider: c.provider.v, enforces: enforces.String()}, nil
+	return &stack{ex: ex, unsandboxed: enforces.unsandboxed, hosts: hostExs, tasks: rt, tools: ts, home: home, ops: op, provider: enforces.provider, enforces: enforces.String()}, nil
 }
 
 // checkCwd refuses a --cwd that is not a directory.
@@ -347,6 +344,9 @@ const localEnforces = "process groups, child subreaper, environment scrub, non-d
 // "none (<cause>)") and its sandbox ("workspace-write, network off", or
 // "none (off)").
 type enforcement struct {
+	// provider is the provider built: "local" or "contained" (the
+	// start-up line, conch doctor).
+	provider             string
 	containment, sandbox string
 	// cacheLayer is conch doctor's cache layer line
 	// (docs/sandbox.md#the-cache-layer).
@@ -378,7 +378,7 @@ func localProvider(o *local.Options, enf enforcement) (shell.Executor, enforceme
 	if err != nil {
 		return nil, enf, err
 	}
-	enf.scrubbed, enf.cwd = ex.Scrubbed(), ex.Options().Cwd
+	enf.provider, enf.scrubbed, enf.cwd = "local", ex.Scrubbed(), ex.Options().Cwd
 	return ex, enf, nil
 }
 

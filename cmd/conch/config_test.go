@@ -52,7 +52,7 @@ func TestConfigFile(t *testing.T) {
 		`env.pass = ["GITHUB_TOKEN"]  # ` + p + ":7",
 		"grace_ms = 100  # flag",
 		"max_tasks = 10  # default",
-		`provider = "local"  # default`,
+		`provider = "auto"  # default`,
 		"yield_ms = 45000  # default",
 		// The contract's defaults; a value given, even the default's,
 		// says so (a given sandbox must hold, the default degrades).
@@ -131,7 +131,7 @@ func TestConfigFileRefused(t *testing.T) {
 	for _, c := range []struct{ text, want string }{
 		{"timeout_ms = 1\nbogus = 2\n", ":2: bogus: unknown key"},
 		{"\n\ntimeout_ms = -5\n", ":3: timeout_ms: must be a positive finite number"},
-		{"provider = \"ssh\"\n", ":1: provider: must be one of: local"},
+		{"provider = \"ssh\"\n", ":1: provider: must be one of: auto, local, contained"},
 		{"[env]\npass = \"GITHUB_TOKEN\"\n", ":2: env.pass: takes a list of strings"},
 		{"timeout_ms = [1]\n", ":1: timeout_ms: takes one value, not a list"},
 		{"timeout_ms = \n", ":1: "},

@@ -34,13 +34,14 @@ var (
 		"max-memory":          "containment.max_memory",
 		"unix-socket":         "sandbox.unix_sockets",
 	}
-	// notKeys are flags with no key.
-	notKeys = []string{"config", "workdir", "json", "present", "background", "host", "host-cwd", "host-sandbox", "host-network", "host-containment", "host-podman", "host-docker"}
+	// notKeys are flags with no key (besides those of host tables:
+	// isHostFlag).
+	notKeys = []string{"config", "workdir", "json", "present", "background"}
 )
 
 // configKey is the configuration key of the flag named name, or "".
 func configKey(name string) string {
-	if slices.Contains(notKeys, name) {
+	if slices.Contains(notKeys, name) || isHostFlag(name) {
 		return ""
 	}
 	if k, ok := tableKeys[name]; ok {

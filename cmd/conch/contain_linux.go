@@ -34,6 +34,9 @@ import (
 // description says so). An explicit --containment off turns the default
 // sandbox off with the init it needs.
 func (c *config) executor(o *local.Options, log *slog.Logger) (_ shell.Executor, _ enforcement, err error) {
+	if err := c.applyProvider(); err != nil {
+		return nil, enforcement{}, err
+	}
 	pol, restricts, err := c.sandboxPolicy()
 	if err != nil {
 		return nil, enforcement{}, err
@@ -132,7 +135,7 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (_ shell.Executor,
 	if restricts {
 		enf.unsandboxed = c.unsandboxed(o, initOpts)
 	}
-	enf.scrubbed, enf.cwd = ex.Scrubbed(), ex.Options().Cwd
+	enf.provider, enf.scrubbed, enf.cwd = "contained", ex.Scrubbed(), ex.Options().Cwd
 	return ex, enf, nil
 }
 

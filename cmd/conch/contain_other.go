@@ -15,6 +15,9 @@ import (
 // or a sandbox the user chose, is refused, and the defaults run without
 // them (the default sandbox degraded, docs/sandbox.md).
 func (c *config) executor(o *local.Options, log *slog.Logger) (shell.Executor, enforcement, error) {
+	if err := c.applyProvider(); err != nil {
+		return nil, enforcement{}, err
+	}
 	_, restricts, err := c.sandboxPolicy()
 	if err != nil {
 		return nil, enforcement{}, err

@@ -62,16 +62,21 @@ func doctorCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if hostName != "" {
 		return doctorHost(ctx, &c, hostName, stdout, stderr)
 	}
+	if err := c.applyProvider(); err != nil {
+		fmt.Fprintf(stderr, "conch doctor: %v\n", err)
+		return exitUsage
+	}
 	bash, bashErr := bashVersion(ctx)
 	if bashErr != nil {
 		bash = "none (" + bashErr.Error() + ")"
 	}
-	lines := [][2]string{
-		{"provider", c.provider.v},
-		{"bash", bash},
+	host, enf, enforceable := hostLines(&c)
+	// The provider built; the one asked for when none could be.
+	provider := enf.provider
+	if !enforceable {
+		provider = c.provider.v
 	}
-	host, enforceable := hostLines(&c)
-	lines = append(lines, host...)
+	lines := append([][2]string{{"provider", provider}, {"bash", bash}}, host...)
 	clients := mcpClientFiles()
 	for _, f := range clients {
 		lines = append(lines, [2]string{"mcp client", f.client + " (" + f.path + ")"})

@@ -15,7 +15,7 @@ import (
 // found by building c's executor as conch serve would (an init started,
 // then ended). ok is false when c requires containment or a sandbox this
 // host cannot enforce.
-func hostLines(c *config) (lines [][2]string, ok bool) {
+func hostLines(c *config) (lines [][2]string, enf enforcement, ok bool) {
 	ns, sb := nsinit.Probe(), sandbox.Probe()
 	cg := "not mounted"
 	if ns.Cgroup.Mount != "" {
@@ -29,7 +29,7 @@ func hostLines(c *config) (lines [][2]string, ok bool) {
 	if sb.LandlockErr != nil {
 		ll = "none (" + sb.LandlockErr.Error() + ")"
 	}
-	enf, ok := enforcementOf(c)
+	enf, ok = enforcementOf(c)
 	if enf.containment == "none (off)" {
 		enf.containment = "none (off; this host would allow: " + ns.Summary() + ")"
 	}
@@ -44,7 +44,7 @@ func hostLines(c *config) (lines [][2]string, ok bool) {
 		{"sandbox", enf.sandbox},
 		{"network", enf.network},
 		{"cache layer", cacheLine(enf)},
-	}, ok
+	}, enf, ok
 }
 
 func yesOr(err error) string {

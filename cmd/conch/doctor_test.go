@@ -17,7 +17,7 @@ import (
 // doctorLine is the shape of every line of conch doctor, by what it
 // reports.
 var doctorLine = map[string]*regexp.Regexp{
-	"provider":        regexp.MustCompile(`^local$`),
+	"provider":        regexp.MustCompile(`^(auto|local|contained)$`),
 	"bash":            regexp.MustCompile(`^(\d+\.\d+\.\d+\S* \(/\S+/bash\)|none \(.+\))$`),
 	"user namespaces": regexp.MustCompile(`^(yes|no \(.+\))$`),
 	"pid namespaces":  regexp.MustCompile(`^(yes|no \(.+\))$`),

@@ -59,17 +59,11 @@ func doctorHost(ctx context.Context, c *config, name string, stdout, stderr io.W
 			ex.Close()
 		}
 	}()
-	transport := "ssh " + c.hosts.by[name]
-	if v := c.hostPodman.by[name]; v != "" {
-		transport = "podman container " + v
-	} else if v := c.hostDocker.by[name]; v != "" {
-		transport = "docker container " + v
-	} else if v := c.hostImage.by[name]; v != "" {
-		transport = c.hostEngine.by[name] + " container of image " + v
-	} else if v := c.kubeTransport(name); v != "" {
-		transport = v
+	for _, th := range c.transportHosts() {
+		if th.h.name == name {
+			fmt.Fprintf(stdout, "host: %s (%s)\n", name, th.t.describe(th.h))
+		}
 	}
-	fmt.Fprintf(stdout, "host: %s (%s)\n", name, transport)
 	for i, h := range hosts {
 		if h.Name != name {
 			continue

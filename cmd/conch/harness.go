@@ -18,8 +18,33 @@ import (
 // status 2, the same stop signals (see main), and the same start-up log
 // line.
 
-// providers are the executors conch can build (the provider key).
-var providers = []string{"local"}
+// providers are the names --provider takes (the provider key): auto,
+// the default, is contained where the host allows an init and local
+// where it does not, as --containment says; local and contained each
+// stand for a containment mode (providerContainment).
+var providers = []string{"auto", "local", "contained"}
+
+// providerContainment is the --containment mode each provider but auto
+// is: local runs commands without an init, contained refuses to start
+// without one.
+var providerContainment = map[string]string{"local": "off", "contained": "require"}
+
+// applyProvider folds --provider into --containment, which builds the
+// executor (config.executor). An explicit --containment of another mode
+// than the provider's is a contradiction, refused naming both flags;
+// --containment auto leaves the choice to the provider. It may be called
+// more than once.
+func (c *config) applyProvider() error {
+	mode, ok := providerContainment[c.provider.v]
+	if !ok {
+		return nil // auto, or a subcommand without the flag (conch agent)
+	}
+	if c.containment.given && c.containment.v != mode && c.containment.v != "auto" {
+		return fmt.Errorf("--provider %s contradicts --containment %s (--provider %s is --containment %s)", c.provider.v, c.containment.v, c.provider.v, mode)
+	}
+	c.containment.v, c.containment.given = mode, true
+	return nil
+}
 
 // choice is a flag value that must be one of a fixed set.
 type choice struct {

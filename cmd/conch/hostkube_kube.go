@@ -4,24 +4,24 @@ package main
 
 import (
 	"fmt"
-	"io"
 
-	"github.com/conch-dev/conch/shell/remote"
 	"github.com/conch-dev/conch/shell/remote/kube"
 )
 
-// kubeExecutor is the executor of the Kubernetes host called name, whose
-// transport's flag value is target (spec.engine "kubernetes") or a
-// template file ("pod_template").
-func (c *config) kubeExecutor(name, engine, target string, stderr io.Writer, eo remote.Options) (*remote.Executor, error) {
-	h := kube.Host{Name: name, Context: c.kube.context.by[name], Cwd: c.hostCwds.by[name]}
-	if engine == "pod_template" {
-		h.Template = target
-	} else {
-		var err error
-		if h.Namespace, h.Pod, h.Container, err = kube.ParseTarget(target); err != nil {
-			return nil, fmt.Errorf("host %s: kubernetes: %w", name, err)
+// The Kubernetes transport: a host's target is a running pod
+// ("kubernetes", namespace/pod[/container]) or a template file
+// ("pod_template"); "context" picks the kubeconfig's context.
+func init() {
+	registerHostTransport(kubeTransport(func(h transportHost, o hostOptions) (hostExecutor, error) {
+		kh := kube.Host{Name: h.name, Context: h.extra["context"], Cwd: h.cwd}
+		if h.key == "pod_template" {
+			kh.Template = h.target
+		} else {
+			var err error
+			if kh.Namespace, kh.Pod, kh.Container, err = kube.ParseTarget(h.target); err != nil {
+				return nil, fmt.Errorf("host %s: kubernetes: %w", h.name, err)
+			}
 		}
-	}
-	return kube.New(h, &kube.Options{AgentArgs: c.agentArgs(name), Stderr: stderr, Executor: eo})
+		return asHost(kube.New(kh, &kube.Options{AgentArgs: o.agentArgs, Stderr: o.stderr, Executor: o.executor}))
+	}))
 }

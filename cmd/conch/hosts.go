@@ -18,28 +18,17 @@ import (
 	cfgfile "github.com/conch-dev/conch/internal/config"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/remote"
-	"github.com/conch-dev/conch/shell/remote/container"
-	"github.com/conch-dev/conch/shell/remote/sshhost"
 	"github.com/conch-dev/conch/tools"
 )
 
-// Remote hosts are configured as tables, `[hosts.<name>]` with one
-// transport (`ssh`, or `podman` or `docker`: a running container, or
-// `image` with `engine`: a template, a container of that image for each
-// session), and `cwd`, `sandbox`, `network` and `containment`, or with
-// the repeatable flags --host NAME=SSH, --host-podman NAME=CONTAINER,
-// --host-docker NAME=CONTAINER, --host-image NAME=IMAGE, --host-engine
-// NAME=ENGINE, --host-cwd NAME=DIR, --host-sandbox NAME=MODE,
-// --host-network NAME=on|off and --host-containment NAME=MODE; a flag
-// replaces the file's hosts of its transport (docs/remote.md).
-
-// hostFields maps a host table's keys to their flags.
-var hostFields = map[string]string{"ssh": "host", "podman": "host-podman", "docker": "host-docker", "image": "host-image",
-	"engine": "host-engine", "cwd": "host-cwd", "sandbox": "host-sandbox", "network": "host-network", "containment": "host-containment"}
-
-// hostFieldNames are the keys of a host table, in the order conch config
-// prints them.
-var hostFieldNames = []string{"ssh", "podman", "docker", "image", "engine", "cwd", "sandbox", "network", "containment"}
+// Remote hosts are configured as tables, `[hosts.<name>]` with the
+// target key of one transport (`ssh`, `podman`, `image` with `engine`,
+// …: the registry, hosttransports.go) and `cwd`, `sandbox`, `network` and
+// `containment`, or with the repeatable flags of those keys: --host
+// NAME=SSH, --host-podman NAME=CONTAINER, …, --host-cwd NAME=DIR,
+// --host-sandbox NAME=MODE, --host-network NAME=MODE and
+// --host-containment NAME=MODE; a flag replaces the file's hosts of its
+// key (docs/remote.md).
 
 // hostExecutor is a configured host's executor: a remote.Executor, or a
 // container.Template that holds one per session.
@@ -48,31 +37,36 @@ type hostExecutor interface {
 	Hello(context.Context) (agent.Hello, error)
 }
 
-// addHostFlags registers the flags of remote hosts.
+// addHostFlags registers the flags of remote hosts: those of every
+// registered transport's keys, and those every host takes.
 func (c *config) addHostFlags(fs *flag.FlagSet) {
-	c.hosts = hostValues{what: "ssh destination"}
+	c.transportKeys = map[string]*hostValues{}
+	var targets []*hostValues
+	for _, t := range hostTransports {
+		for _, k := range t.targets {
+			v := &hostValues{what: k.what, from: k.from}
+			c.transportKeys[k.key] = v
+			targets = append(targets, v)
+			fs.Var(v, k.flag, k.usage)
+		}
+		for _, k := range t.extras {
+			c.transportKeys[k.key] = &hostValues{what: k.what, from: k.from}
+			fs.Var(c.transportKeys[k.key], k.flag, k.usage)
+		}
+	}
+	// A host has one transport: every target key's flag is a peer of
+	// the others'.
+	for _, v := range targets {
+		v.peers = slices.DeleteFunc(slices.Clone(targets), func(p *hostValues) bool { return p == v })
+	}
 	c.hostCwds = hostValues{what: "dir"}
 	c.hostSandbox = hostValues{what: "mode", from: sandboxModes}
 	c.hostNetwork = hostValues{what: "network", from: networkModes}
 	c.hostContainment = hostValues{what: "mode", from: containmentModes}
-	c.hostPodman = hostValues{what: "container"}
-	c.hostDocker = hostValues{what: "container"}
-	c.hostImage = hostValues{what: "image"}
-	c.hostEngine = hostValues{what: "engine", from: container.Engines}
-	c.hosts.peers = []*hostValues{&c.hostPodman, &c.hostDocker, &c.hostImage}
-	c.hostPodman.peers = []*hostValues{&c.hosts, &c.hostDocker, &c.hostImage}
-	c.hostDocker.peers = []*hostValues{&c.hosts, &c.hostPodman, &c.hostImage}
-	c.hostImage.peers = []*hostValues{&c.hosts, &c.hostPodman, &c.hostDocker}
-	fs.Var(&c.hosts, "host", "a remote host commands may run on, `NAME=SSH` (user@host:port or a ~/.ssh/config alias; repeatable)")
-	fs.Var(&c.hostPodman, "host-podman", "a running podman container commands may run on, `NAME=CONTAINER` (through podman exec; repeatable)")
-	fs.Var(&c.hostDocker, "host-docker", "a running docker container commands may run on, `NAME=CONTAINER` (through docker exec; repeatable)")
-	fs.Var(&c.hostImage, "host-image", "a template host, `NAME=IMAGE`: each session's commands run in a container of IMAGE, started by its first command and removed at its end (with --host-engine; repeatable)")
-	fs.Var(&c.hostEngine, "host-engine", "the engine of a template host (--host-image), `NAME=ENGINE`: podman or docker (repeatable)")
 	fs.Var(&c.hostCwds, "host-cwd", "default working directory on a remote host, `NAME=DIR` (default: the remote user's home, or the container user's; repeatable)")
 	fs.Var(&c.hostSandbox, "host-sandbox", "the sandbox of a remote host, `NAME=MODE` (default: --sandbox when given, else workspace-write with the host's working directory as the workspace; repeatable)")
 	fs.Var(&c.hostNetwork, "host-network", "how commands on a remote host reach the network, `NAME=MODE` with a mode of --network (default: --network when given, else the agent's default, public, degraded to on where that host cannot enforce it; repeatable)")
 	fs.Var(&c.hostContainment, "host-containment", "the containment of a remote host, `NAME=MODE` (default: --containment when given, else auto; repeatable)")
-	c.addKubeFlags(fs)
 }
 
 // hostName is what a host may be called: the model sees it, in the bash
@@ -113,7 +107,7 @@ func (h *hostValues) Set(s string) error {
 		h.what == "container" && slices.ContainsFunc(h.peers, func(p *hostValues) bool { return p.what == "image" && p.by[name] != "" }):
 		return fmt.Errorf("host %s names both a running container and an image; a host is one or the other (docs/remote.md)", name)
 	case slices.ContainsFunc(h.peers, func(p *hostValues) bool { return p.by[name] != "" }):
-		return fmt.Errorf("host %s is given two transports (a host is one of ssh, podman, docker, image, kubernetes or pod_template)", name)
+		return fmt.Errorf("host %s is given two transports (a host is one of %s)", name, targetKeyNames())
 	}
 	if h.by == nil {
 		h.by = map[string]string{}
@@ -135,10 +129,18 @@ func (s *settings) applyHostEntry(e cfgfile.Entry) (bool, error) {
 		return false, nil
 	}
 	i := strings.LastIndexByte(rest, '.')
-	if i < 0 || hostFields[rest[i+1:]] == "" {
-		return true, &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("unknown key (a host takes " + strings.Join(hostFieldNames, ", ") + ")")}
+	var k hostKey
+	if i >= 0 {
+		k, ok = hostKeyByName(rest[i+1:])
 	}
-	name, flagName := rest[:i], hostFields[rest[i+1:]]
+	if !ok {
+		names := make([]string, len(hostKeys))
+		for i, k := range hostKeys {
+			names[i] = k.key
+		}
+		return true, &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("unknown key (a host takes " + strings.Join(names, ", ") + ")")}
+	}
+	name, flagName := rest[:i], k.flag
 	if e.Array {
 		return true, &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: errors.New("takes one value, not a list")}
 	}
@@ -154,10 +156,11 @@ func (s *settings) applyHostEntry(e cfgfile.Entry) (bool, error) {
 	return true, nil
 }
 
-// remoteHosts builds an executor per configured host. They connect on
-// first use; what runs there is held to this server's timeouts. What an
-// agent says on its standard error (a sandbox the host cannot enforce,
-// why it could not start) goes to log, when there is one.
+// remoteHosts builds an executor per configured host, in the order of
+// the registry's transports and keys, and of each key's values. They
+// connect on first use; what runs there is held to this server's
+// timeouts. What an agent says on its standard error (a sandbox the host
+// cannot enforce, why it could not start) goes to log, when there is one.
 func (c *config) remoteHosts(log *slog.Logger) ([]tools.Host, []hostExecutor, error) {
 	for _, hv := range []struct {
 		flag string
@@ -169,18 +172,14 @@ func (c *config) remoteHosts(log *slog.Logger) ([]tools.Host, []hostExecutor, er
 			}
 		}
 	}
-	for name := range c.hostEngine.by {
-		if c.hostImage.by[name] == "" {
-			return nil, nil, fmt.Errorf("--host-engine %s: the engine is that of a host made from an image, and host %s has no image", name, name)
+	byKey := c.transportValues()
+	for _, t := range hostTransports {
+		if t.check == nil {
+			continue
 		}
-	}
-	for name := range c.hostImage.by {
-		if c.hostEngine.by[name] == "" {
-			return nil, nil, fmt.Errorf("host %s: an image needs its engine: engine = \"%s\" (--host-engine %s=ENGINE)", name, strings.Join(container.Engines, `" or "`), name)
+		if err := t.check(byKey); err != nil {
+			return nil, nil, err
 		}
-	}
-	if err := c.checkKubeContexts(); err != nil {
-		return nil, nil, err
 	}
 	for name, cwd := range c.hostCwds.by {
 		if !c.hostConfigured(name) {
@@ -194,75 +193,81 @@ func (c *config) remoteHosts(log *slog.Logger) ([]tools.Host, []hostExecutor, er
 		hosts []tools.Host
 		exs   []hostExecutor
 	)
-	for _, spec := range c.hostSpecs() {
-		name, target, _ := strings.Cut(spec.v, "=")
-		var stderr io.Writer
-		eo := remote.Options{Timeout: c.timeoutMs.millis(), MaxTimeout: c.maxTimeoutMs.millis()}
+	for _, th := range c.transportHosts() {
+		t, h := th.t, th.h
+		o := hostOptions{agentArgs: c.agentArgs(h.name),
+			executor: remote.Options{Timeout: c.timeoutMs.millis(), MaxTimeout: c.maxTimeoutMs.millis()}}
 		if log != nil {
-			stderr = &agentLog{log: log, host: name}
-			eo.OnConnect = func(h agent.Hello) {
-				log.Info("connected to a remote host", "host", name, "conch", h.Conch, "enforces", h.Enforces)
+			name := h.name
+			o.stderr = &agentLog{log: log, host: name}
+			o.executor.OnConnect = func(hello agent.Hello) {
+				log.Info("connected to a remote host", "host", name, "conch", hello.Conch, "enforces", hello.Enforces)
 			}
 		}
-		var (
-			ex  hostExecutor
-			err error
-		)
-		co := &container.Options{AgentArgs: c.agentArgs(name), Stderr: stderr, Executor: eo}
-		switch {
-		case spec.image:
-			ex, err = container.NewTemplate(container.Host{Name: name, Engine: spec.engine, Image: target, Cwd: c.hostCwds.by[name]}, co)
-		case spec.engine == "kubernetes" || spec.engine == "pod_template":
-			ex, err = c.kubeExecutor(name, spec.engine, target, stderr, eo)
-		case spec.engine == "":
-			ex, err = sshhost.New(sshhost.Host{Name: name, SSH: target, Cwd: c.hostCwds.by[name]},
-				&sshhost.Options{AgentArgs: c.agentArgs(name), Stderr: stderr, Executor: eo})
-		default:
-			ex, err = container.New(container.Host{Name: name, Engine: spec.engine, Container: target, Cwd: c.hostCwds.by[name]}, co)
-		}
+		ex, err := t.new(h, o)
 		if err != nil {
 			for _, ex := range exs {
 				ex.Close()
 			}
 			return nil, nil, err
 		}
-		hosts = append(hosts, tools.Host{Name: name, Executor: ex, Cwd: c.hostCwds.by[name]})
+		hosts = append(hosts, tools.Host{Name: h.name, Executor: ex, Cwd: h.cwd})
 		exs = append(exs, ex)
 	}
 	return hosts, exs, nil
 }
 
-// hostSpec is a configured host: NAME=TARGET of its transport's flag,
-// its engine ("" for SSH), and whether TARGET is an image.
-type hostSpec struct {
-	v, engine string
-	image     bool
+// transportValues are the values of the registered transports' keys.
+func (c *config) transportValues() hostsByKey {
+	byKey := hostsByKey{}
+	for key, v := range c.transportKeys {
+		byKey[key] = v.by
+	}
+	return byKey
 }
 
-// hostSpecs are the configured hosts: those over SSH, then the podman
-// and the docker containers, then the templates.
-func (c *config) hostSpecs() []hostSpec {
-	var specs []hostSpec
-	for _, t := range []struct {
-		v      *hostValues
-		engine string
-	}{{&c.hosts, ""}, {&c.hostPodman, "podman"}, {&c.hostDocker, "docker"}, {&c.kube.target, "kubernetes"}, {&c.kube.template, "pod_template"}} {
-		for _, v := range t.v.vals {
-			specs = append(specs, hostSpec{v: v, engine: t.engine})
+// configuredHost is a configured host with its transport.
+type configuredHost struct {
+	t *hostTransport
+	h transportHost
+}
+
+// transportHosts are the configured hosts, in the order of the
+// registry's transports and target keys, and of each key's values (the
+// flags' order, else the file's).
+func (c *config) transportHosts() []configuredHost {
+	var hosts []configuredHost
+	for _, t := range hostTransports {
+		for _, k := range t.targets {
+			for _, v := range c.transportKeys[k.key].vals {
+				name, target, _ := strings.Cut(v, "=")
+				h := transportHost{name: name, key: k.key, target: target, cwd: c.hostCwds.by[name]}
+				for _, x := range t.extras {
+					if xv := c.transportKeys[x.key].by[name]; xv != "" {
+						if h.extra == nil {
+							h.extra = map[string]string{}
+						}
+						h.extra[x.key] = xv
+					}
+				}
+				hosts = append(hosts, configuredHost{t, h})
+			}
 		}
 	}
-	for _, v := range c.hostImage.vals {
-		name, _, _ := strings.Cut(v, "=")
-		specs = append(specs, hostSpec{v: v, engine: c.hostEngine.by[name], image: true})
-	}
-	return specs
+	return hosts
 }
 
 // hostConfigured reports whether a host called name is configured, by
 // any transport.
 func (c *config) hostConfigured(name string) bool {
-	return c.hosts.by[name] != "" || c.hostPodman.by[name] != "" || c.hostDocker.by[name] != "" || c.hostImage.by[name] != "" ||
-		c.kube.target.by[name] != "" || c.kube.template.by[name] != ""
+	for _, t := range hostTransports {
+		for _, k := range t.targets {
+			if c.transportKeys[k.key].by[name] != "" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // agentLog writes an agent's standard error to conch's log, a warning
@@ -334,8 +339,8 @@ func (c *config) agentArgs(name string) []string {
 // printHosts writes the configured hosts as their table keys, for
 // `conch config`.
 func (s *settings) printHosts(w io.Writer) {
-	for _, field := range hostFieldNames {
-		flagName := hostFields[field]
+	for _, k := range hostKeys {
+		field, flagName := k.key, k.flag
 		f := s.fs.Lookup(flagName)
 		if f == nil {
 			continue
