@@ -26,6 +26,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"strings"
@@ -282,15 +283,7 @@ func (d *Dialer) Dial(ctx context.Context) (io.ReadWriteCloser, error) {
 // stdout and stderr attached: over WebSocket, falling back to SPDY for an
 // API server (or a proxy) that does not upgrade to it.
 func (d *Dialer) executor(argv []string) (remotecommand.Executor, error) {
-	req := d.client.Post().Resource("pods").Namespace(d.host.Namespace).Name(d.pod).SubResource("exec").
-		Param("stdin", "true").Param("stdout", "true").Param("stderr", "true")
-	if d.host.Container != "" {
-		req = req.Param("container", d.host.Container)
-	}
-	for _, a := range argv {
-		req = req.Param("command", a)
-	}
-	u := req.URL()
+	u := d.execURL(argv)
 	spdy, err := remotecommand.NewSPDYExecutor(d.config, http.MethodPost, u)
 	if err != nil {
 		return nil, fmt.Errorf("pods/exec: %w", err)
@@ -302,6 +295,20 @@ func (d *Dialer) executor(argv []string) (remotecommand.Executor, error) {
 	return remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
 		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
 	})
+}
+
+// execURL is the URL of a pods/exec of argv in the host's container,
+// stdin, stdout and stderr attached.
+func (d *Dialer) execURL(argv []string) *url.URL {
+	req := d.client.Post().Resource("pods").Namespace(d.host.Namespace).Name(d.pod).SubResource("exec").
+		Param("stdin", "true").Param("stdout", "true").Param("stderr", "true")
+	if d.host.Container != "" {
+		req = req.Param("container", d.host.Container)
+	}
+	for _, a := range argv {
+		req = req.Param("command", a)
+	}
+	return req.URL()
 }
 
 // run implements remote.RunScript with the container's sh.
