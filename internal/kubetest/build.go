@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -146,4 +148,46 @@ func build(dir string) error {
 		}
 	}
 	return nil
+}
+
+// The conch binary with the Kubernetes transport, built at most once per
+// test binary (KubeConch) and removed by Stop.
+var (
+	conchOnce sync.Once
+	conchDir  string
+	conchPath string
+	conchErr  error
+)
+
+// KubeConch returns cmd/conch built with the Kubernetes transport
+// (`go build -tags kube`), the client the tests run as a user would
+// (`conch doctor --host`, `conch run`); testutil.ConchBinary is the
+// default build, which refuses Kubernetes hosts, and stays the agent the
+// tests deploy. The first call builds it; Stop removes it.
+func KubeConch(t testing.TB) string {
+	t.Helper()
+	Enabled(t)
+	conchOnce.Do(func() {
+		if conchDir, conchErr = os.MkdirTemp("", "conch-kube-bin-"); conchErr != nil {
+			return
+		}
+		if conchErr = os.Chmod(conchDir, 0o755); conchErr != nil {
+			return
+		}
+		conchPath = filepath.Join(conchDir, "conch")
+		if out, err := exec.Command("go", "build", "-tags", "kube", "-o", conchPath, "github.com/conch-dev/conch/cmd/conch").CombinedOutput(); err != nil {
+			conchErr = fmt.Errorf("kubetest: go build -tags kube cmd/conch: %v\n%s", err, out)
+		}
+	})
+	if conchErr != nil {
+		t.Fatal(conchErr)
+	}
+	return conchPath
+}
+
+// removeKubeConch removes what KubeConch built, if anything.
+func removeKubeConch() {
+	if conchDir != "" {
+		os.RemoveAll(conchDir)
+	}
 }

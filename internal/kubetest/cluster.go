@@ -83,7 +83,10 @@ type Cluster struct {
 
 // daemon is a process of the cluster. It is reaped by polling, not by a
 // goroutine in Wait: the cluster lives past the tests' leak check until
-// TestMain's cleanup stops it.
+// TestMain's cleanup stops it. Its pid is claimed (proc.StartCmd) until
+// then: a daemon is a child of the test binary in a process group of its
+// own, which a local provider's KillAll in the same binary (a benchmark
+// against the local provider) would otherwise take for an escapee.
 type daemon struct {
 	cmd  *exec.Cmd
 	log  *os.File
@@ -96,6 +99,7 @@ func (d *daemon) exited() bool {
 		var ws unix.WaitStatus
 		if pid, err := unix.Wait4(d.cmd.Process.Pid, &ws, unix.WNOHANG, nil); pid == d.cmd.Process.Pid || err != nil {
 			d.done = true
+			proc.Release(d.cmd.Process.Pid)
 		}
 	}
 	return d.done
@@ -111,6 +115,51 @@ func (d *daemon) end(sig syscall.Signal, wait time.Duration) {
 		}
 	}
 	d.log.Close()
+}
+
+// hostTmp is this machine's temporary directory as the test binary
+// found it: the cluster's own directory is made there, outside the one
+// SetUp gives the tests.
+var hostTmp = os.TempDir()
+
+// tmpEnv carries SetUp's directory to the test binary's children (its
+// runs as nobody, which testutil.AsUnprivileged starts with TMPDIR
+// emptied).
+const tmpEnv = "CONCH_KUBE_TEST_TMP"
+
+// SetUp, called from TestMain before the tests run (when they are
+// enabled), gives the test binary a temporary directory of its own
+// (TMPDIR), mode 1777 like /tmp since the runs as nobody make theirs
+// there too. It is the directory a pod that shares the tests' temporary
+// directory mounts (PodOptions.ShareTmp), rather than this machine's
+// /tmp: a bind mount carries the mounts under its source into the pod,
+// and /tmp holds the cluster's own directory (the root file systems of
+// its containers, their procfs and cgroup mounts, in directories only
+// root may enter) and whatever other programs mount there. A child of
+// such a binary (a run as nobody) uses its parent's directory. It
+// returns the cleanup that removes the directory.
+func SetUp() (cleanup func()) {
+	if os.Getenv(EnableEnv) != "1" {
+		return func() {}
+	}
+	if dir := os.Getenv(tmpEnv); dir != "" {
+		os.Setenv("TMPDIR", dir)
+		return func() {}
+	}
+	dir, err := os.MkdirTemp(hostTmp, "conch-kube-tmp-")
+	if err != nil {
+		panic(err)
+	}
+	if err := os.Chmod(dir, 0o1777); err != nil {
+		panic(err)
+	}
+	os.Setenv("TMPDIR", dir)
+	os.Setenv(tmpEnv, dir)
+	return func() {
+		os.Setenv("TMPDIR", hostTmp)
+		os.Unsetenv(tmpEnv)
+		os.RemoveAll(dir)
+	}
 }
 
 var (
@@ -136,9 +185,11 @@ func Shared(t testing.TB, conchBinary string) *Cluster {
 }
 
 // Stop ends the shared cluster, if one was started, and everything it
-// ran: pods, shims, daemons, mounts, directories. Call it from TestMain;
-// it returns an error when a process of the cluster was left.
+// ran: pods, shims, daemons, mounts, directories; it removes KubeConch's
+// build. Call it from TestMain; it returns an error when a process of the
+// cluster was left.
 func Stop() error {
+	removeKubeConch()
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
 	if shared == nil {
@@ -163,7 +214,7 @@ func start(t testing.TB, conchBinary string) (*Cluster, error) {
 	podman := containertest.Podman(t)
 	img := containertest.Image(t, podman, conchBinary)
 	begin := time.Now()
-	dir, err := os.MkdirTemp("", "conch-kube-")
+	dir, err := os.MkdirTemp(hostTmp, "conch-kube-")
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +267,7 @@ func (c *Cluster) run(name string, argv ...string) error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := proc.StartCmd(cmd); err != nil {
 		log.Close()
 		return fmt.Errorf("kubetest: start %s: %w", name, err)
 	}
@@ -461,42 +512,64 @@ func (c *Cluster) API(method, path string, body []byte) ([]byte, int, error) {
 	return b, resp.StatusCode, err
 }
 
+// PodOptions are what the tests' pods (PodSpec) differ by; the zero
+// value is a pod of Kubernetes' defaults: /proc masked, the image's user,
+// no volume.
+type PodOptions struct {
+	// Privileged unmasks /proc (and lets the agent contain its commands).
+	Privileged bool
+	// UID, when not nil, is the container's user and group.
+	UID *int
+	// ShareTmp mounts the tests' temporary directory (SetUp's) at the
+	// same path: the tests' directories are the pod's, as in
+	// containertest. It is a directory of the tests' own, not /tmp: a
+	// bind mount of /tmp would carry the mounts under it into the pod,
+	// the procfs of the cluster's own containers among them, and one
+	// fully visible procfs in the pod's mount namespace is enough for the
+	// kernel to allow a fresh /proc mount that a masked /proc refuses.
+	ShareTmp bool
+	// ReadOnly are host directories (/usr, say) mounted at the same path,
+	// read only.
+	ReadOnly []string
+}
+
 // PodSpec is a pod of the test image bound to the node, on the host's
-// network, that sleeps; privileged unmasks /proc (and lets the agent
-// contain its commands); uid, when not nil, is its user. This machine's
-// temporary directory is the pod's at the same path (the tests'
-// directories are the pod's, as in containertest), and each of
-// readOnly (host directories: /usr, say) at the same path, read only.
-// Its container's environment carries marker, so that
-// testutil.Processes(marker) lists what runs in it.
-func (c *Cluster) PodSpec(name, marker string, privileged bool, uid *int, readOnly ...string) map[string]any {
-	tmp := os.TempDir()
-	mounts := []any{map[string]any{"name": "tmp", "mountPath": tmp}}
-	volumes := []any{map[string]any{"name": "tmp", "hostPath": map[string]any{"path": tmp}}}
-	for i, p := range readOnly {
+// network, that sleeps, as o says. Its container's environment carries
+// marker, so that testutil.Processes(marker) lists what runs in it.
+func (c *Cluster) PodSpec(name, marker string, o PodOptions) map[string]any {
+	var mounts, volumes []any
+	if o.ShareTmp {
+		tmp := os.TempDir()
+		mounts = append(mounts, map[string]any{"name": "tmp", "mountPath": tmp})
+		volumes = append(volumes, map[string]any{"name": "tmp", "hostPath": map[string]any{"path": tmp}})
+	}
+	for i, p := range o.ReadOnly {
 		v := "ro" + strconv.Itoa(i)
 		mounts = append(mounts, map[string]any{"name": v, "mountPath": p, "readOnly": true})
 		volumes = append(volumes, map[string]any{"name": v, "hostPath": map[string]any{"path": p}})
 	}
-	sc := map[string]any{"privileged": privileged}
-	if uid != nil {
-		sc["runAsUser"], sc["runAsGroup"] = *uid, *uid
+	sc := map[string]any{"privileged": o.Privileged}
+	if o.UID != nil {
+		sc["runAsUser"], sc["runAsGroup"] = *o.UID, *o.UID
+	}
+	ctr := map[string]any{
+		"name": "main", "image": c.Image, "imagePullPolicy": "Never",
+		"command":         []string{"sleep", "3600"},
+		"env":             []any{map[string]any{"name": "CONCH_TEST_POD", "value": marker}},
+		"securityContext": sc,
+	}
+	spec := map[string]any{
+		"nodeName": Node, "hostNetwork": true, "restartPolicy": "Never",
+		"terminationGracePeriodSeconds": 0,
+		"containers":                    []any{ctr},
+	}
+	if len(mounts) > 0 {
+		ctr["volumeMounts"], spec["volumes"] = mounts, volumes
 	}
 	return map[string]any{
 		"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": name, "namespace": "default"},
-		"spec": map[string]any{
-			"nodeName": Node, "hostNetwork": true, "restartPolicy": "Never",
-			"terminationGracePeriodSeconds": 0,
-			"containers": []any{map[string]any{
-				"name": "main", "image": c.Image, "imagePullPolicy": "Never",
-				"command":         []string{"sleep", "3600"},
-				"env":             []any{map[string]any{"name": "CONCH_TEST_POD", "value": marker}},
-				"securityContext": sc,
-				"volumeMounts":    mounts,
-			}},
-			"volumes": volumes,
-		},
+		"spec":     spec,
 	}
 }
 

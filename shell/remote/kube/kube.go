@@ -24,7 +24,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"strings"
@@ -38,6 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/httpstream"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/remotecommand"
@@ -136,6 +139,12 @@ type Dialer struct {
 	binHash string
 	config  *rest.Config
 	client  *rest.RESTClient
+	// transport is the REST client's own connection pool, shared with no
+	// other client, so that Close can drop its idle connections (and
+	// their goroutines): client-go's own transports are cached for the
+	// process's life and kept idle connections open after the host was
+	// closed.
+	transport *http.Transport
 
 	mu       sync.Mutex // serialises making the pod and deploying
 	pod      string     // the pod commands run in, once known
@@ -184,7 +193,7 @@ func NewDialer(h Host, o *Options) (*Dialer, error) {
 		}
 	}
 	d := &Dialer{host: h, opts: opts, config: config, pod: h.Pod}
-	if d.client, err = restClient(config); err != nil {
+	if d.client, d.transport, err = restClient(config); err != nil {
 		return nil, fmt.Errorf("host %s: %w", h.Name, err)
 	}
 	if h.Template != "" {
@@ -208,8 +217,11 @@ func NewDialer(h Host, o *Options) (*Dialer, error) {
 // receives raw JSON: the typed clientset and its scheme of every API
 // group would add megabytes to conch for the four calls made here. Its
 // scheme knows metav1.Status, so that an error of the API server reads
-// as the server said it.
-func restClient(base *rest.Config) (*rest.RESTClient, error) {
+// as the server said it. It runs over a transport of its own (the
+// kubeconfig's TLS settings and credentials, HTTP/2 as client-go sets
+// it up), not client-go's process-wide cached one, which its caller
+// closes when done.
+func restClient(base *rest.Config) (*rest.RESTClient, *http.Transport, error) {
 	scheme := runtime.NewScheme()
 	gv := schema.GroupVersion{Version: "v1"}
 	metav1.AddToGroupVersion(scheme, gv)
@@ -218,11 +230,29 @@ func restClient(base *rest.Config) (*rest.RESTClient, error) {
 	config.APIPath = "/api"
 	config.GroupVersion = &gv
 	config.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-	c, err := rest.RESTClientFor(config)
+	tlsConfig, err := rest.TLSConfigFor(config)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return c, nil
+	dial := config.Dial
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	tr := utilnet.SetTransportDefaults(&http.Transport{
+		Proxy:               config.Proxy, // nil: the environment's, as client-go's
+		TLSClientConfig:     tlsConfig,
+		TLSHandshakeTimeout: 10 * time.Second,
+		DialContext:         dial,
+	})
+	rt, err := rest.HTTPWrappersForConfig(config, tr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	c, err := rest.RESTClientForConfigAndClient(config, &http.Client{Transport: rt, Timeout: config.Timeout})
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return c, tr, nil
 }
 
 // Dial implements remote.Dialer: it creates the template's pod on first
@@ -253,15 +283,7 @@ func (d *Dialer) Dial(ctx context.Context) (io.ReadWriteCloser, error) {
 // stdout and stderr attached: over WebSocket, falling back to SPDY for an
 // API server (or a proxy) that does not upgrade to it.
 func (d *Dialer) executor(argv []string) (remotecommand.Executor, error) {
-	req := d.client.Post().Resource("pods").Namespace(d.host.Namespace).Name(d.pod).SubResource("exec").
-		Param("stdin", "true").Param("stdout", "true").Param("stderr", "true")
-	if d.host.Container != "" {
-		req = req.Param("container", d.host.Container)
-	}
-	for _, a := range argv {
-		req = req.Param("command", a)
-	}
-	u := req.URL()
+	u := d.execURL(argv)
 	spdy, err := remotecommand.NewSPDYExecutor(d.config, http.MethodPost, u)
 	if err != nil {
 		return nil, fmt.Errorf("pods/exec: %w", err)
@@ -273,6 +295,20 @@ func (d *Dialer) executor(argv []string) (remotecommand.Executor, error) {
 	return remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
 		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
 	})
+}
+
+// execURL is the URL of a pods/exec of argv in the host's container,
+// stdin, stdout and stderr attached.
+func (d *Dialer) execURL(argv []string) *url.URL {
+	req := d.client.Post().Resource("pods").Namespace(d.host.Namespace).Name(d.pod).SubResource("exec").
+		Param("stdin", "true").Param("stdout", "true").Param("stderr", "true")
+	if d.host.Container != "" {
+		req = req.Param("container", d.host.Container)
+	}
+	for _, a := range argv {
+		req = req.Param("command", a)
+	}
+	return req.URL()
 }
 
 // run implements remote.RunScript with the container's sh.
@@ -377,9 +413,11 @@ func (d *Dialer) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.closed = true
-	// client-go shares its transports between clients of one
-	// configuration: their idle connections would outlive the host.
-	defer d.client.Client.CloseIdleConnections()
+	// The REST client's connections (a template's pod made, watched and
+	// deleted) stay open idle, each with its reader goroutine, until
+	// closed here; the execs' connections are each stream's own and end
+	// with it.
+	defer d.transport.CloseIdleConnections()
 	if !d.created {
 		return nil
 	}

@@ -30,19 +30,23 @@ import (
 const clientEnv = "CONCH_KUBE_TEST_CLIENT"
 
 // TestMain runs the client of TestClientKilled when asked to; else it
-// runs the tests, ends the cluster they shared (failing the run if a
-// process of it was left), and fails the run if goroutines leaked.
+// runs the tests in a temporary directory of their own (kubetest.SetUp),
+// ends the cluster they shared (failing the run if a process of it was
+// left), and fails the run if goroutines leaked.
 func TestMain(m *testing.M) {
 	if v := os.Getenv(clientEnv); v != "" {
 		os.Exit(client(v))
 	}
 	code := 0
+	// The tests' temporary directory first, removed last: what the
+	// other set-ups and the tests make goes there.
+	removeTmp := kubetest.SetUp()
 	testutil.VerifyTestMain(m, containertest.Setup(), func() {
 		if err := kubetest.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			code = 1
 		}
-	}, func() {
+	}, removeTmp, func() {
 		if code != 0 {
 			os.Exit(code)
 		}
@@ -82,18 +86,19 @@ func cluster(t *testing.T) *kubetest.Cluster {
 	return kubetest.Shared(t, testutil.ConchBinary(t))
 }
 
-// pod is a pod of the test image that the tests under key share, made
-// on first use (privileged or of the defaults: /proc masked); it is
+// pods are the pods of the test image that the tests share, by key,
+// each made on first use as its options say (kubetest.PodOptions: the
+// zero value is a pod of Kubernetes' defaults, /proc masked); they are
 // deleted with the cluster.
 var pods = map[string]string{}
 
-func sharedPod(t *testing.T, c *kubetest.Cluster, key string, privileged bool, uid *int, readOnly ...string) string {
+func sharedPod(t *testing.T, c *kubetest.Cluster, key string, o kubetest.PodOptions) string {
 	t.Helper()
 	if p := pods[key]; p != "" {
 		return p
 	}
 	name := "conch-" + key
-	spec := c.PodSpec(name, "conch-test-pod-"+key, privileged, uid, readOnly...)
+	spec := c.PodSpec(name, "conch-test-pod-"+key, o)
 	c.Pod(&keepPod{T: t}, spec)
 	pods[key] = name
 	return name
@@ -178,9 +183,11 @@ func TestSuite(t *testing.T) {
 		if prefix := filepath.Dir(filepath.Dir(testutil.Python3(t))); !strings.HasPrefix(prefix, "/usr/") {
 			ro = append(ro, prefix)
 		}
-		podName = sharedPod(t, c, "suite", true, nil, ro...)
+		podName = sharedPod(t, c, "suite", suitePod(ro...))
 		nobody := 65534
-		nobodyPod := sharedPod(t, c, "suite-nobody", true, &nobody, ro...)
+		o := suitePod(ro...)
+		o.UID = &nobody
+		nobodyPod := sharedPod(t, c, "suite-nobody", o)
 		kubeconfig, bin, podMarker = c.Kubeconfig, testutil.ConchBinary(t), "conch-test-pod-suite"
 		t.Cleanup(func() { assertNoAgents(t, podMarker); assertNoAgents(t, "conch-test-pod-suite-nobody") })
 		os.Setenv(suiteEnv, kubeconfig+"\n"+nobodyPod+"\n"+bin)
@@ -200,38 +207,58 @@ func TestSuite(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kube.New: %v", err)
 		}
-		if _, err := ex.Hello(t.Context()); err != nil {
+		hello, err := ex.Hello(t.Context())
+		if err != nil {
 			ex.Close()
 			t.Fatalf("connect: %v\nagent stderr:\n%s", err, stderr.String())
+		}
+		// The suite holds through the agent's containment and sandbox,
+		// not beside them.
+		for _, want := range []string{"; containment: pid-namespace", "; sandbox: workspace-write"} {
+			if !strings.Contains(hello.Enforces, want) {
+				ex.Close()
+				t.Fatalf("the agent in pod %s enforces %q, want %q", podName, hello.Enforces, want)
+			}
 		}
 		return remotetest.Marked{Executor: ex, Marker: marker}
 	})
 }
 
-// TestMaskedPod: in a pod of Kubernetes' defaults (/proc masked) the
-// agent runs its commands in root's home without containment, and conch
-// doctor --host says so, naming privileged: true; containment =
+// suitePod is the provider suite's pod: privileged, so that the agent
+// contains its commands, sharing this machine's temporary directory
+// (the suite's workdirs and spill parents) and readOnly.
+func suitePod(readOnly ...string) kubetest.PodOptions {
+	return kubetest.PodOptions{Privileged: true, ShareTmp: true, ReadOnly: readOnly}
+}
+
+// TestMaskedPod: in a pod of Kubernetes' defaults (/proc masked, no
+// volume) the agent runs its commands in root's home without
+// containment (pid 1 of what they see is the pod's own command, not
+// the agent's init), and conch doctor --host (built with the
+// Kubernetes transport) says so, naming privileged: true; containment =
 // "require" is refused with the host's unreachable text; in the
-// privileged pod the same doctor says pid-namespace and the agent's
-// init is pid 1 of the commands' namespace.
+// privileged pod the same doctor says pid-namespace.
 func TestMaskedPod(t *testing.T) {
 	c := cluster(t)
-	masked := sharedPod(t, c, "masked", false, nil)
-	privileged := sharedPod(t, c, "suite", true, nil, "/usr")
+	masked := sharedPod(t, c, "masked", kubetest.PodOptions{})
+	privileged := sharedPod(t, c, "suite", suitePod("/usr"))
 	t.Cleanup(func() { assertNoAgents(t, "conch-test-pod-masked") })
 
 	ex, _ := newExec(t, c, kube.Host{Namespace: "default", Pod: masked}, new(testutil.Buffer))
-	r := shelltest.MustRun(t, ex, shell.Request{Command: "pwd; echo $$"})
-	if r.Stdout.Text == "/root\n1\n" || !strings.HasPrefix(r.Stdout.Text, "/root\n") {
-		t.Errorf("in the masked pod: %q, want it in /root, not as pid 1 of a namespace of its own", r.Stdout.Text)
+	r := shelltest.MustRun(t, ex, shell.Request{Command: "pwd; tr '\\0' ' ' </proc/1/cmdline; echo"})
+	if want := "/root\nsleep 3600 \n"; r.Stdout.Text != want {
+		t.Errorf("in the masked pod: %q, want %q: in /root, in the pod's own PID namespace", r.Stdout.Text, want)
 	}
 
+	conch := kubetest.KubeConch(t)
 	doctor := func(pod, extra string) (string, int) {
 		cfg := filepath.Join(t.TempDir(), "config.toml")
 		os.WriteFile(cfg, []byte("[hosts.kt]\nkubernetes = \"default/"+pod+"\"\n"+extra), 0o644)
 		marker := testutil.Marker(t)
-		cmd := testutil.Conch(t, marker, "doctor", "--config", cfg, "--host", "kt")
-		cmd.Env = append(cmd.Env, "KUBECONFIG="+c.Kubeconfig)
+		cmd := exec.Command(conch, "doctor", "--config", cfg, "--host", "kt")
+		cmd.Env = append(testutil.Env(marker), "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir(), "KUBECONFIG="+c.Kubeconfig)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		code := 0
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -240,7 +267,7 @@ func TestMaskedPod(t *testing.T) {
 			t.Fatal(err)
 		}
 		testutil.AssertNoProcesses(t, marker)
-		return string(out), code
+		return string(out) + stderr.String(), code
 	}
 	out, code := doctor(masked, "")
 	for _, want := range []string{
@@ -268,7 +295,7 @@ func TestMaskedPod(t *testing.T) {
 // what it ran in the pod are gone within 3 s.
 func TestClientKilled(t *testing.T) {
 	c := cluster(t)
-	pod := sharedPod(t, c, "masked", false, nil)
+	pod := sharedPod(t, c, "masked", kubetest.PodOptions{})
 	marker := testutil.Marker(t)
 	exe, err := os.Executable()
 	if err != nil {
@@ -301,7 +328,7 @@ func TestClientKilled(t *testing.T) {
 // back the next call starts a new agent.
 func TestKubeletKilled(t *testing.T) {
 	c := cluster(t)
-	pod := sharedPod(t, c, "masked", false, nil)
+	pod := sharedPod(t, c, "masked", kubetest.PodOptions{})
 	ex, marker := newExec(t, c, kube.Host{Name: "kt", Namespace: "default", Pod: pod}, new(testutil.Buffer))
 	spec, _ := ex.Resolve(shell.Request{Command: "echo started; sleep 1000"})
 	p, err := ex.Launch(spec)
@@ -337,11 +364,12 @@ func TestKubeletKilled(t *testing.T) {
 
 // TestPodTemplate: a pod_template host makes its pod on the first
 // command (not before), runs commands there, and deletes it when the
-// executor closes.
+// executor closes, leaving no goroutine (no idle connection of its API
+// calls) behind.
 func TestPodTemplate(t *testing.T) {
 	c := cluster(t)
 	tmpl := filepath.Join(t.TempDir(), "pod.yaml")
-	spec := c.PodSpec("", "conch-test-pod-template", false, nil)
+	spec := c.PodSpec("", "conch-test-pod-template", kubetest.PodOptions{})
 	spec["metadata"] = map[string]any{"generateName": "conch-tmpl-"}
 	writeJSON(t, tmpl, spec)
 	before := c.Pods(t)
@@ -379,6 +407,9 @@ func TestPodTemplate(t *testing.T) {
 	testutil.WaitFor(t, 30*time.Second, "the template's pod's processes end", func() bool {
 		return len(testutil.Processes("conch-test-pod-template")) == 0
 	})
+	// The API calls' connections (create, status, delete) end with the
+	// host, not with the test binary.
+	testutil.VerifyNoLeaks(t)
 }
 
 // TestBadPodTemplate: a template whose pod cannot become ready (its
@@ -387,7 +418,7 @@ func TestPodTemplate(t *testing.T) {
 func TestBadPodTemplate(t *testing.T) {
 	c := cluster(t)
 	tmpl := filepath.Join(t.TempDir(), "pod.yaml")
-	spec := c.PodSpec("", "conch-test-pod-bad", false, nil)
+	spec := c.PodSpec("", "conch-test-pod-bad", kubetest.PodOptions{})
 	spec["metadata"] = map[string]any{"generateName": "conch-bad-"}
 	spec["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["image"] = "localhost/no-such-image:1"
 	writeJSON(t, tmpl, spec)
