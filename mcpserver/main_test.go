@@ -169,7 +169,17 @@ func (e *env) waitRunning(t *testing.T, cmd string) {
 
 func (e *env) waitGone(t *testing.T, cmd string, d time.Duration) {
 	t.Helper()
-	testutil.WaitFor(t, d, cmd+" to die", func() bool { return len(e.processes(cmd)) == 0 })
+	testutil.WaitFor(t, d, cmd+" to die", func() bool {
+		for _, p := range testutil.Processes(e.marker) {
+			// A command line that cannot be read (a process in the
+			// middle of an exec, as bash -c becomes the command) may
+			// still be cmd's.
+			if c := testutil.Cmdline(p.Pid); c == "?" || strings.Contains(c, cmd) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // bearer adds a bearer token to every request without an Authorization.

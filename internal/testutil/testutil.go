@@ -82,16 +82,32 @@ func Processes(marker string) []proc.Info {
 		if p.Pid == self || !p.Alive() {
 			continue
 		}
-		if contains(p.Pid, "environ", m) || contains(p.Pid, "cmdline", m) {
+		if carries(p, m) {
 			out = append(out, p)
 		}
 	}
 	return out
 }
 
-func contains(pid int, file string, m []byte) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/" + file)
-	return err == nil && bytes.Contains(b, m)
+// carries reports whether p's environment or command line holds m. A
+// process in the middle of an exec shows neither for a moment (its new
+// memory has no arguments yet): read as empty, it would pass for a
+// process without the marker, and a test waiting for the marker's
+// processes to be gone would see one gone that is not. Such a process
+// is read again until it shows them; kernel threads never do.
+func carries(p proc.Info, m []byte) bool {
+	kernel := p.Pid == 2 || p.PPid == 2
+	for try := 0; ; try++ {
+		env, errEnv := os.ReadFile("/proc/" + strconv.Itoa(p.Pid) + "/environ")
+		cmd, errCmd := os.ReadFile("/proc/" + strconv.Itoa(p.Pid) + "/cmdline")
+		if errEnv != nil && errCmd != nil {
+			return false // gone, or not ours to read
+		}
+		if len(env) > 0 || len(cmd) > 0 || kernel || try == 200 {
+			return bytes.Contains(env, m) || bytes.Contains(cmd, m)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Cmdline returns the command line of pid, its arguments joined by spaces,
