@@ -223,10 +223,14 @@ func testAttack(t *testing.T, nobody bool) {
 	}
 
 	// The terminals a command sees are its init's own: none of the
-	// host's. Asked of A, which runs no terminal of its own: B's rows run
-	// side by side, and its tty rows open terminals in B's init.
-	if got := text(t, callTool(t, a, "bash", bash("ls /dev/pts"))); got != "ptmx\n" {
-		t.Errorf("ls /dev/pts:\n got %q\nwant %q", got, "ptmx\n")
+	// host's, and a new one is the first of its own instance. Asked of A,
+	// which runs no terminal of its own: B's rows run side by side, and
+	// its tty rows open terminals in B's init, where the host's terminal's
+	// name (/dev/pts/0 on a host with one terminal) may then be B's own.
+	for _, c := range s.terminalRows() {
+		if got := text(t, callTool(t, a, "bash", bash(c.command))); got != c.want {
+			t.Errorf("%s:\n got %q\nwant %q", c.command, got, c.want)
+		}
 	}
 
 	t.Run("B", func(rows *testing.T) {
@@ -389,9 +393,6 @@ func (s *attackSetup) rows(t *testing.T, server int, serverLine, method string, 
 		{name: "project file", command: "echo '[sandbox]' >> .conch/config.toml",
 			want:  "[stderr]\nbash: line 1: .conch/config.toml: Read-only file system\n" + protected(filepath.Join(s.wsB, ".conch", "config.toml")) + "\n[exit code: 1]",
 			after: func(t *testing.T) { unchanged(t, filepath.Join(s.wsB, ".conch", "config.toml"), "# project\n") }},
-		{name: "host terminal", command: "exec 3<" + s.pty,
-			want: "[stderr]\nbash: line 1: " + s.pty + ": No such file or directory\n[exit code: 1]"},
-		{name: "a terminal of its own", command: `/usr/bin/python3 -c 'import pty, os; m, s = pty.openpty(); print(os.ttyname(s))'`, want: "/dev/pts/0\n"},
 		{name: "setuid", command: "touch suid && chmod 4755 suid",
 			want: "[stderr]\nchmod: changing permissions of 'suid': Operation not permitted\n[exit code: 1]"},
 		{name: "/dev/shm", command: "echo x > /dev/shm/" + s.marker + " && df -B1 --output=size /dev/shm | tail -1 | tr -d ' '",
@@ -511,6 +512,18 @@ func TestAttackACP(t *testing.T) {
 	}
 }
 
+// terminalRows are the terminals a command sees: its init's own, none of
+// the host's (its terminal's name, /dev/pts/0 on a host with one, is
+// unknown there), and a new one is the first of its instance. They are
+// asked of a session that opens no other terminal meanwhile.
+func (s *attackSetup) terminalRows() []struct{ command, want string } {
+	return []struct{ command, want string }{
+		{"ls /dev/pts", "ptmx\n"},
+		{"exec 3<" + s.pty, "[stderr]\nbash: line 1: " + s.pty + ": No such file or directory\n[exit code: 1]"},
+		{`/usr/bin/python3 -c 'import pty, os; m, s = pty.openpty(); print(os.ttyname(s))'`, "/dev/pts/0\n"},
+	}
+}
+
 // exitLine is the exit marker, which an ACP card leaves to its status.
 var exitLine = regexp.MustCompile(`\n?\[exit code: \d+\]$`)
 
@@ -536,7 +549,13 @@ func testAttackACP(t *testing.T, nobody bool) {
 	if m == nil {
 		t.Fatal("A's long output names no spill file")
 	}
-	for _, c := range s.rows(t, cmd.Process.Pid, "/conch [a]cp $", "session/update", sleepA, m[1]) {
+	// B's prompts run one after the other and ACP has no tty: B can be
+	// asked about terminals too.
+	rows := s.rows(t, cmd.Process.Pid, "/conch [a]cp $", "session/update", sleepA, m[1])
+	for _, c := range s.terminalRows() {
+		rows = append(rows, attackRow{name: "terminals", command: c.command, want: c.want})
+	}
+	for _, c := range rows {
 		if c.tty {
 			continue
 		}
