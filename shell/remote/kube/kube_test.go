@@ -396,6 +396,20 @@ func TestPodTemplate(t *testing.T) {
 	if len(made) != 1 {
 		t.Fatalf("pods made from the template: %v, want one", made)
 	}
+	// The template says nothing of a service account token: none is
+	// mounted for the commands to reach the API server with.
+	b, code, err := c.API("GET", "/api/v1/namespaces/default/pods/"+made[0], nil)
+	if err != nil || code != 200 {
+		t.Fatalf("get pod %s: %d %v", made[0], code, err)
+	}
+	var got struct {
+		Spec struct {
+			Automount *bool `json:"automountServiceAccountToken"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil || got.Spec.Automount == nil || *got.Spec.Automount {
+		t.Errorf("pod %s: automountServiceAccountToken %v (%v), want false", made[0], got.Spec.Automount, err)
+	}
 	if err := ex.Close(); err != nil {
 		t.Errorf("close: %v", err)
 	}

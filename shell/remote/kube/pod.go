@@ -191,6 +191,13 @@ func (d *Dialer) createPod(ctx context.Context) error {
 		meta["labels"] = labels
 	}
 	labels["app.kubernetes.io/managed-by"] = ManagedBy
+	// A command in the pod must not reach the API server with the pod's
+	// service account (a client of the control plane conch itself drives):
+	// no token is mounted unless the manifest asks for one.
+	spec := m["spec"].(map[string]any) // readTemplate checked it
+	if _, set := spec["automountServiceAccountToken"]; !set {
+		spec["automountServiceAccountToken"] = false
+	}
 	body, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("pod template: %w", err)
