@@ -224,8 +224,8 @@ func (c *config) addExecutorFlags(fs *flag.FlagSet) {
 	fs.Var(&c.writableRoots, "writable-root", "one more `DIR` commands may write under --sandbox workspace-write (repeatable)")
 	c.maxPids = number{zeroOK: true, count: true}
 	c.maxMemory = number{zeroOK: true, count: true}
-	fs.Var(&c.maxPids, "max-pids", "at most `N` processes and threads per command, all it starts included (0: no limit); needs containment and the pids controller, and starts containment")
-	fs.Var(&c.maxMemory, "max-memory", "at most `BYTES` of memory per command, all it starts included, past which the kernel kills one of its processes (0: no limit); needs containment and the memory controller, and starts containment")
+	fs.Var(&c.maxPids, "max-pids", "at most `N` processes and threads per command, all it starts included (0: no limit); needs containment and the pids controller: starts it under --containment auto, refused with off")
+	fs.Var(&c.maxMemory, "max-memory", "at most `BYTES` of memory per command, all it starts included, past which the kernel kills one of its processes (0: no limit); needs containment and the memory controller: starts it under --containment auto, refused with off")
 	fs.Var(&c.denyRead, "deny-read", "a `PATH` commands may neither read nor write under --sandbox read-only or workspace-write: a directory lists empty, a file reads empty (repeatable)")
 	fs.Var(&c.unixSockets, "unix-socket", "a unix socket `PATH` commands may connect to under --sandbox read-only or workspace-write, which refuse every other but the sockets the session's commands bind themselves (repeatable; --pass-env SSH_AUTH_SOCK lists the agent's)")
 }

@@ -54,6 +54,13 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (_ shell.Executor,
 	given := restricts && c.sandboxGiven()
 	mode := c.containment.v
 	limited := c.maxPids.v > 0 || c.maxMemory.v > 0 // only an init's cgroups enforce them
+	if need := c.needsInit(given); need != "" && mode == "off" && c.containment.given {
+		off := "--containment off"
+		if c.provider.v == "local" {
+			off = "--provider local"
+		}
+		return nil, enforcement{}, fmt.Errorf("%s runs commands without an init, which %s needs", off, need)
+	}
 	switch {
 	case given || limited:
 		mode = "require"
@@ -137,6 +144,22 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (_ shell.Executor,
 	}
 	enf.provider, enf.scrubbed, enf.cwd = "contained", ex.Scrubbed(), ex.Options().Cwd
 	return ex, enf, nil
+}
+
+// needsInit names the first setting given that only an init enforces
+// (given: a sandbox that restricts was given), or "".
+func (c *config) needsInit(given bool) string {
+	switch {
+	case given && c.sandboxMode.given && c.sandboxMode.v != string(sandbox.FullAccess):
+		return "--sandbox " + c.sandboxMode.v
+	case given:
+		return "--network " + c.network.v
+	case c.maxPids.v > 0:
+		return "--max-pids " + c.maxPids.String()
+	case c.maxMemory.v > 0:
+		return "--max-memory " + c.maxMemory.String()
+	}
+	return ""
 }
 
 // describedWritable are the directories the bash description names as

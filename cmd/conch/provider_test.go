@@ -20,7 +20,8 @@ const pid1 = `tr '\0' ' ' </proc/1/cmdline`
 // start where the host allows no init, as --containment require does; an
 // explicit --containment that contradicts the provider is refused naming
 // both flags, from the command line or the file, while --containment auto
-// leaves the choice to the provider.
+// leaves the choice to the provider; a sandbox or a limit given to a
+// provider without an init is refused naming both.
 func TestProvider(t *testing.T) {
 	t.Parallel()
 	marker := testutil.Marker(t)
@@ -72,6 +73,16 @@ func TestProvider(t *testing.T) {
 			"conch run: --provider contained contradicts --containment off (--provider contained is --containment require)\n"},
 		{[]string{"doctor", "--provider", "local", "--containment", "require"},
 			"conch doctor: --provider local contradicts --containment require (--provider local is --containment off)\n"},
+		// What only an init enforces, asked of a provider without one,
+		// is refused rather than given an init the user said not to run.
+		{[]string{"run", "--provider", "local", "--sandbox", "read-only", "--", "true"},
+			"conch run: --provider local runs commands without an init, which --sandbox read-only needs\n"},
+		{[]string{"run", "--provider", "local", "--network", "off", "--", "true"},
+			"conch run: --provider local runs commands without an init, which --network off needs\n"},
+		{[]string{"run", "--containment", "off", "--max-pids", "50", "--", "true"},
+			"conch run: --containment off runs commands without an init, which --max-pids 50 needs\n"},
+		{[]string{"run", "--config", off, "--max-memory", "1000000", "--", "true"},
+			"conch run: --containment off runs commands without an init, which --max-memory 1000000 needs\n"},
 		{[]string{"run", "--provider", "remote", "--", "true"},
 			"invalid value \"remote\" for flag -provider: must be one of: auto, local, contained\n"},
 	} {
@@ -81,14 +92,20 @@ func TestProvider(t *testing.T) {
 		}
 	}
 
+	// conch doctor reports the refusal as the executor's cause.
+	stdout, stderr, code := testutil.RunConch(t, marker, "doctor", "--provider", "local", "--sandbox", "workspace-write")
+	if want := "\ncontainment: none (--provider local runs commands without an init, which --sandbox workspace-write needs)\n"; code != 1 || !strings.Contains(stdout, want) {
+		t.Errorf("conch doctor --provider local --sandbox workspace-write: exit %d, stdout %q, stderr %q; want 1 and %q", code, stdout, stderr, want)
+	}
+
 	// Where the host allows no init, contained refuses to start as
 	// require does; auto runs the command without one.
 	wrap := withoutUserNS(t)
-	_, stderr, code := runWrapped(t, marker, wrap, "run", "--provider", "contained", "--", "true")
+	_, stderr, code = runWrapped(t, marker, wrap, "run", "--provider", "contained", "--", "true")
 	if want := "conch run: containment unavailable: user namespaces are disabled (user.max_user_namespaces = 0): "; code != 2 || !strings.HasPrefix(stderr, want) {
 		t.Errorf("contained without user namespaces: exit %d, stderr %q; want 2, %q", code, stderr, want)
 	}
-	stdout, stderr, code := runWrapped(t, marker, wrap, "run", "--log-level", "info", "--", pid1)
+	stdout, stderr, code = runWrapped(t, marker, wrap, "run", "--log-level", "info", "--", pid1)
 	if code != 0 || strings.HasSuffix(stdout, " __init \n") || !strings.Contains(stderr, " provider=local ") {
 		t.Errorf("auto without user namespaces: exit %d, stdout %q, stderr %q; want the local provider", code, stdout, stderr)
 	}
