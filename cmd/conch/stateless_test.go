@@ -203,6 +203,10 @@ func TestNamedClientsConfigErrors(t *testing.T) {
 		{"[[mcp.clients]]\ntoken = \"" + tok + "\"\n", ": mcp.clients: a client needs a name"},
 		{"[[mcp.clients]]\nname = \"http\"\ntoken = \"" + tok + "\"\n", ":2: mcp.clients.1.name: \"http\" is not a client name"},
 		{"[[mcp.clients]]\nname = \"http-2\"\ntoken = \"" + tok + "\"\n", ":2: mcp.clients.1.name: \"http-2\" is not a client name"},
+		{"[[mcp.clients]]\nname = \"" + strings.Repeat("a", 65) + "\"\ntoken = \"" + tok + "\"\n", ":2: mcp.clients.1.name: \"" + strings.Repeat("a", 65) + "\" is not a client name"},
+		{"[[mcp.clients]]\nname = \"-a\"\ntoken = \"" + tok + "\"\n", ":2: mcp.clients.1.name: \"-a\" is not a client name"},
+		// At most 64 characters: the longest name is taken (the error is the next check's).
+		{"[[mcp.clients]]\nname = \"" + strings.Repeat("a", 64) + "\"\n", ":2: mcp.clients: client " + strings.Repeat("a", 64) + " needs a token"},
 		{"[[mcp.clients]]\nname = \"a\"\ntoken = \"short\"\n", ":3: mcp.clients.1.token: a client token must have at least 16 characters"},
 		{"[[mcp.clients]]\nname = \"a\"\ntoken = \"" + tok + "\"\n[[mcp.clients]]\nname = \"a\"\ntoken = \"" + tok + "x\"\n", ":5: mcp.clients.2.name: client a is already configured at "},
 		{"[[mcp.clients]]\nname = \"a\"\ntoken = \"" + tok + "\"\n[[mcp.clients]]\nname = \"b\"\ntoken = \"" + tok + "\"\n", "mcp.clients: client b has the token of client a"},
