@@ -86,14 +86,48 @@ func TestCacheLayer(t *testing.T) {
 	if got := testutil.TreeSum(t, cache); got != before {
 		t.Error("the user's cache changed when the session ended")
 	}
-	// The next session starts from what the first left.
+	layer := func(sub string) []string {
+		t.Helper()
+		entries, _ := os.ReadDir(filepath.Join(h.state, "cache-layer", sub))
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	spares := func(want int) {
+		t.Helper()
+		if got := layer("spare"); len(got) != want {
+			t.Errorf("spare sessions in the layer: %v, want %d", got, want)
+		}
+	}
+	if want == sandbox.CacheOverlay {
+		// The ended session's emptied directories wait for the next.
+		spares(1)
+	}
+	// The next session starts from what the first left, in the first's
+	// directories, and writes over them in turn.
 	in = start()
-	if code, stdout, stderr := h.runIn(t, in, `cat ~/.cache/go-build/ab/abcd-d ~/.cache/npm-ish/x/y; test -e ~/.cache/doomed || echo gone`); code != 0 || stdout != "evil\nnew\ngone\n" {
+	if want == sandbox.CacheOverlay {
+		spares(0)
+	}
+	if code, stdout, stderr := h.runIn(t, in, `cat ~/.cache/go-build/ab/abcd-d ~/.cache/npm-ish/x/y; test -e ~/.cache/doomed || echo gone; echo again > ~/.cache/npm-ish/x/y && rm ~/.cache/go-build/ab/abcd-d && mkdir -p ~/.cache/go-build/cd && echo more > ~/.cache/go-build/cd/e`); code != 0 || stdout != "evil\nnew\ngone\n" {
 		t.Errorf("in the next session: status %d, stdout %q (stderr %q)", code, stdout, stderr)
 	}
 	in.Close()
-	if entries, _ := os.ReadDir(filepath.Join(h.state, "cache-layer", "sessions")); len(entries) != 0 {
-		t.Errorf("sessions left in the layer: %v", entries)
+	in = start()
+	if code, stdout, stderr := h.runIn(t, in, `cat ~/.cache/npm-ish/x/y ~/.cache/go-build/cd/e; test -e ~/.cache/go-build/ab/abcd-d || echo gone`); code != 0 || stdout != "again\nmore\ngone\n" {
+		t.Errorf("in the third session: status %d, stdout %q (stderr %q)", code, stdout, stderr)
+	}
+	in.Close()
+	if got := layer("sessions"); len(got) != 0 {
+		t.Errorf("sessions left in the layer: %v", got)
+	}
+	if want == sandbox.CacheOverlay {
+		spares(1)
+	}
+	if got := testutil.TreeSum(t, cache); got != before {
+		t.Error("the user's cache changed")
 	}
 }
 
