@@ -45,6 +45,7 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	c.onNotice = func(owner string) { agent.Notify(owner) }
 	log := c.newLogger(stderr)
 	c.configFile = set.file
+	c.spareInits = true
 	st, err := c.build(log)
 	if err != nil {
 		fmt.Fprintln(stderr, "conch acp:", err)

@@ -74,6 +74,11 @@ type config struct {
 	// init it starts at build for it (contained.Options.FirstOwner).
 	firstOwner string
 
+	// spareInits, if set before build, has the contained provider keep
+	// an init started ahead for the next session (a server's:
+	// contained.Options.Spare).
+	spareInits bool
+
 	// onNotice, if set before build, is told when a completion notice
 	// becomes pending for a session (tasks.Options.OnNotice).
 	onNotice func(owner string)

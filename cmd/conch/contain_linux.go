@@ -88,7 +88,7 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (_ shell.Executor,
 	if probe.Cgroup.Writable {
 		initOpts.Cgroup = probe.Cgroup.Dir
 	}
-	ex, err := contained.NewWith(o, &initOpts, &contained.Options{FirstOwner: c.firstOwner})
+	ex, err := contained.NewWith(o, &initOpts, &contained.Options{FirstOwner: c.firstOwner, Spare: c.spareInits})
 	if err != nil {
 		err = withContainerHint(err)
 		if mode == "require" {

@@ -83,15 +83,27 @@ func cachePlan(b *testing.B, n int) *sandbox.Plan {
 // reports each median (start, and close with the layer's commit).
 func BenchmarkStartSandbox(b *testing.B) {
 	variants := []struct {
-		name string
-		plan *sandbox.Plan
-	}{{"bare", nil}, {"sandbox", benchPlan(b, sandbox.NetworkOn)}, {"netoff", benchPlan(b, sandbox.NetworkOff)}, {"caches7", cachePlan(b, 7)}}
+		name  string
+		plan  *sandbox.Plan
+		spare bool
+	}{{"bare", nil, false}, {"sandbox", benchPlan(b, sandbox.NetworkOn), false}, {"sandbox-spare", benchPlan(b, sandbox.NetworkOn), true},
+		{"netoff", benchPlan(b, sandbox.NetworkOff), false}, {"caches7", cachePlan(b, 7), false}}
 	times := make([][]time.Duration, len(variants))
 	closes := make([][]time.Duration, len(variants))
 	for b.Loop() {
 		for k, v := range variants {
 			o := initOptions()
 			o.Sandbox = v.plan
+			if v.spare {
+				// Started ahead, as a server starts the next session's
+				// init (docs/containment.md#spare-inits): by the time a
+				// session comes, its runtime is up.
+				var err error
+				if o.Spare, err = nsinit.StartSpare(o); err != nil {
+					b.Fatal(err)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
 			t0 := time.Now()
 			in, err := nsinit.Start(o)
 			if err != nil {

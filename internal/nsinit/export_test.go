@@ -11,3 +11,6 @@ func SetStartTimeout(d time.Duration) func() {
 	startTimeout = d
 	return func() { startTimeout = old }
 }
+
+// Pid is the spare's process, for a test.
+func (s *Spare) Pid() int { return s.cmd.Process.Pid }

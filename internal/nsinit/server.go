@@ -68,6 +68,12 @@ type Options struct {
 	// and binds SpillDir alone back. Empty means SpillDir's parent.
 	SpillRoot string
 
+	// Spare, when set, is a process StartSpare started for options like
+	// these (the same Path, Args, Env, Stderr and network namespace):
+	// Start sends it the session's policy instead of starting one,
+	// unless it has died meanwhile. Start owns it either way.
+	Spare *Spare
+
 	name string // argv[0] of the init, when not Path
 	// Network, when set, gives the init a network namespace of its own
 	// set up for a filtered network policy (network_linux.go); the
@@ -163,18 +169,14 @@ func Start(opts *Options) (*Init, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.Path == "" {
-		o.Path = selfExe
-		// The name it goes by (argv[0], and the init sets its comm
-		// from it): the binary's, not "exe".
-		if exe, err := os.Executable(); err == nil {
-			o.name = exe
-		}
-	}
+	o.defaultPath()
 	var cg *cgroups
 	if o.Cgroup != "" {
 		var err error
 		if cg, err = newCgroups(o.Cgroup); err != nil {
+			if o.Spare != nil {
+				o.Spare.Close()
+			}
 			return nil, err
 		}
 	}
@@ -193,8 +195,11 @@ func Start(opts *Options) (*Init, error) {
 		}
 	}
 	var i *Init
-	if err == nil {
+	switch {
+	case err == nil:
 		i, err = start(o, v1, cache)
+	case o.Spare != nil:
+		o.Spare.Close()
 	}
 	if err != nil {
 		for _, g := range append(v1, cg) {
@@ -214,9 +219,64 @@ func Start(opts *Options) (*Init, error) {
 	return i, nil
 }
 
-// start starts the init; v1 are the cgroup v1 hierarchies of the limits,
-// whose session tasks files it is given.
-func start(o Options, v1 []*cgroups, cache *cachelayer.Session) (*Init, error) {
+// Spare is an init's process started ahead of its session
+// (StartSpare): cloned into its namespaces, executed, its runtime
+// started, waiting for the policy Start sends it. Those steps are most
+// of an init's start (docs/containment.md#spare-inits).
+type Spare struct {
+	cmd    *exec.Cmd
+	ours   *os.File
+	netNS  bool
+	exited chan struct{} // closed once the process was reaped
+}
+
+// StartSpare starts the process of an init for options like o, ahead of
+// the session it will serve: pass it to Start in Options.Spare. Only
+// o's Path, Args, Env, Stderr and whether it gets a network namespace of
+// its own (Network, or a sandbox with the network off) count; the rest
+// travels with Start's policy. Close ends a spare no Start took.
+func StartSpare(opts *Options) (*Spare, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o.defaultPath()
+	return startProcess(o)
+}
+
+// Close kills a spare no Start took and waits until it is gone.
+func (s *Spare) Close() {
+	s.ours.Close()
+	s.cmd.Process.Kill()
+	<-s.exited
+}
+
+// fits reports whether the spare can serve as o's init: alive, and
+// cloned with the network namespace o needs.
+func (s *Spare) fits(o Options) bool {
+	select {
+	case <-s.exited:
+		return false
+	default:
+	}
+	return s.netNS == newNetNS(o)
+}
+
+// defaultPath makes an empty Path this very binary (selfExe).
+func (o *Options) defaultPath() {
+	if o.Path == "" {
+		o.Path = selfExe
+		// The name it goes by (argv[0], and the init sets its comm
+		// from it): the binary's, not "exe".
+		if exe, err := os.Executable(); err == nil {
+			o.name = exe
+		}
+	}
+}
+
+// startProcess clones and executes an init's process for o, which waits
+// for its policy on the other end of Spare.ours.
+func startProcess(o Options) (*Spare, error) {
 	ours, theirs, err := socketPair()
 	if err != nil {
 		return nil, err
@@ -232,7 +292,8 @@ func start(o Options, v1 []*cgroups, cache *cachelayer.Session) (*Init, error) {
 	cmd.Stderr = o.Stderr
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.SysProcAttr = namespaceAttr()
-	if newNetNS(o) {
+	netNS := newNetNS(o)
+	if netNS {
 		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
 	}
 	err = startDumpable(cmd)
@@ -241,10 +302,32 @@ func start(o Options, v1 []*cgroups, cache *cachelayer.Session) (*Init, error) {
 		ours.Close()
 		return nil, unavailable(fmt.Errorf("nsinit: start the init %s: %w", o.Path, err))
 	}
-	c, err := newConn(ours)
-	if err != nil {
-		cmd.Process.Kill()
+	s := &Spare{cmd: cmd, ours: ours, netNS: netNS, exited: make(chan struct{})}
+	go func() {
 		proc.WaitCmd(cmd)
+		close(s.exited)
+	}()
+	return s, nil
+}
+
+// start starts the init, or finishes o.Spare's start; v1 are the cgroup
+// v1 hierarchies of the limits, whose session tasks files it is given.
+func start(o Options, v1 []*cgroups, cache *cachelayer.Session) (*Init, error) {
+	p := o.Spare
+	if p != nil && !p.fits(o) {
+		p.Close()
+		p = nil
+	}
+	if p == nil {
+		var err error
+		if p, err = startProcess(o); err != nil {
+			return nil, err
+		}
+	}
+	cmd := p.cmd
+	c, err := newConn(p.ours)
+	if err != nil {
+		p.Close()
 		return nil, err
 	}
 	i := &Init{
@@ -252,12 +335,8 @@ func start(o Options, v1 []*cgroups, cache *cachelayer.Session) (*Init, error) {
 		c:        c,
 		readDone: make(chan struct{}),
 		children: make(map[int]*Child),
-		exited:   make(chan struct{}),
+		exited:   p.exited,
 	}
-	go func() {
-		proc.WaitCmd(cmd)
-		close(i.exited)
-	}()
 	// The sandbox travels as the first message, not in argv or the
 	// environment, which commands could read in /proc.
 	var homes []*os.File

@@ -58,6 +58,13 @@ type Options struct {
 	// for another workspace or a narrowing, the kept init ends and the
 	// command gets its own, as with New.
 	FirstOwner string
+	// Spare keeps one init started ahead for the next owner's first
+	// command (a server's: conch serve, conch acp): the namespaces'
+	// clone, the exec of the init's binary and its runtime's start, most
+	// of an init's start, happen while no command waits, and the owner's
+	// first command pays the rest (its sandbox, mounts and network). The
+	// price is one idle process (docs/containment.md#spare-inits).
+	Spare bool
 }
 
 // NewWith is New with the provider's own options co.
@@ -79,6 +86,13 @@ func NewWith(opts *local.Options, initOpts *nsinit.Options, co *Options) (*local
 		return nil, fmt.Errorf("contained: %w", err)
 	}
 	sp.ex = ex
+	if co != nil && co.Spare {
+		sp.spares.on, sp.spares.opts = true, sp.init
+		if sp.spares.opts.Network, err = initNetwork(sp.init.Sandbox); err != nil {
+			ex.Close()
+			return nil, err
+		}
+	}
 	if co != nil && co.FirstOwner != "" {
 		// The first init is the owner's own: started as its first
 		// command would start it, and kept in its place.
@@ -110,6 +124,7 @@ func NewWith(opts *local.Options, initOpts *nsinit.Options, co *Options) (*local
 		ex.Close()
 		return nil, fmt.Errorf("contained: end the first init: %w", err)
 	}
+	sp.spares.refill()
 	return ex, nil
 }
 
@@ -141,6 +156,79 @@ type spawner struct {
 	sessions map[string]*session // by owner
 
 	net network // the network policy's askers and command start times
+
+	spares spares // the init started ahead for the next session, with Options.Spare
+}
+
+// spares keeps one init started ahead (nsinit.StartSpare) for the next
+// owner's first init: its clone, exec and runtime start, most of an
+// init's start, are then off that owner's first command
+// (docs/containment.md#spare-inits).
+type spares struct {
+	on        bool
+	opts      nsinit.Options // what the spares are started with
+	mu        sync.Mutex
+	spare     *nsinit.Spare
+	refilling chan struct{} // while a refill runs; closed when it is over
+	closed    bool
+}
+
+// take returns the spare, nil if there is none yet.
+func (p *spares) take() *nsinit.Spare {
+	if !p.on {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sp := p.spare
+	p.spare = nil
+	return sp
+}
+
+// refill starts a spare in the background, unless there is one or one
+// is being started.
+func (p *spares) refill() {
+	if !p.on {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.spare != nil || p.refilling != nil {
+		return
+	}
+	done := make(chan struct{})
+	p.refilling = done
+	go func() {
+		defer close(done)
+		sp, err := nsinit.StartSpare(&p.opts)
+		p.mu.Lock()
+		p.refilling = nil
+		if err == nil && !p.closed {
+			p.spare, sp = sp, nil
+		}
+		p.mu.Unlock()
+		if err == nil && sp != nil {
+			sp.Close() // started while the executor closed
+		}
+	}()
+}
+
+// close ends the spare, and the one being started.
+func (p *spares) close() {
+	if !p.on {
+		return
+	}
+	p.mu.Lock()
+	p.closed = true
+	sp, refilling := p.spare, p.refilling
+	p.spare = nil
+	p.mu.Unlock()
+	if refilling != nil {
+		<-refilling
+	}
+	if sp != nil {
+		sp.Close()
+	}
 }
 
 // session is one owner's boundary: the workspace and narrowing of its
@@ -306,7 +394,9 @@ func (s *spawner) startInit(owner, workspace string, n *shell.SandboxNarrowing, 
 	if o.Network, err = initNetwork(o.Sandbox); err != nil {
 		return nil, nil, nil, err
 	}
+	o.Spare = s.spares.take()
 	in, err := nsinit.Start(&o)
+	s.spares.refill()
 	if err != nil {
 		return nil, nil, nil, &startError{err}
 	}
@@ -395,7 +485,11 @@ func (s *spawner) Close() error {
 	}
 	s.sessions = make(map[string]*session)
 	s.mu.Unlock()
-	return closeAll(inits)
+	var wg sync.WaitGroup
+	wg.Go(s.spares.close)
+	err := closeAll(inits)
+	wg.Wait()
+	return err
 }
 
 // closeAll ends the inits, concurrently, each once its start is over.

@@ -4,11 +4,15 @@ package contained_test
 
 import (
 	"context"
+	"errors"
+	"github.com/conch-dev/conch/internal/proc"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/conch-dev/conch/internal/nsinit"
 	"github.com/conch-dev/conch/internal/sandbox"
@@ -137,5 +141,57 @@ func TestFirstOwnerFullAccess(t *testing.T) {
 	}
 	if n := count(); n != 1 {
 		t.Errorf("%d inits, want 1 (the kept one)", n)
+	}
+}
+
+// TestSpareInit: with Options.Spare, an init is started ahead once the
+// executor has learnt what the host enforces, and the next owner's
+// first command runs in it (outside every namespace, the spare is the
+// command's parent); another is started ahead for the owner after, and
+// Close ends it.
+func TestSpareInit(t *testing.T) {
+	lo, initOpts, count, _ := countedInits(t)
+	pids := func() []int {
+		b, err := os.ReadFile(initOpts.Env[len(initOpts.Env)-1][len(initLogEnv)+1:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int
+		for _, line := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(line); err == nil {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	ex, err := contained.NewWith(lo, initOpts, &contained.Options{Spare: true})
+	if err != nil {
+		t.Fatalf("contained.NewWith: %v", err)
+	}
+	defer ex.Close()
+	testutil.WaitFor(t, 10*time.Second, "the probe and the spare started", func() bool { return count() == 2 })
+	spare := pids()[1]
+	start(t, ex, "a", "echo started; exec sleep 3141")
+	info, err := proc.Stat(hostPid(t, "sleep 3141"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.PPid != spare {
+		t.Errorf("the first command's init is %d, not the spare %d", info.PPid, spare)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the next spare started", func() bool { return count() == 3 })
+	next := pids()[2]
+	if r := run(t, ex, "b", "echo ok"); r.Stdout.Text != "ok\n" {
+		t.Errorf("another owner: %q %q", r.Stdout.Text, r.Stderr.Text)
+	}
+	testutil.WaitFor(t, 10*time.Second, "a spare after b's start", func() bool { return count() == 4 })
+	last := pids()[3]
+	if err := ex.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	for _, pid := range []int{spare, next, last} {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("init %d outlives Close", pid)
+		}
 	}
 }

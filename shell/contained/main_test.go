@@ -3,6 +3,7 @@
 package contained_test
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -15,7 +16,8 @@ import (
 const initEnv = "CONTAINED_TEST_INIT"
 
 // initLogEnv, set for an init, names a file to which the init appends a
-// line as it starts: the count of inits an executor started.
+// line as it starts, with its pid: the count of inits an executor
+// started.
 const initLogEnv = "CONTAINED_TEST_INIT_LOG"
 
 func TestMain(m *testing.M) {
@@ -25,7 +27,9 @@ func TestMain(m *testing.M) {
 			if err != nil {
 				os.Exit(3)
 			}
-			f.WriteString("init\n")
+			// Its pid outside: /proc is still the host's here.
+			self, _ := os.Readlink("/proc/self")
+			fmt.Fprintf(f, "init %s\n", self)
 			f.Close()
 		}
 		os.Exit(nsinit.Main())
