@@ -394,6 +394,11 @@ const maxHeld = 64
 
 func (t *Tracker) kill(grace time.Duration, sc scope) {
 	self := os.Getpid()
+	if sc.byOwner || sc.all {
+		if nothingToTake(t, sc, self) {
+			return
+		}
+	}
 	termUntil := time.Now().Add(grace)
 	giveUpAt := termUntil.Add(KillWait)
 	termed := make(map[Info]bool)
@@ -454,6 +459,31 @@ func (t *Tracker) kill(grace time.Duration, sc scope) {
 		}
 	}
 	t.forget(taken)
+}
+
+// nothingToTake reports whether a kill of all, or of an owner's, in
+// scope sc would find nothing, known without a scan of /proc: t tracks
+// no session it takes, and (for a kill of all, which also takes the
+// orphans re-parented to this process) this process has no child at
+// all. Every orphan re-parented to this process is its child, and a
+// kill of all takes only them, their descendants and t's sessions. A
+// contained executor's tracker tracks nothing (its commands are its
+// inits'), and its inits are reaped before its end: its session's end
+// and its close then cost no scan (two scans and a poll, 4-6 ms here).
+func nothingToTake(t *Tracker, sc scope, self int) bool {
+	registry.mu.Lock()
+	for _, e := range registry.sessions {
+		if e.tracker == t && sc.match(e) {
+			registry.mu.Unlock()
+			return false
+		}
+	}
+	registry.mu.Unlock()
+	if !sc.all {
+		return true
+	}
+	kids, err := children(self)
+	return err == nil && len(kids) == 0
 }
 
 // key is the identity of a process for "signalled already": pid and start

@@ -115,6 +115,38 @@ func TestTrackerKillAllEmptyIsFast(t *testing.T) {
 	}
 }
 
+// TestTrackerNothingToTakeNoScan: a tracker that tracks nothing ends an
+// owner, and ends all while this process has no child, without a scan of
+// /proc (a contained executor's, whose commands are its inits'); with a
+// child of this process alive, KillAll scans (the child could be an
+// adopted orphan), and still leaves a child that is not one alone.
+func TestTrackerNothingToTakeNoScan(t *testing.T) {
+	clean(t)
+	tr := proc.NewTracker()
+	before := proc.Scans()
+	tr.KillOwner("nobody", time.Second)
+	tr.KillAll(time.Second)
+	if n := proc.Scans() - before; n != 0 {
+		t.Errorf("%d scans of /proc with nothing to take, want none", n)
+	}
+	child := exec.Command("sleep", "1000")
+	if err := proc.StartCmd(child); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		child.Process.Kill()
+		proc.WaitCmd(child)
+	}()
+	before = proc.Scans()
+	tr.KillAll(time.Second)
+	if proc.Scans() == before {
+		t.Error("KillAll did not scan while this process had a child")
+	}
+	if err := child.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("KillAll took a child it did not track: %v", err)
+	}
+}
+
 // TestTrackerSessionMovesOnReAdd: a session id is a pid; when a new
 // command of another tracker gets the number of an old, dead session, the
 // old tracker must not kill it.
