@@ -30,7 +30,7 @@ import (
 // Two hosts, each its own sshd: exit codes, streams, the host's own
 // environment, timeouts killing the whole tree, kills of tasks.
 func TestTwoHosts(t *testing.T) {
-	s1, s2 := startSSHD(t), startSSHD(t)
+	s1, s2 := startDeployed(t), startDeployed(t)
 	c := newClient(t)
 	c.alias(t, "one", s1, 0)
 	c.alias(t, "two", s2, 0)
@@ -92,7 +92,7 @@ func waitOutput(t *testing.T, p shell.Process, want string) {
 // with the lost marker, sshd ends the agent's input, the agent kills the
 // command on the host; the next call connects again.
 func TestDroppedConnectionStopsTheCommand(t *testing.T) {
-	s := startSSHD(t)
+	s := startDeployed(t)
 	px := newProxy(t, s.Addr())
 	c := newClient(t)
 	c.alias(t, "h", s, px.port())
@@ -123,23 +123,13 @@ func TestDroppedConnectionStopsTheCommand(t *testing.T) {
 // A connection that dies without a word (no FIN, no RST) is noticed by
 // the keep-alive: the call ends as lost.
 func TestKeepAliveNoticesASilentDeath(t *testing.T) {
-	s := startSSHD(t)
+	// The host has the agent already: a 300 ms keep-alive can go
+	// unanswered behind tens of megabytes of upload on a loaded machine
+	// (CI failed so), which is not the silence this test is about.
+	s := startDeployed(t)
 	px := newProxy(t, s.Addr())
 	c := newClient(t)
 	c.alias(t, "h", s, px.port())
-	// The agent is uploaded first, with the default keep-alive: a 300 ms
-	// one can go unanswered behind tens of megabytes of upload on a
-	// loaded machine (CI failed so), which is not the silence this test
-	// is about.
-	warm, err := sshhost.New(sshhost.Host{Name: "h", SSH: "h"}, c.options())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := warm.Hello(t.Context()); err != nil {
-		warm.Close()
-		t.Fatalf("the upload: %v", err)
-	}
-	warm.Close()
 	o := c.options()
 	o.KeepAlive = 300 * time.Millisecond
 	ex := newExec(t, sshhost.Host{Name: "h", SSH: "h"}, o, s)
@@ -166,7 +156,7 @@ func TestKeepAliveNoticesASilentDeath(t *testing.T) {
 // ProxyJump: the host is reached through another sshd.
 func TestProxyJump(t *testing.T) {
 	jump := startSSHD(t, "AllowTcpForwarding local")
-	target := startSSHD(t)
+	target := startDeployed(t)
 	c := newClient(t)
 	c.alias(t, "jump", jump, 0)
 	appendFile(t, c.SSHConfig, fmt.Sprintf("Host target\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  ProxyJump jump\n",
@@ -182,7 +172,7 @@ func TestProxyJump(t *testing.T) {
 }
 
 func TestHostKeyMismatchAndUnknown(t *testing.T) {
-	s, other := startSSHD(t), startSSHD(t)
+	s, other := startDeployed(t), startSSHD(t)
 	c := newClient(t)
 	// known_hosts holds the other server's key for this server's address.
 	appendFile(t, c.SSHConfig, fmt.Sprintf("Host h\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n", s.Port, testUser, s.ClientKey))
@@ -229,9 +219,9 @@ func TestUnreachableHost(t *testing.T) {
 	}
 }
 
-// The agent is uploaded when the host lacks it or holds a broken copy,
-// checked, and reused by the next connection.
-func TestDeployWhenMissingOrOutdated(t *testing.T) {
+// The agent is uploaded when the host lacks it, checked, and reused by
+// the next connection.
+func TestDeployWhenMissing(t *testing.T) {
 	s := startSSHD(t)
 	c := newClient(t)
 	c.alias(t, "h", s, 0)
@@ -240,33 +230,46 @@ func TestDeployWhenMissingOrOutdated(t *testing.T) {
 		t.Fatalf("first call: %+v", r)
 	}
 	deployed, _ := filepath.Glob(filepath.Join(s.Cache, "conch", "conch-*"))
-	if len(deployed) != 1 {
-		t.Fatalf("deployed agents: %q, want one", deployed)
+	if len(deployed) != 1 || deployed[0] != agentPath(t, s.Cache, c.bin) {
+		t.Fatalf("deployed agents: %q, want %s", deployed, agentPath(t, s.Cache, c.bin))
 	}
 	want, _ := os.ReadFile(c.bin)
 	if got, _ := os.ReadFile(deployed[0]); string(got) != string(want) {
 		t.Fatalf("deployed agent differs from the binary")
 	}
-	info, _ := os.Stat(deployed[0])
+	before, _ := os.Stat(deployed[0])
 	ex.Close()
 
-	// Outdated: same name, other content (a cut upload, an old build).
-	os.WriteFile(deployed[0], []byte("#!/bin/sh\necho old\n"), 0o700)
+	// Present and intact: no upload (an upload renames a new file over
+	// the path).
 	ex = newExec(t, sshhost.Host{Name: "h", SSH: "h"}, c.options(), s)
+	if r := run(t, ex, shell.Request{Command: "echo second"}); r.Stdout.Text != "second\n" {
+		t.Fatalf("second connection: %+v", r)
+	}
+	if after, err := os.Stat(deployed[0]); err != nil || !os.SameFile(before, after) {
+		t.Errorf("an intact agent was uploaded again (%v)", err)
+	}
+	left, _ := filepath.Glob(filepath.Join(s.Cache, "conch", ".upload-*"))
+	if len(left) != 0 {
+		t.Errorf("temporary uploads left: %q", left)
+	}
+}
+
+// A host whose agent has the right name but other content (a cut upload,
+// an old build) gets it uploaded again.
+func TestDeployReplacesOutdated(t *testing.T) {
+	s := startSSHD(t)
+	c := newClient(t)
+	c.alias(t, "h", s, 0)
+	path := agentPath(t, s.Cache, c.bin)
+	putAgent(t, path, []byte("#!/bin/sh\necho old\n"))
+	ex := newExec(t, sshhost.Host{Name: "h", SSH: "h"}, c.options(), s)
 	if r := run(t, ex, shell.Request{Command: "echo second"}); r.Stdout.Text != "second\n" {
 		t.Fatalf("after replacing an outdated agent: %+v", r)
 	}
-	if got, _ := os.ReadFile(deployed[0]); string(got) != string(want) {
+	want, _ := os.ReadFile(c.bin)
+	if got, _ := os.ReadFile(path); string(got) != string(want) {
 		t.Errorf("outdated agent not replaced")
-	}
-	ex.Close()
-
-	// Present and intact: no upload (the file is the same one).
-	ex = newExec(t, sshhost.Host{Name: "h", SSH: "h"}, c.options(), s)
-	run(t, ex, shell.Request{Command: "true"})
-	before := info.ModTime()
-	if info, _ = os.Stat(deployed[0]); info.ModTime().Before(before) {
-		t.Errorf("mod time went back")
 	}
 	left, _ := filepath.Glob(filepath.Join(s.Cache, "conch", ".upload-*"))
 	if len(left) != 0 {
@@ -338,7 +341,7 @@ func TestUploadRemovesOldBuilds(t *testing.T) {
 // An agent that cannot start (here: a cwd the host lacks) makes the host
 // unreachable with the agent's own words, not a bare end of stream.
 func TestAgentStartFailureIsNamed(t *testing.T) {
-	s := startSSHD(t)
+	s := startDeployed(t)
 	c := newClient(t)
 	c.alias(t, "h", s, 0)
 	o := c.options()
@@ -384,7 +387,7 @@ func TestOtherPlatformRefused(t *testing.T) {
 
 // 20 calls at once on one host share the one agent session.
 func TestConcurrentCalls(t *testing.T) {
-	s := startSSHD(t)
+	s := startDeployed(t)
 	c := newClient(t)
 	c.alias(t, "h", s, 0)
 	ex := newExec(t, sshhost.Host{Name: "h", SSH: "h"}, c.options(), s)
@@ -402,18 +405,34 @@ func TestConcurrentCalls(t *testing.T) {
 
 // A cancelled call kills the command's group on the host.
 func TestContextCancelKillsRemoteCommand(t *testing.T) {
-	s := startSSHD(t)
+	s := startDeployed(t)
 	c := newClient(t)
 	c.alias(t, "h", s, 0)
 	ex := newExec(t, sshhost.Host{Name: "h", SSH: "h"}, c.options(), s)
-	run(t, ex, shell.Request{Command: "true"}) // connected and deployed: the ctx below is for the command
+	run(t, ex, shell.Request{Command: "true"}) // connected: the ctx below is for the command
 	spec, _ := ex.Resolve(shell.Request{Command: "sleep 30 & sleep 30"})
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	// Cancelled once the command runs on the host (both sleeps carry the
+	// test's marker), not after a time in which a loaded machine may not
+	// even have spawned it.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for len(testutil.Processes(ex.marker)) < 2 && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}()
 	r, err := shell.Run(ctx, ex, spec)
+	cancel()
+	<-watched
 	if err != nil || !r.Aborted || r.Signal != "SIGTERM" {
 		t.Errorf("cancelled run: %+v %v", r, err)
 	}
+	// Both sleeps, the background one too, before the executor's close
+	// (which would end them anyway).
+	testutil.AssertNoProcesses(t, ex.marker)
 }
 
 // A ctx that ends at any point of the first connection (handshake, probe,
