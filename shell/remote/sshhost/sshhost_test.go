@@ -30,6 +30,7 @@ import (
 // Two hosts, each its own sshd: exit codes, streams, the host's own
 // environment, timeouts killing the whole tree, kills of tasks.
 func TestTwoHosts(t *testing.T) {
+	t.Parallel()
 	s1, s2 := startDeployed(t), startDeployed(t)
 	c := newClient(t)
 	c.alias(t, "one", s1, 0)
@@ -92,6 +93,7 @@ func waitOutput(t *testing.T, p shell.Process, want string) {
 // with the lost marker, sshd ends the agent's input, the agent kills the
 // command on the host; the next call connects again.
 func TestDroppedConnectionStopsTheCommand(t *testing.T) {
+	t.Parallel()
 	s := startDeployed(t)
 	px := newProxy(t, s.Addr())
 	c := newClient(t)
@@ -123,6 +125,7 @@ func TestDroppedConnectionStopsTheCommand(t *testing.T) {
 // A connection that dies without a word (no FIN, no RST) is noticed by
 // the keep-alive: the call ends as lost.
 func TestKeepAliveNoticesASilentDeath(t *testing.T) {
+	t.Parallel()
 	// The host has the agent already: a 300 ms keep-alive can go
 	// unanswered behind tens of megabytes of upload on a loaded machine
 	// (CI failed so), which is not the silence this test is about.
@@ -155,6 +158,7 @@ func TestKeepAliveNoticesASilentDeath(t *testing.T) {
 
 // ProxyJump: the host is reached through another sshd.
 func TestProxyJump(t *testing.T) {
+	t.Parallel()
 	jump := startSSHD(t, "AllowTcpForwarding local")
 	target := startDeployed(t)
 	c := newClient(t)
@@ -172,6 +176,7 @@ func TestProxyJump(t *testing.T) {
 }
 
 func TestHostKeyMismatchAndUnknown(t *testing.T) {
+	t.Parallel()
 	s, other := startDeployed(t), startSSHD(t)
 	c := newClient(t)
 	// known_hosts holds the other server's key for this server's address.
@@ -207,6 +212,7 @@ func fingerprint(s *sshd) string {
 }
 
 func TestUnreachableHost(t *testing.T) {
+	t.Parallel()
 	sshdtest.EnsureUser(t)
 	c := newClient(t)
 	o := c.options()
@@ -222,6 +228,7 @@ func TestUnreachableHost(t *testing.T) {
 // The agent is uploaded when the host lacks it, checked, and reused by
 // the next connection.
 func TestDeployWhenMissing(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	c := newClient(t)
 	c.alias(t, "h", s, 0)
@@ -258,6 +265,7 @@ func TestDeployWhenMissing(t *testing.T) {
 // A host whose agent has the right name but other content (a cut upload,
 // an old build) gets it uploaded again.
 func TestDeployReplacesOutdated(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	c := newClient(t)
 	c.alias(t, "h", s, 0)
@@ -281,6 +289,7 @@ func TestDeployReplacesOutdated(t *testing.T) {
 // one that a process of the remote user still runs (another conch's agent
 // there), nor another file of the directory.
 func TestUploadRemovesOldBuilds(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	c := newClient(t)
 	c.alias(t, "h", s, 0)
@@ -341,6 +350,7 @@ func TestUploadRemovesOldBuilds(t *testing.T) {
 // An agent that cannot start (here: a cwd the host lacks) makes the host
 // unreachable with the agent's own words, not a bare end of stream.
 func TestAgentStartFailureIsNamed(t *testing.T) {
+	t.Parallel()
 	s := startDeployed(t)
 	c := newClient(t)
 	c.alias(t, "h", s, 0)
@@ -361,6 +371,7 @@ func TestAgentStartFailureIsNamed(t *testing.T) {
 // A host of another architecture (its uname says so) is refused with the
 // path to install conch at.
 func TestOtherPlatformRefused(t *testing.T) {
+	t.Parallel()
 	fake, err := os.MkdirTemp("", "conch-fake-uname-") // readable by the test user, unlike t.TempDir
 	if err != nil {
 		t.Fatal(err)
@@ -387,6 +398,7 @@ func TestOtherPlatformRefused(t *testing.T) {
 
 // 20 calls at once on one host share the one agent session.
 func TestConcurrentCalls(t *testing.T) {
+	t.Parallel()
 	s := startDeployed(t)
 	c := newClient(t)
 	c.alias(t, "h", s, 0)
@@ -405,6 +417,7 @@ func TestConcurrentCalls(t *testing.T) {
 
 // A cancelled call kills the command's group on the host.
 func TestContextCancelKillsRemoteCommand(t *testing.T) {
+	t.Parallel()
 	s := startDeployed(t)
 	c := newClient(t)
 	c.alias(t, "h", s, 0)
@@ -439,6 +452,7 @@ func TestContextCancelKillsRemoteCommand(t *testing.T) {
 // upload, agent start) aborts the call before the spawn and leaves no
 // agent behind (a race with the stream's close was found this way).
 func TestCancelDuringFirstDial(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	c := newClient(t)
 	c.alias(t, "h", s, 0)
