@@ -260,10 +260,7 @@ func TestDeployWhenMissing(t *testing.T) {
 	if after, err := os.Stat(deployed[0]); err != nil || !os.SameFile(before, after) {
 		t.Errorf("an intact agent was uploaded again (%v)", err)
 	}
-	left, _ := filepath.Glob(filepath.Join(s.Cache, "conch", ".upload-*"))
-	if len(left) != 0 {
-		t.Errorf("temporary uploads left: %q", left)
-	}
+	assertNoUploadsLeft(t, s)
 }
 
 // A host whose agent has the right name but other content (a cut upload,
@@ -283,6 +280,12 @@ func TestDeployReplacesOutdated(t *testing.T) {
 	if got, _ := os.ReadFile(path); string(got) != string(want) {
 		t.Errorf("outdated agent not replaced")
 	}
+	assertNoUploadsLeft(t, s)
+}
+
+// assertNoUploadsLeft fails t if an upload left its temporary file on s.
+func assertNoUploadsLeft(t *testing.T, s *sshd) {
+	t.Helper()
 	left, _ := filepath.Glob(filepath.Join(s.Cache, "conch", ".upload-*"))
 	if len(left) != 0 {
 		t.Errorf("temporary uploads left: %q", left)
