@@ -128,7 +128,13 @@ func Start(t testing.TB, extra ...string) *Server {
 		"PasswordAuthentication no", "KbdInteractiveAuthentication no",
 		"PermitRootLogin prohibit-password", "AllowTcpForwarding no", "X11Forwarding no",
 		"PrintMotd no", "LogLevel VERBOSE", "MaxSessions 20",
-		"SetEnv XDG_CACHE_HOME="+s.Cache,
+		// One SetEnv line: sshd takes the first. SHLVL=1 makes the
+		// login's bash a nested shell, which reads no ~/.bashrc: Debian
+		// builds bash to source it for a command sshd starts, and the
+		// tests must not depend on (or wait for) the login user's rc
+		// files, which may be anything; root's on a developer machine
+		// can start a version manager, a second or more per session.
+		"SetEnv XDG_CACHE_HOME="+s.Cache+" SHLVL=1",
 	), "\n") + "\n"
 	cfgPath := filepath.Join(dir, "sshd_config")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {

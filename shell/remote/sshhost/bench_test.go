@@ -27,11 +27,11 @@ import (
 // Each benchmark measures conch and its baseline in the same run,
 // interleaved, against the same sshd, and reports the ratio.
 
-// benchHost starts an sshd and returns a warm executor of it and the ssh
-// command line (with a warm ControlMaster socket) that reaches the same
-// server as the same user.
+// benchHost starts an sshd (the agent on the host already) and returns a
+// warm executor of it and the ssh command line (with a warm ControlMaster
+// socket) that reaches the same server as the same user.
 func benchHost(b *testing.B) (shell.Executor, []string) {
-	s := startSSHD(b)
+	s := startDeployed(b)
 	c := newClient(b)
 	c.alias(b, "h", s, 0)
 	ex, err := sshhost.New(sshhost.Host{Name: "h", SSH: "h"}, c.options())

@@ -6,6 +6,9 @@ import (
 	"bufio"
 	"context"
 	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +34,75 @@ func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 type sshd = sshdtest.Server
 
 func startSSHD(t testing.TB, extra ...string) *sshd { return sshdtest.Start(t, extra...) }
+
+// startDeployed is startSSHD for a host that already has this conch
+// (preload): for the tests that are not about the upload.
+func startDeployed(t testing.TB, extra ...string) *sshd {
+	s := startSSHD(t, extra...)
+	preload(t, s.Cache, testutil.ConchBinary(t))
+	return s
+}
+
+// preload puts the agent binary bin where a connection deploys it to a
+// host whose cache is cache, as an earlier connection's upload would
+// have: a test that is not about the upload (tens of megabytes, a second
+// or more on a loaded machine) starts from a host that has this conch.
+// The upload has tests of its own (TestDeployWhenMissing,
+// TestDeployReplacesOutdated, TestUploadRemovesOldBuilds,
+// TestCancelDuringFirstDial). At cleanup it fails t if a connection
+// uploaded the agent anyway (an upload renames a new file over it): the
+// probe must take the copy for current, or the tests would silently pay
+// the upload again.
+func preload(t testing.TB, cache, bin string) {
+	t.Helper()
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := agentPath(t, cache, bin)
+	putAgent(t, path, b)
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if after, err := os.Stat(path); err != nil || !os.SameFile(before, after) {
+			t.Errorf("the preloaded agent %s was replaced (%v): a connection uploaded it again", path, err)
+		}
+	})
+}
+
+// agentPath is where a connection deploys the agent binary bin to a host
+// whose cache is cache: conch/conch-<first 16 hex digits of its sha256>.
+func agentPath(t testing.TB, cache, bin string) string {
+	t.Helper()
+	sum, err := remote.FileSHA256(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(cache, "conch", "conch-"+sum[:16])
+}
+
+// putAgent writes content at path, an agent's path in a host's cache, as
+// an upload leaves it: the file and its directory the test user's, 0700.
+func putAgent(t testing.TB, path string, content []byte) {
+	t.Helper()
+	u := sshdtest.EnsureUser(t)
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, content, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{dir, path} {
+		if err := os.Chown(f, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
 
 // client is what a test needs to reach its sshd servers: an ssh_config, a
 // known_hosts file, the agent's stderr.

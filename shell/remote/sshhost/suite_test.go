@@ -5,7 +5,6 @@ package sshhost_test
 import (
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,27 +47,10 @@ exec /bin/bash -c "$c"
 // runs again as nobody (testutil.AsUnprivileged) logs in as the
 // unprivileged test user, on the same sshd, which the root run started.
 func TestSuite(t *testing.T) {
+	// The host has the agent already (startSuiteHost preloads it): each
+	// case's executor dials on its own, and all of them at once would
+	// each upload it (tens of megabytes) side by side.
 	h := startSuiteHost(t)
-	// One upload before the cases: each case's executor dials on its
-	// own, and all of them at once would each upload the agent (a
-	// build of tens of megabytes) side by side.
-	warm, err := sshhost.New(sshhost.Host{Name: "h1", SSH: h.user + "@" + h.addr}, &sshhost.Options{
-		SSHConfig:     filepath.Join(h.dir, "no-ssh-config"),
-		KnownHosts:    []string{filepath.Join(h.dir, "known_hosts")},
-		IdentityFiles: []string{filepath.Join(h.dir, "id_ed25519")},
-		AgentSocket:   "none",
-		AgentBinary:   filepath.Join(h.dir, "conch"),
-		Stderr:        h.stderr,
-		Executor:      remote.Options{DialTimeout: 2 * time.Minute},
-	})
-	if err != nil {
-		t.Fatalf("sshhost.New: %v", err)
-	}
-	if _, err := warm.Hello(t.Context()); err != nil {
-		warm.Close()
-		t.Fatalf("the first connection (the upload): %v", err)
-	}
-	warm.Close()
 	shelltest.Run(t, func(t *testing.T, c shelltest.Config) shell.Executor {
 		env, marker := remotetest.AgentEnviron(c)
 		environ := remotetest.EnvironFile(t, h.dir, env)
@@ -142,19 +124,11 @@ func startSuiteHost(t *testing.T) *suiteHost {
 		t.Fatal(err)
 	}
 	srv := startSSHD(t, "ForceCommand "+wrapper, "MaxStartups 100")
-	// The agents live in the test user's cache, whoever logs in: root
-	// deploys one there first, which the test user then replaces with
-	// its own copy (the directory is the test user's).
-	u := sshdtest.EnsureUser(t)
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	agents := filepath.Join(srv.Cache, "conch")
-	if err := os.Mkdir(agents, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(agents, uid, gid); err != nil {
-		t.Fatal(err)
-	}
+	// The agent lives in the test user's cache, whoever logs in, and is
+	// the test user's: root runs it as well, whereas a copy root
+	// uploaded (root's, 0700) would make the run as nobody upload its
+	// own. The preload's check at cleanup comes after every case's.
+	preload(t, srv.Cache, testutil.ConchBinary(t))
 	key, err := os.ReadFile(srv.ClientKey)
 	if err != nil {
 		t.Fatal(err)
