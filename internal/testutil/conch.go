@@ -101,11 +101,13 @@ func sharedBuild(path string) error {
 	if out, err := exec.Command("go", "build", "-o", shared, conchPackage).CombinedOutput(); err != nil {
 		return fmt.Errorf("go build cmd/conch: %v\n%s", err, out)
 	}
-	b, err := os.ReadFile(shared)
-	if err != nil {
-		return err
+	// Copied by a child, never written by this process: a test forking
+	// meanwhile would hold the write descriptor until its exec, and an
+	// exec of path then fails with ETXTBSY (golang.org/issue/22315).
+	if out, err := exec.Command("cp", shared, path).CombinedOutput(); err != nil {
+		return fmt.Errorf("copy the shared build: %v\n%s", err, out)
 	}
-	return os.WriteFile(path, b, 0o755)
+	return nil
 }
 
 // moduleRoot is the directory of the go.mod above the working directory
