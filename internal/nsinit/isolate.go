@@ -4,6 +4,7 @@ package nsinit
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -91,7 +92,15 @@ func readOnlyCgroups() error {
 		return err
 	}
 	for _, m := range mounts {
-		if err := remountReadOnly(m); err != nil {
+		err := remountReadOnly(m)
+		if errors.Is(err, unix.EACCES) {
+			// Under a directory the init's user may not search (a pod's
+			// hostPath volume over the runtime's own cgroup mounts): the
+			// commands, the same user with no capability over it, cannot
+			// reach it either.
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("make %s read-only: %w", m, err)
 		}
 	}

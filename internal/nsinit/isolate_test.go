@@ -279,3 +279,54 @@ func TestFullAccessCapabilities(t *testing.T) {
 		t.Errorf("CAP_CHOWN dropped too: %x", bnd)
 	}
 }
+
+// unreachableEnv, set for a copy of this test binary, names a cgroup
+// mount its user cannot reach, for TestUnreachableCgroupMountHelper.
+const unreachableEnv = "NSINIT_TEST_UNREACHABLE_CGROUP"
+
+// TestUnreachableCgroupMount: a cgroup file system mounted where the
+// init's user cannot search (a pod's hostPath volume holding the
+// container runtime's cgroup mounts, say) does not cost the init its
+// start: its commands cannot reach that mount either, so it need not be
+// made read-only. Run as uid 65534 in a mount namespace of its own, in
+// which root mounted a cgroup2 file system under a 0700 directory.
+func TestUnreachableCgroupMount(t *testing.T) {
+	dir := testutil.UnprivilegedDir(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "nsinit.test")
+	copyFile(t, exe, bin)
+	locked := t.TempDir() // root's, 0700
+	point := filepath.Join(locked, "cg")
+	if err := os.Mkdir(point, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	marker := clean(t)
+	cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
+		`mount -t cgroup2 none "$1" && exec setpriv --reuid 65534 --regid 65534 --clear-groups "$2" -test.run '^TestUnreachableCgroupMountHelper$' -test.v -test.count=1`,
+		"sh", point, bin)
+	cmd.Dir = dir
+	cmd.Env = append(testutil.Env(marker), "TMPDIR="+dir, "HOME="+dir, noRaceSleep, unreachableEnv+"="+point)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestUnreachableCgroupMountHelper ") {
+		t.Fatalf("as uid 65534 beside an unreachable cgroup mount: %v\n%s", err, out)
+	}
+}
+
+// TestUnreachableCgroupMountHelper is TestUnreachableCgroupMount's part
+// as uid 65534: the init starts, a command runs, and the mount stays out
+// of its reach.
+func TestUnreachableCgroupMountHelper(t *testing.T) {
+	point := os.Getenv(unreachableEnv)
+	if point == "" {
+		t.Skip("run by TestUnreachableCgroupMount")
+	}
+	marker := clean(t)
+	in := startInit(t)
+	ws, stdout, stderr := run(t, in, marker, `echo ok; ls "`+point+`" 2>&1 >/dev/null | grep -c 'Permission denied'`)
+	if ws.ExitStatus() != 0 || stdout != "ok\n1\n" {
+		t.Errorf("in the init: %v, stdout %q, stderr %q; want ok and the mount out of reach", ws, stdout, stderr)
+	}
+}
