@@ -7,19 +7,28 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/conch-dev/conch/internal/kubetest"
 	"github.com/conch-dev/conch/internal/remotetest"
@@ -432,3 +441,96 @@ func TestPodTemplateServerKilled(t *testing.T) {
 	testutil.WaitFor(t, 30*time.Second, "the live server's pod is deleted at its session's end", func() bool { return len(hostPods(t, c, host)) == 0 })
 	testutil.WaitFor(t, 30*time.Second, "the pods' processes end", func() bool { return len(testutil.Processes(podMarker)) == 0 })
 }
+
+// TestPodTemplateAnswerLost: a pod whose creation's answer never came
+// back (a proxy in front of the API server forwards the POST, then cuts
+// the connection instead of answering) is known to conch by the name it
+// chose, and deleted: the first command fails as unreachable, and the
+// pod the API server made is gone.
+func TestPodTemplateAnswerLost(t *testing.T) {
+	c := cluster(t)
+	config, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsConfig, err := rest.TLSConfigFor(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := &http.Transport{TLSClientConfig: tlsConfig}
+	defer upstream.CloseIdleConnections()
+	target, _ := url.Parse(config.Host)
+	var (
+		mu      sync.Mutex
+		created []string // the pods the API server made through the proxy
+	)
+	proxy := &httputil.ReverseProxy{
+		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		Transport: upstream,
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.Request.Method != http.MethodPost || !strings.HasSuffix(resp.Request.URL.Path, "/pods") {
+				return nil
+			}
+			var p struct {
+				Metadata podMeta `json:"metadata"`
+			}
+			json.NewDecoder(resp.Body).Decode(&p)
+			resp.Body.Close()
+			mu.Lock()
+			created = append(created, p.Metadata.Name)
+			mu.Unlock()
+			return errAnswerLost
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, errAnswerLost) {
+				panic(http.ErrAbortHandler) // the connection is cut, no answer
+			}
+			w.WriteHeader(http.StatusBadGateway)
+		},
+	}
+	srv := httptest.NewUnstartedServer(proxy)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the aborts are the test's
+	srv.StartTLS()
+	defer srv.Close()
+	kc, err := clientcmd.LoadFromFile(c.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range kc.Clusters {
+		cl.Server = srv.URL
+		cl.CertificateAuthorityData = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+
+	const podMarker = "conch-test-pod-lost"
+	host := uniqueHost()
+	tp, err := kube.NewTemplate(kube.Host{Name: host, Template: templateFile(t, c, "lost", podMarker, kubetest.PodOptions{})},
+		&kube.Options{Kubeconfig: kubeconfig, AgentBinary: testutil.ConchBinary(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tp.Hello(t.Context())
+	var ue *remote.UnreachableError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "create a pod from ") {
+		t.Errorf("a first command whose pod's creation got no answer: %v, want it unreachable", err)
+	}
+	if err := tp.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	mu.Lock()
+	made := slices.Clone(created)
+	mu.Unlock()
+	if len(made) != 1 || !strings.HasPrefix(made[0], "conch-lost-") {
+		t.Fatalf("pods the API server made through the proxy: %q, want one", made)
+	}
+	if _, code, err := c.API("GET", "/api/v1/namespaces/default/pods/"+made[0], nil); err != nil || code != 404 {
+		t.Errorf("pod %s, whose creation's answer was lost: %d %v, want it deleted (404)", made[0], code, err)
+		c.DeletePod(t, made[0])
+	}
+	testutil.WaitFor(t, 30*time.Second, "the pod's processes end", func() bool { return len(testutil.Processes(podMarker)) == 0 })
+}
+
+var errAnswerLost = errors.New("the answer is lost")
