@@ -15,6 +15,8 @@ import (
 
 // Bounds of a template's pod.
 const (
+	// createTimeout bounds the request that creates a template's pod.
+	createTimeout = 30 * time.Second
 	// deleteTimeout bounds the deletion of a template's pod.
 	deleteTimeout = 30 * time.Second
 	// pollEvery is how often a pod's status is read while it starts.

@@ -447,7 +447,13 @@ func (t *Template) create(ctx context.Context, m map[string]any, ns string) (str
 		if err != nil {
 			return "", fmt.Errorf("pod template: %w", err)
 		}
-		err = t.base.client.Post().Resource("pods").Namespace(ns).Body(body).Do(ctx).Error()
+		// Bounded: the REST client has no timeout of its own, and an API
+		// server that takes a request and never answers would hold the
+		// owner's first command (and its later ones) for good.
+		pctx, cancel := context.WithTimeout(ctx, createTimeout)
+		err = t.base.client.Post().Resource("pods").Namespace(ns).Body(body).Do(pctx).Error()
+		lost := pctx.Err() != nil
+		cancel()
 		switch {
 		case err == nil:
 			return name, nil
@@ -455,7 +461,7 @@ func (t *Template) create(ctx context.Context, m map[string]any, ns string) (str
 			continue // a name some other pod has: another draw
 		}
 		var status apierrors.APIStatus
-		if ctx.Err() != nil || !errors.As(err, &status) {
+		if lost || !errors.As(err, &status) {
 			// No answer: the pod may have been made. It is deleted now,
 			// and again at Close, when a POST still under way at the API
 			// server has surely ended.
@@ -466,8 +472,11 @@ func (t *Template) create(ctx context.Context, m map[string]any, ns string) (str
 			t.base.deleteNow(dctx, ns, name, "")
 			cancel()
 		}
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return "", fmt.Errorf("create a pod from %s: %w", t.host.Template, context.Cause(ctx))
+		case lost:
+			return "", fmt.Errorf("create a pod from %s: no answer from the API server within %v", t.host.Template, createTimeout)
 		}
 		return "", fmt.Errorf("create a pod from %s: %w", t.host.Template, err)
 	}
