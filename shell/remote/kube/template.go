@@ -12,7 +12,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/conch-dev/conch/internal/agent"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/remote"
 )
@@ -31,44 +30,56 @@ const managedByLabel = "app.kubernetes.io/managed-by"
 // makes is preceded by the deletion of the pods of conch processes of
 // this machine that no longer run (a server killed with SIGKILL).
 //
-// Template implements shell.Executor, shell.ContextLauncher,
-// shell.OwnerEnder and shell.Terminals; it is safe for concurrent use.
+// Template is a remote.Owners (shell.Executor, shell.ContextLauncher,
+// shell.OwnerEnder, shell.Terminals) whose instances are pods; it is safe
+// for concurrent use.
 type Template struct {
-	host   Host
-	opts   Options
-	base   *Dialer // the kubeconfig, REST client and checksum the pods' dialers share
-	limits shell.Limits
-	sweep  sync.Once
+	*remote.Owners
+	host  Host
+	opts  Options
+	base  *Dialer // the kubeconfig, REST client and checksum the pods' dialers share
+	sweep sync.Once
 
-	// closing ends, when Close begins, the pods' starts under way.
-	closing context.Context
-	stop    context.CancelCauseFunc
-
-	mu       sync.Mutex
-	sessions map[string]*session
-	orphans  map[string]bool // "ns/name" of pods whose creation's answer was lost
-	closed   bool
+	mu      sync.Mutex
+	orphans map[string]bool // "ns/name" of pods whose creation's answer was lost
 }
 
-// session is one owner's pod and the executor that reaches it.
-type session struct {
-	ready  chan struct{} // closed once started, or once the start failed
-	cancel context.CancelCauseFunc
-	err    error  // why it did not start
-	ns     string // the pod's namespace
-	pod    string // the pod's name
-	ex     *remote.Executor
+// podInstance is one owner's pod.
+type podInstance struct {
+	t        *Template
+	ns, name string
+	ex       *remote.Executor
 }
 
-var (
-	_ shell.Executor        = (*Template)(nil)
-	_ shell.ContextLauncher = (*Template)(nil)
-	_ shell.OwnerEnder      = (*Template)(nil)
-	_ shell.Terminals       = (*Template)(nil)
-)
+func (p *podInstance) Executor() *remote.Executor { return p.ex }
+func (p *podInstance) Name() string               { return p.ns + "/" + p.name }
 
-// errOwnerEnded ends the start of the pod of an owner that ended.
-var errOwnerEnded = errors.New("the session ended")
+// Running reports whether the pod is there and not being deleted; an API
+// server that cannot say is taken to mean it is.
+func (p *podInstance) Running() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
+	defer cancel()
+	raw, err := p.t.base.client.Get().Resource("pods").Namespace(p.ns).Name(p.name).Do(ctx).Raw()
+	if err != nil {
+		return !apierrors.IsNotFound(err)
+	}
+	var pd pod
+	if json.Unmarshal(raw, &pd) != nil {
+		return true
+	}
+	return pd.Metadata.DeletionTimestamp == nil && !pd.failed()
+}
+
+// Remove deletes the pod and waits until the API server no longer has
+// it.
+func (p *podInstance) Remove() error {
+	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
+	defer cancel()
+	if err := p.t.base.deletePod(ctx, p.ns, p.name, ""); err != nil {
+		return fmt.Errorf("host %s: %w", p.t.host.Name, err)
+	}
+	return nil
+}
 
 // NewTemplate returns a host whose pods are made from the manifest
 // h.Template; h.Pod must be empty. The manifest is read here (a bad file
@@ -102,173 +113,23 @@ func NewTemplate(h Host, o *Options) (*Template, error) {
 	if l.MaxTimeout == 0 {
 		l.MaxTimeout = remote.DefaultMaxTimeout
 	}
-	closing, stop := context.WithCancelCause(context.Background())
-	return &Template{host: h, opts: d.opts, base: d, limits: l, closing: closing, stop: stop,
-		sessions: map[string]*session{}, orphans: map[string]bool{}}, nil
+	t := &Template{host: h, opts: d.opts, base: d, orphans: map[string]bool{}}
+	t.Owners = remote.NewOwners(h.Name, l, t.start)
+	return t, nil
 }
 
 // Name is the host's name.
 func (t *Template) Name() string { return t.host.Name }
 
-// Resolve implements shell.Executor as a running pod's executor does; it
-// makes nothing.
-func (t *Template) Resolve(r shell.Request) (shell.Spec, error) { return t.limits.Resolve(r) }
-
-// Launch implements shell.Executor.
-func (t *Template) Launch(s shell.Spec) (shell.Process, error) {
-	return t.LaunchContext(context.Background(), s)
-}
-
-// LaunchContext implements shell.ContextLauncher: ctx bounds making the
-// owner's pod and the dial, and a start that ctx ended is an abort
-// before spawn.
-func (t *Template) LaunchContext(ctx context.Context, s shell.Spec) (shell.Process, error) {
-	return t.startIn(ctx, s, (*remote.Executor).LaunchContext)
-}
-
-// Start implements shell.Executor.
-func (t *Template) Start(s shell.Spec) (shell.Process, error) {
-	return t.StartContext(context.Background(), s)
-}
-
-// StartContext implements shell.ContextLauncher as LaunchContext does,
-// for a command that runs in the background.
-func (t *Template) StartContext(ctx context.Context, s shell.Spec) (shell.Process, error) {
-	return t.startIn(ctx, s, (*remote.Executor).StartContext)
-}
-
-// startIn starts s with start in the executor of its owner's pod, making
-// the pod first if needed, within ctx.
-func (t *Template) startIn(ctx context.Context, s shell.Spec, start func(*remote.Executor, context.Context, shell.Spec) (shell.Process, error)) (shell.Process, error) {
-	if ctx.Err() != nil {
-		return nil, shell.AbortedBeforeSpawn(context.Cause(ctx))
-	}
-	var p shell.Process
-	err := t.with(ctx, s.Owner, func(ex *remote.Executor) (err error) {
-		p, err = start(ex, ctx, s)
-		return err
-	})
-	if err != nil && ctx.Err() != nil {
-		return nil, shell.AbortedBeforeSpawn(context.Cause(ctx))
-	}
-	return p, err
-}
-
-// StartTerminal implements shell.Terminals.
-func (t *Template) StartTerminal(s shell.Spec) (shell.Terminal, error) {
-	var tm shell.Terminal
-	err := t.with(context.Background(), s.Owner, func(ex *remote.Executor) (err error) {
-		tm, err = ex.StartTerminal(s)
-		return err
-	})
-	return tm, err
-}
-
-// Hello makes the pod of the owner "" (deleted by Close) when it has
-// none, and returns what its agent said of itself: what a command gets in
-// a pod of this template.
-func (t *Template) Hello(ctx context.Context) (agent.Hello, error) {
-	var h agent.Hello
-	err := t.with(ctx, "", func(ex *remote.Executor) (err error) {
-		h, err = ex.Hello(ctx)
-		return err
-	})
-	return h, err
-}
-
-// with calls f with the executor of owner's pod, making the pod when
-// owner has none. When f finds the host unreachable because the pod is
-// gone (deleted, or failed, behind conch's back), the owner gets a new
-// pod and f is called once more.
-func (t *Template) with(ctx context.Context, owner string, f func(*remote.Executor) error) error {
-	for try := 0; ; try++ {
-		s, err := t.session(ctx, owner)
-		if err != nil {
-			return err
-		}
-		err = f(s.ex)
-		var ue *remote.UnreachableError
-		if try > 0 || !errors.As(err, &ue) || ctx.Err() != nil || t.running(s.ns, s.pod) {
-			return err
-		}
-		t.mu.Lock()
-		if t.sessions[owner] == s {
-			delete(t.sessions, owner)
-		}
-		t.mu.Unlock()
-		t.end(s)
-	}
-}
-
-// running reports whether the pod ns/name is there and not being
-// deleted; an API server that cannot say is taken to mean it is.
-func (t *Template) running(ns, name string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
-	defer cancel()
-	raw, err := t.base.client.Get().Resource("pods").Namespace(ns).Name(name).Do(ctx).Raw()
-	if err != nil {
-		return !apierrors.IsNotFound(err)
-	}
-	var p pod
-	if json.Unmarshal(raw, &p) != nil {
-		return true
-	}
-	return p.Metadata.DeletionTimestamp == nil && !p.failed()
-}
-
 // Pods are the "namespace/name" of the pods made for owners now.
-func (t *Template) Pods() []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var names []string
-	for _, s := range t.sessions {
-		select {
-		case <-s.ready:
-			if s.err == nil {
-				names = append(names, s.ns+"/"+s.pod)
-			}
-		default:
-		}
-	}
-	return names
-}
-
-// EndOwner implements shell.OwnerEnder: the owner's agent kills
-// everything it started and exits, and its pod is deleted; it returns
-// once the API server no longer has the pod. A pod still being made is
-// given up at once. An owner that has no pod has nothing to end.
-func (t *Template) EndOwner(owner string) {
-	t.mu.Lock()
-	s := t.sessions[owner]
-	delete(t.sessions, owner)
-	t.mu.Unlock()
-	if s != nil {
-		s.cancel(errOwnerEnded)
-		t.end(s)
-	}
-}
+func (t *Template) Pods() []string { return t.Instances() }
 
 // Close implements shell.Executor: the pods being made are given up,
 // every owner's pod is ended as by EndOwner, in parallel, and the pods
 // whose creation's answer was lost are deleted too.
 func (t *Template) Close() error {
-	t.mu.Lock()
-	t.closed = true
-	sessions := t.sessions
-	t.sessions = map[string]*session{}
-	t.mu.Unlock()
-	t.stop(shell.ErrClosed)
-	var wg sync.WaitGroup
-	errs := make(chan error, len(sessions))
-	for _, s := range sessions {
-		wg.Go(func() { errs <- t.end(s) })
-	}
-	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		all = append(all, err)
-	}
+	err := t.Owners.Close()
+	all := []error{err}
 	// The starts have all ended: no orphan is added from now on.
 	t.mu.Lock()
 	orphans := t.orphans
@@ -288,79 +149,21 @@ func (t *Template) Close() error {
 	return errors.Join(all...)
 }
 
-// end closes s's executor and deletes its pod, once its start ended.
-func (t *Template) end(s *session) error {
-	<-s.ready
-	if s.err != nil {
-		return nil
-	}
-	err := s.ex.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
-	defer cancel()
-	if derr := t.base.deletePod(ctx, s.ns, s.pod, ""); derr != nil && err == nil {
-		err = fmt.Errorf("host %s: %w", t.host.Name, derr)
-	}
-	return err
-}
-
-// session returns owner's pod and its executor, making the pod when
-// owner has none. Callers for an owner whose pod is being made wait for
-// it; a start that failed is tried again by the next call. Its errors
-// are *remote.UnreachableError.
-func (t *Template) session(ctx context.Context, owner string) (*session, error) {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil, shell.ErrClosed
-	}
-	s, ok := t.sessions[owner]
-	if !ok {
-		// The start ends with ctx, with the owner (EndOwner) and with the
-		// Template (Close), whichever ends first.
-		sctx, cancel := context.WithCancelCause(ctx)
-		s = &session{ready: make(chan struct{}), cancel: cancel}
-		t.sessions[owner] = s
-		t.mu.Unlock()
-		stop := context.AfterFunc(t.closing, func() { cancel(context.Cause(t.closing)) })
-		s.ns, s.pod, s.ex, s.err = t.start(sctx)
-		stop()
-		if s.err != nil {
-			t.mu.Lock()
-			if t.sessions[owner] == s {
-				delete(t.sessions, owner)
-			}
-			t.mu.Unlock()
-		}
-		close(s.ready)
-	} else {
-		t.mu.Unlock()
-		select {
-		case <-s.ready:
-		case <-ctx.Done():
-			return nil, &remote.UnreachableError{Host: t.host.Name, Err: context.Cause(ctx)}
-		}
-	}
-	if s.err != nil {
-		return nil, &remote.UnreachableError{Host: t.host.Name, Err: s.err}
-	}
-	return s, nil
-}
-
 // start makes a pod from the template, waits until it is ready (bounded
 // by ReadyTimeout and ctx) and returns it with an executor that reaches
 // it. A pod that does not become ready is deleted, and the error names
 // its status.
-func (t *Template) start(ctx context.Context) (ns, name string, ex *remote.Executor, err error) {
+func (t *Template) start(ctx context.Context) (remote.Instance, error) {
 	m, err := readTemplate(t.host.Template)
 	if err != nil {
-		return "", "", nil, err
+		return nil, err
 	}
 	meta, _ := m["metadata"].(map[string]any)
 	if meta == nil {
 		meta = map[string]any{}
 		m["metadata"] = meta
 	}
-	ns = t.host.Namespace
+	ns := t.host.Namespace
 	if v, _ := meta["namespace"].(string); v != "" {
 		ns = v
 	}
@@ -369,24 +172,22 @@ func (t *Template) start(ctx context.Context) (ns, name string, ex *remote.Execu
 		defer cancel()
 		t.removeStale(sctx, ns)
 	})
-	if name, err = t.create(ctx, m, ns); err != nil {
-		return "", "", nil, err
+	name, err := t.create(ctx, m, ns)
+	if err != nil {
+		return nil, err
 	}
-	fail := func(err error) (string, string, *remote.Executor, error) {
-		dctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
-		defer cancel()
-		t.base.deletePod(dctx, ns, name, "")
-		return "", "", nil, err
-	}
+	p := &podInstance{t: t, ns: ns, name: name}
 	if err := t.base.waitReady(ctx, ns, name); err != nil {
-		return fail(err)
+		p.Remove()
+		return nil, err
 	}
 	ro := t.opts.Executor
 	ro.Cwd = t.host.Cwd
-	if ex, err = remote.New(t.host.Name, t.base.forPod(ns, name), &ro); err != nil {
-		return fail(err)
+	if p.ex, err = remote.New(t.host.Name, t.base.forPod(ns, name), &ro); err != nil {
+		p.Remove()
+		return nil, err
 	}
-	return ns, name, ex, nil
+	return p, nil
 }
 
 // nameChars are those of the API server's generateName suffixes: no

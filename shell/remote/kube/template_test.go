@@ -420,8 +420,7 @@ func TestPodTemplateServerKilled(t *testing.T) {
 		livePod = both[1]
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	killed.Close()
+	killed.Close() // waits for the server's process, which the transport owns
 	if got := hostPods(t, c, host); !slices.Equal(got, both) {
 		t.Fatalf("pods after the first server was killed: %v, want %v left", got, both)
 	}
