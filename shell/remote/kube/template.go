@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"path"
 	"strings"
 	"sync"
@@ -261,8 +262,12 @@ func (t *Template) create(ctx context.Context, m map[string]any, ns string) (str
 		case apierrors.IsAlreadyExists(err) && try < 3 && ctx.Err() == nil:
 			continue // a name some other pod has: another draw
 		}
-		var status apierrors.APIStatus
-		if lost || !errors.As(err, &status) {
+		var (
+			status apierrors.APIStatus
+			op     *net.OpError
+		)
+		sent := !errors.As(err, &op) || op.Op != "dial" // a refused dial sent nothing
+		if lost || (sent && !errors.As(err, &status)) {
 			// No answer: the pod may have been made. It is deleted now,
 			// and again at Close, when a POST still under way at the API
 			// server has surely ended.
