@@ -4,8 +4,9 @@ import "fmt"
 
 // Kubernetes hosts (docs/remote.md#kubernetes): `kubernetes =
 // "<namespace>/<pod>[/<container>]"`, a running pod reached through the
-// API server's pods/exec, or `pod_template = "<file>"`, a pod made from
-// the file on the first command and deleted at the end; `context` picks
+// API server's pods/exec, or `pod_template = "<file>"`, a pod for each
+// session made from the file on its first command and deleted at its
+// end; `context` picks
 // the kubeconfig's context. Flags: --host-kubernetes NAME=NS/POD[/C],
 // --host-pod-template NAME=FILE, --host-context NAME=CONTEXT. The
 // transport (client-go's kubeconfig loader, REST client and

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/conch-dev/conch/internal/serverid"
 )
 
 // A template's containers are removed when their owner ends or their
@@ -32,39 +34,9 @@ var (
 func serverID() string {
 	serverOnce.Do(func() {
 		pid := os.Getpid()
-		serverVal = fmt.Sprintf("%s/%s/%d/%s", hostname(), bootID(), pid, startTime(pid))
+		serverVal = fmt.Sprintf("%s/%s/%d/%s", serverid.Hostname(), serverid.BootID(), pid, serverid.StartTime(pid))
 	})
 	return serverVal
-}
-
-func hostname() string {
-	h, _ := os.Hostname()
-	return strings.ReplaceAll(h, "/", "_")
-}
-
-func bootID() string {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// startTime is the start time of process pid since boot, in clock ticks
-// (/proc/<pid>/stat's 22nd field), or "" when there is no such process.
-func startTime(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	// The command name (field 2) may hold spaces and parentheses: fields
-	// are counted after its last ')'.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
 }
 
 // deadServer reports whether the label value id names a conch process of
@@ -86,7 +58,7 @@ func deadServer(id string) bool {
 	if err != nil || pid <= 0 {
 		return false
 	}
-	return startTime(pid) != f[3]
+	return serverid.StartTime(pid) != f[3]
 }
 
 // psFormat prints each container's name and ServerLabel, by engine.

@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/conch-dev/conch/internal/agent"
 	"github.com/conch-dev/conch/internal/proc"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/remote"
@@ -54,34 +53,28 @@ var UnmaskArgs = map[string][]string{
 // starts is preceded by the removal of the containers of conch processes
 // of this machine that no longer run (a server killed with SIGKILL).
 //
-// Template implements shell.Executor, shell.ContextLauncher,
-// shell.OwnerEnder and shell.Terminals; it is safe for concurrent use.
+// Template is a remote.Owners (shell.Executor, shell.ContextLauncher,
+// shell.OwnerEnder, shell.Terminals) whose instances are containers; it
+// is safe for concurrent use.
 type Template struct {
+	*remote.Owners
 	host    Host
 	opts    Options
 	binHash string
-	limits  shell.Limits
 	sweep   sync.Once
-
-	mu       sync.Mutex
-	sessions map[string]*session
-	closed   bool
 }
 
-// session is one owner's container and the executor that reaches it.
-type session struct {
-	ready chan struct{} // closed once started, or once the start failed
-	err   error         // why it did not start
-	name  string        // the container
-	ex    *remote.Executor
+// containerInstance is one owner's container.
+type containerInstance struct {
+	t    *Template
+	name string
+	ex   *remote.Executor
 }
 
-var (
-	_ shell.Executor        = (*Template)(nil)
-	_ shell.ContextLauncher = (*Template)(nil)
-	_ shell.OwnerEnder      = (*Template)(nil)
-	_ shell.Terminals       = (*Template)(nil)
-)
+func (c *containerInstance) Executor() *remote.Executor { return c.ex }
+func (c *containerInstance) Name() string               { return c.name }
+func (c *containerInstance) Running() bool              { return c.t.running(c.name) }
+func (c *containerInstance) Remove() error              { return c.t.remove(c.name) }
 
 // NewTemplate returns a host whose containers are made from h.Image with
 // h.Engine; h.Container must be empty. Nothing is started until the
@@ -125,101 +118,13 @@ func NewTemplate(h Host, o *Options) (*Template, error) {
 	if l.MaxTimeout == 0 {
 		l.MaxTimeout = remote.DefaultMaxTimeout
 	}
-	return &Template{host: h, opts: opts, binHash: d.binHash, limits: l, sessions: map[string]*session{}}, nil
+	t := &Template{host: h, opts: opts, binHash: d.binHash}
+	t.Owners = remote.NewOwners(h.Name, l, t.start)
+	return t, nil
 }
 
 // Name is the host's name.
 func (t *Template) Name() string { return t.host.Name }
-
-// Resolve implements shell.Executor as a running container's executor
-// does; it starts nothing.
-func (t *Template) Resolve(r shell.Request) (shell.Spec, error) { return t.limits.Resolve(r) }
-
-// Launch implements shell.Executor.
-func (t *Template) Launch(s shell.Spec) (shell.Process, error) {
-	return t.LaunchContext(context.Background(), s)
-}
-
-// LaunchContext implements shell.ContextLauncher: ctx bounds starting
-// the owner's container and the dial, and a start that ctx ended is an
-// abort before spawn.
-func (t *Template) LaunchContext(ctx context.Context, s shell.Spec) (shell.Process, error) {
-	return t.startIn(ctx, s, (*remote.Executor).LaunchContext)
-}
-
-// Start implements shell.Executor.
-func (t *Template) Start(s shell.Spec) (shell.Process, error) {
-	return t.StartContext(context.Background(), s)
-}
-
-// StartContext implements shell.ContextLauncher as LaunchContext does,
-// for a command that runs in the background.
-func (t *Template) StartContext(ctx context.Context, s shell.Spec) (shell.Process, error) {
-	return t.startIn(ctx, s, (*remote.Executor).StartContext)
-}
-
-// startIn starts s with start in the executor of its owner's container,
-// starting the container first if needed, within ctx.
-func (t *Template) startIn(ctx context.Context, s shell.Spec, start func(*remote.Executor, context.Context, shell.Spec) (shell.Process, error)) (shell.Process, error) {
-	if ctx.Err() != nil {
-		return nil, shell.AbortedBeforeSpawn(context.Cause(ctx))
-	}
-	var p shell.Process
-	err := t.with(ctx, s.Owner, func(ex *remote.Executor) (err error) {
-		p, err = start(ex, ctx, s)
-		return err
-	})
-	if err != nil && ctx.Err() != nil {
-		return nil, shell.AbortedBeforeSpawn(context.Cause(ctx))
-	}
-	return p, err
-}
-
-// StartTerminal implements shell.Terminals.
-func (t *Template) StartTerminal(s shell.Spec) (shell.Terminal, error) {
-	var tm shell.Terminal
-	err := t.with(context.Background(), s.Owner, func(ex *remote.Executor) (err error) {
-		tm, err = ex.StartTerminal(s)
-		return err
-	})
-	return tm, err
-}
-
-// Hello starts the container of the owner "" (removed by Close) when it
-// is not running, and returns what its agent said of itself: what a
-// command gets in a container of this image.
-func (t *Template) Hello(ctx context.Context) (agent.Hello, error) {
-	var h agent.Hello
-	err := t.with(ctx, "", func(ex *remote.Executor) (err error) {
-		h, err = ex.Hello(ctx)
-		return err
-	})
-	return h, err
-}
-
-// with calls f with the executor of owner's container, starting the
-// container when owner has none. When f finds the host unreachable
-// because the container is gone (removed, or stopped, behind conch's
-// back), the owner gets a new container and f is called once more.
-func (t *Template) with(ctx context.Context, owner string, f func(*remote.Executor) error) error {
-	for try := 0; ; try++ {
-		s, err := t.session(ctx, owner)
-		if err != nil {
-			return err
-		}
-		err = f(s.ex)
-		var ue *remote.UnreachableError
-		if try > 0 || !errors.As(err, &ue) || ctx.Err() != nil || t.running(s.name) {
-			return err
-		}
-		t.mu.Lock()
-		if t.sessions[owner] == s {
-			delete(t.sessions, owner)
-		}
-		t.mu.Unlock()
-		t.end(s)
-	}
-}
 
 // running reports whether the container name runs; an engine that
 // cannot say is taken to mean it does.
@@ -235,112 +140,11 @@ func (t *Template) running(name string) bool {
 }
 
 // Containers are the names of the containers running for owners now.
-func (t *Template) Containers() []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var names []string
-	for _, s := range t.sessions {
-		select {
-		case <-s.ready:
-			if s.err == nil {
-				names = append(names, s.name)
-			}
-		default:
-		}
-	}
-	return names
-}
-
-// EndOwner implements shell.OwnerEnder: the owner's agent kills
-// everything it started and exits, and its container is removed; it
-// returns once the container is gone. An owner that has no container has
-// nothing to end.
-func (t *Template) EndOwner(owner string) {
-	t.mu.Lock()
-	s := t.sessions[owner]
-	delete(t.sessions, owner)
-	t.mu.Unlock()
-	if s != nil {
-		t.end(s)
-	}
-}
-
-// Close implements shell.Executor: every owner's container is ended as
-// by EndOwner, in parallel.
-func (t *Template) Close() error {
-	t.mu.Lock()
-	t.closed = true
-	sessions := t.sessions
-	t.sessions = map[string]*session{}
-	t.mu.Unlock()
-	var wg sync.WaitGroup
-	errs := make(chan error, len(sessions))
-	for _, s := range sessions {
-		wg.Go(func() { errs <- t.end(s) })
-	}
-	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		all = append(all, err)
-	}
-	return errors.Join(all...)
-}
-
-// end closes s's executor and removes its container, once it started.
-func (t *Template) end(s *session) error {
-	<-s.ready
-	if s.err != nil {
-		return nil
-	}
-	err := s.ex.Close()
-	if rerr := t.remove(s.name); rerr != nil && err == nil {
-		err = rerr
-	}
-	return err
-}
-
-// session returns owner's container and its executor, starting the
-// container when owner has none. Callers for an owner whose container is
-// starting wait for it; a start that failed is tried again by the next
-// call. Its errors are *remote.UnreachableError.
-func (t *Template) session(ctx context.Context, owner string) (*session, error) {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil, shell.ErrClosed
-	}
-	s, ok := t.sessions[owner]
-	if !ok {
-		s = &session{ready: make(chan struct{})}
-		t.sessions[owner] = s
-		t.mu.Unlock()
-		s.name, s.ex, s.err = t.start(ctx)
-		if s.err != nil {
-			t.mu.Lock()
-			if t.sessions[owner] == s {
-				delete(t.sessions, owner)
-			}
-			t.mu.Unlock()
-		}
-		close(s.ready)
-	} else {
-		t.mu.Unlock()
-		select {
-		case <-s.ready:
-		case <-ctx.Done():
-			return nil, &remote.UnreachableError{Host: t.host.Name, Err: context.Cause(ctx)}
-		}
-	}
-	if s.err != nil {
-		return nil, &remote.UnreachableError{Host: t.host.Name, Err: s.err}
-	}
-	return s, nil
-}
+func (t *Template) Containers() []string { return t.Instances() }
 
 // start runs a container of the image and returns it with an executor
 // that reaches it. A container whose start failed is removed.
-func (t *Template) start(ctx context.Context) (string, *remote.Executor, error) {
+func (t *Template) start(ctx context.Context) (remote.Instance, error) {
 	t.sweep.Do(func() { t.removeStale(ctx) })
 	var b [6]byte
 	rand.Read(b[:])
@@ -358,7 +162,7 @@ func (t *Template) start(ctx context.Context) (string, *remote.Executor, error) 
 	defer cancel()
 	if _, err := t.engine(ctx, args...); err != nil {
 		t.remove(name) // a run cut after it created the container
-		return "", nil, fmt.Errorf("%s run %s: %w", t.host.Engine, t.host.Image, err)
+		return nil, fmt.Errorf("%s run %s: %w", t.host.Engine, t.host.Image, err)
 	}
 	h := t.host
 	h.Container, h.Image = name, ""
@@ -367,9 +171,9 @@ func (t *Template) start(ctx context.Context) (string, *remote.Executor, error) 
 	ex, err := remote.New(h.Name, &Dialer{host: h, opts: t.opts, binHash: t.binHash}, &ro)
 	if err != nil {
 		t.remove(name)
-		return "", nil, err
+		return nil, err
 	}
-	return name, ex, nil
+	return &containerInstance{t: t, name: name, ex: ex}, nil
 }
 
 // remove removes the container name, killing what runs in it, and

@@ -118,7 +118,7 @@ func BenchmarkPodTemplateFirstCommand(b *testing.B) {
 	n := 0
 	b.ResetTimer()
 	p := shelltest.P50s(b, func() error {
-		ex, err := New(Host{Name: "kb", Template: tmpl}, &Options{Kubeconfig: c.Kubeconfig, AgentBinary: bin})
+		ex, err := NewTemplate(Host{Name: "kb", Template: tmpl}, &Options{Kubeconfig: c.Kubeconfig, AgentBinary: bin})
 		if err != nil {
 			return err
 		}

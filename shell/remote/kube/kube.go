@@ -8,9 +8,9 @@
 // the agent owns the processes and kills them all when its input ends
 // (the kubelet closes it when the exec stream goes, whoever cut it).
 //
-// A host is a running pod (Host.Pod), or a pod template (Host.Template):
-// a pod made from the template on the first command and deleted when the
-// executor is closed.
+// A host is a running pod (Host.Pod, New), or a pod template
+// (Host.Template, NewTemplate): each session gets a pod of its own, made
+// from the template on its first command and deleted at its end.
 //
 // The kubeconfig is read as kubectl reads it (KUBECONFIG, else
 // ~/.kube/config; Host.Context picks a context). Only client-go's
@@ -59,9 +59,8 @@ type Host struct {
 	// Container is the pod's container; "" is its only (or default)
 	// container.
 	Container string
-	// Template is a pod manifest (YAML or JSON) from which a pod is
-	// created on first use, and deleted when the executor is closed;
-	// empty when Pod is set.
+	// Template is a pod manifest (YAML or JSON) from which each session's
+	// pod is made (NewTemplate); empty when Pod is set.
 	Template string
 	// Context is the kubeconfig context; "" is the current one.
 	Context string
@@ -100,7 +99,7 @@ type Options struct {
 	// own; an exec's environment is the container's).
 	AgentPrefix []string
 	// ReadyTimeout bounds the wait for a template's pod to become ready
-	// (default 120 s).
+	// (default DefaultReadyTimeout).
 	ReadyTimeout time.Duration
 	// Stderr receives the agent's standard error (default: discarded).
 	Stderr io.Writer
@@ -111,8 +110,8 @@ type Options struct {
 // DefaultReadyTimeout is Options.ReadyTimeout's default.
 const DefaultReadyTimeout = 120 * time.Second
 
-// New returns an executor for h that reaches it through pods/exec. It
-// connects on first use.
+// New returns an executor for the running pod h.Pod that reaches it
+// through pods/exec. It connects on first use.
 func New(h Host, o *Options) (*remote.Executor, error) {
 	d, err := NewDialer(h, o)
 	if err != nil {
@@ -123,16 +122,11 @@ func New(h Host, o *Options) (*remote.Executor, error) {
 		ro = o.Executor
 	}
 	ro.Cwd = h.Cwd
-	if h.Template != "" && ro.DialTimeout == 0 {
-		// The first dial makes the pod: its wait for the pod is bounded
-		// by ReadyTimeout, the rest by the usual bound.
-		ro.DialTimeout = d.opts.ReadyTimeout + remote.DefaultDialTimeout
-	}
 	return remote.New(h.Name, d, &ro)
 }
 
 // Dialer starts agents in one pod's container; it implements
-// remote.Dialer, and io.Closer: Close deletes a template's pod.
+// remote.Dialer, and io.Closer: Close drops its idle connections.
 type Dialer struct {
 	host    Host
 	opts    Options
@@ -146,9 +140,8 @@ type Dialer struct {
 	// closed.
 	transport *http.Transport
 
-	mu       sync.Mutex // serialises making the pod and deploying
-	pod      string     // the pod commands run in, once known
-	created  bool       // the pod was made from the template
+	mu       sync.Mutex // serialises deploying
+	pod      string     // the pod commands run in
 	closed   bool
 	prepared remote.Prepared // the deployed agent, once deployed
 }
@@ -158,15 +151,16 @@ var (
 	_ io.Closer     = (*Dialer)(nil)
 )
 
-// NewDialer checks h, loads the kubeconfig and reads the agent binary's
-// checksum. A template is read here: a bad file is a configuration error,
-// not a host that cannot be reached.
+// NewDialer checks h, a running pod, loads the kubeconfig and reads the
+// agent binary's checksum.
 func NewDialer(h Host, o *Options) (*Dialer, error) {
 	var opts Options
 	if o != nil {
 		opts = *o
 	}
 	switch {
+	case h.Template != "" && h.Pod == "":
+		return nil, fmt.Errorf("host %s: pod template %s: use NewTemplate", h.Name, h.Template)
 	case (h.Pod == "") == (h.Template == ""):
 		return nil, fmt.Errorf("host %s: name a pod or a pod template, one of them", h.Name)
 	case h.Cwd != "" && !path.IsAbs(h.Cwd):
@@ -195,11 +189,6 @@ func NewDialer(h Host, o *Options) (*Dialer, error) {
 	d := &Dialer{host: h, opts: opts, config: config, pod: h.Pod}
 	if d.client, d.transport, err = restClient(config); err != nil {
 		return nil, fmt.Errorf("host %s: %w", h.Name, err)
-	}
-	if h.Template != "" {
-		if _, err := readTemplate(h.Template); err != nil {
-			return nil, fmt.Errorf("host %s: %w", h.Name, err)
-		}
 	}
 	if opts.AgentBinary == "" {
 		if opts.AgentBinary, err = os.Executable(); err != nil {
@@ -255,18 +244,13 @@ func restClient(base *rest.Config) (*rest.RESTClient, *http.Transport, error) {
 	return c, tr, nil
 }
 
-// Dial implements remote.Dialer: it creates the template's pod on first
-// use, deploys the agent when the container lacks it, and starts it.
+// Dial implements remote.Dialer: it deploys the agent when the container
+// lacks it, and starts it.
 func (d *Dialer) Dial(ctx context.Context) (io.ReadWriteCloser, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return nil, errors.New("closed")
-	}
-	if d.pod == "" {
-		if err := d.createPod(ctx); err != nil {
-			return nil, err
-		}
 	}
 	if d.prepared.Path == "" {
 		p, err := remote.Prepare(ctx, d.host.Name, d.run, d.opts.AgentBinary, d.binHash, d.host.Cwd)
@@ -407,25 +391,24 @@ func (st *stream) Close() error {
 	return nil
 }
 
-// Close implements io.Closer: it deletes the pod made from the template,
-// if one was made, and waits until the API server no longer has it.
+// Close implements io.Closer: the dialer dials no more, and the REST
+// client's idle connections are closed. A pod of a template is deleted by
+// its Template, not here.
 func (d *Dialer) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.closed = true
-	// The REST client's connections (a template's pod made, watched and
-	// deleted) stay open idle, each with its reader goroutine, until
-	// closed here; the execs' connections are each stream's own and end
-	// with it.
-	defer d.transport.CloseIdleConnections()
-	if !d.created {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
-	defer cancel()
-	if err := d.deletePod(ctx, d.pod); err != nil {
-		return fmt.Errorf("host %s: %w", d.host.Name, err)
-	}
-	d.created = false
+	// The REST client's connections stay open idle, each with its reader
+	// goroutine, until closed; the execs' connections are each stream's
+	// own and end with it.
+	d.transport.CloseIdleConnections()
 	return nil
+}
+
+// forPod is a dialer of the pod ns/name that shares d's kubeconfig, REST
+// client and checksum (a Template's dialer of one session's pod).
+func (d *Dialer) forPod(ns, name string) *Dialer {
+	h := d.host
+	h.Namespace, h.Pod, h.Template = ns, name, ""
+	return &Dialer{host: h, opts: d.opts, binHash: d.binHash, config: d.config, client: d.client, transport: d.transport, pod: name}
 }

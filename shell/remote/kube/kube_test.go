@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -363,9 +364,10 @@ func TestKubeletKilled(t *testing.T) {
 }
 
 // TestPodTemplate: a pod_template host makes its pod on the first
-// command (not before), runs commands there, and deletes it when the
-// executor closes, leaving no goroutine (no idle connection of its API
-// calls) behind.
+// command (not before), labelled and annotated as conch's (the host, the
+// conch process), named by conch from the manifest's generateName, runs
+// commands there, and deletes it when the executor closes, leaving no
+// goroutine (no idle connection of its API calls) behind.
 func TestPodTemplate(t *testing.T) {
 	c := cluster(t)
 	tmpl := filepath.Join(t.TempDir(), "pod.yaml")
@@ -373,7 +375,7 @@ func TestPodTemplate(t *testing.T) {
 	spec["metadata"] = map[string]any{"generateName": "conch-tmpl-"}
 	writeJSON(t, tmpl, spec)
 	before := c.Pods(t)
-	ex, err := kube.New(kube.Host{Name: "kt", Template: tmpl}, &kube.Options{Kubeconfig: c.Kubeconfig, AgentBinary: testutil.ConchBinary(t)})
+	ex, err := kube.NewTemplate(kube.Host{Name: "kt", Template: tmpl}, &kube.Options{Kubeconfig: c.Kubeconfig, AgentBinary: testutil.ConchBinary(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,12 +405,22 @@ func TestPodTemplate(t *testing.T) {
 		t.Fatalf("get pod %s: %d %v", made[0], code, err)
 	}
 	var got struct {
-		Spec struct {
+		Metadata podMeta `json:"metadata"`
+		Spec     struct {
 			Automount *bool `json:"automountServiceAccountToken"`
 		} `json:"spec"`
 	}
 	if err := json.Unmarshal(b, &got); err != nil || got.Spec.Automount == nil || *got.Spec.Automount {
 		t.Errorf("pod %s: automountServiceAccountToken %v (%v), want false", made[0], got.Spec.Automount, err)
+	}
+	host, _ := os.Hostname()
+	if m := got.Metadata; m.Labels["app.kubernetes.io/managed-by"] != "conch" || m.Annotations[kube.TemplateAnnotation] != "kt" ||
+		!strings.HasPrefix(m.Annotations[kube.ServerAnnotation], host+"/") ||
+		!strings.HasSuffix(m.Annotations[kube.ServerAnnotation], fmt.Sprintf("/%d/%s", os.Getpid(), startTime(t, os.Getpid()))) {
+		t.Errorf("pod %s: labels %v, annotations %v: want managed-by conch, the host kt and this process", made[0], m.Labels, m.Annotations)
+	}
+	if len(made[0]) != len("conch-tmpl-")+8 || !slices.Equal(ex.Pods(), []string{"default/" + made[0]}) {
+		t.Errorf("pod %s, the template's %v: want conch-tmpl- and 8 characters of conch's", made[0], ex.Pods())
 	}
 	if err := ex.Close(); err != nil {
 		t.Errorf("close: %v", err)
@@ -436,7 +448,7 @@ func TestBadPodTemplate(t *testing.T) {
 	spec["metadata"] = map[string]any{"generateName": "conch-bad-"}
 	spec["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["image"] = "localhost/no-such-image:1"
 	writeJSON(t, tmpl, spec)
-	ex, err := kube.New(kube.Host{Name: "kt", Template: tmpl}, &kube.Options{Kubeconfig: c.Kubeconfig, AgentBinary: testutil.ConchBinary(t)})
+	ex, err := kube.NewTemplate(kube.Host{Name: "kt", Template: tmpl}, &kube.Options{Kubeconfig: c.Kubeconfig, AgentBinary: testutil.ConchBinary(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

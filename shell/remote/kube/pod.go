@@ -15,7 +15,9 @@ import (
 
 // Bounds of a template's pod.
 const (
-	// deleteTimeout bounds the deletion of a template's pod at Close.
+	// createTimeout bounds the request that creates a template's pod.
+	createTimeout = 30 * time.Second
+	// deleteTimeout bounds the deletion of a template's pod.
 	deleteTimeout = 30 * time.Second
 	// pollEvery is how often a pod's status is read while it starts.
 	pollEvery = 100 * time.Millisecond
@@ -56,8 +58,11 @@ func readTemplate(file string) (map[string]any, error) {
 // pod is what is read here of a pod's JSON.
 type pod struct {
 	Metadata struct {
-		Name      string `json:"name"`
-		Namespace string `json:"namespace"`
+		Name              string            `json:"name"`
+		Namespace         string            `json:"namespace"`
+		UID               string            `json:"uid"`
+		Annotations       map[string]string `json:"annotations"`
+		DeletionTimestamp *string           `json:"deletionTimestamp"`
 	} `json:"metadata"`
 	Status struct {
 		Phase      string `json:"phase"`
@@ -162,74 +167,15 @@ func join(reason, msg string) string {
 	return reason + ": " + msg
 }
 
-// createPod makes a pod from the host's template and waits until it is
-// ready (bounded by ReadyTimeout and ctx). A pod that does not become
-// ready is deleted, and the error names its status.
-func (d *Dialer) createPod(ctx context.Context) error {
-	m, err := readTemplate(d.host.Template)
-	if err != nil {
-		return err
-	}
-	meta, _ := m["metadata"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-		m["metadata"] = meta
-	}
-	if ns, _ := meta["namespace"].(string); ns != "" {
-		d.host.Namespace = ns
-	}
-	meta["namespace"] = d.host.Namespace
-	if n, _ := meta["name"].(string); n == "" {
-		// Each executor its own pod: two conch servers share no template's pod.
-		if g, _ := meta["generateName"].(string); g == "" {
-			meta["generateName"] = "conch-"
-		}
-	}
-	labels, _ := meta["labels"].(map[string]any)
-	if labels == nil {
-		labels = map[string]any{}
-		meta["labels"] = labels
-	}
-	labels["app.kubernetes.io/managed-by"] = ManagedBy
-	// A command in the pod must not reach the API server with the pod's
-	// service account (a client of the control plane conch itself drives):
-	// no token is mounted unless the manifest asks for one.
-	spec := m["spec"].(map[string]any) // readTemplate checked it
-	if _, set := spec["automountServiceAccountToken"]; !set {
-		spec["automountServiceAccountToken"] = false
-	}
-	body, err := json.Marshal(m)
-	if err != nil {
-		return fmt.Errorf("pod template: %w", err)
-	}
-	raw, err := d.client.Post().Resource("pods").Namespace(d.host.Namespace).Body(body).Do(ctx).Raw()
-	if err != nil {
-		return fmt.Errorf("create a pod from %s: %w", d.host.Template, err)
-	}
-	var p pod
-	if err := json.Unmarshal(raw, &p); err != nil || p.Metadata.Name == "" {
-		return fmt.Errorf("create a pod from %s: the API server's answer has no pod name", d.host.Template)
-	}
-	d.pod, d.created = p.Metadata.Name, true
-	if err := d.waitReady(ctx); err != nil {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
-		defer cancel()
-		d.deletePod(dctx, d.pod)
-		d.pod, d.created = "", false
-		return err
-	}
-	return nil
-}
-
-// waitReady polls the pod until it is ready, it failed, ReadyTimeout
-// passed or ctx ended.
-func (d *Dialer) waitReady(ctx context.Context) error {
+// waitReady polls the pod ns/name until it is ready, it failed,
+// ReadyTimeout passed or ctx ended.
+func (d *Dialer) waitReady(ctx context.Context, ns, podName string) error {
 	ctx, cancel := context.WithTimeout(ctx, d.opts.ReadyTimeout)
 	defer cancel()
-	name := d.host.Namespace + "/" + d.pod
+	name := ns + "/" + podName
 	var last pod
 	for {
-		raw, err := d.client.Get().Resource("pods").Namespace(d.host.Namespace).Name(d.pod).Do(ctx).Raw()
+		raw, err := d.client.Get().Resource("pods").Namespace(ns).Name(podName).Do(ctx).Raw()
 		if err == nil {
 			last = pod{}
 			if err := json.Unmarshal(raw, &last); err != nil {
@@ -255,23 +201,39 @@ func (d *Dialer) waitReady(ctx context.Context) error {
 	}
 }
 
-// deletePod deletes the pod at once (no grace: the agent has ended what
-// it ran) and waits until the API server no longer has it.
-func (d *Dialer) deletePod(ctx context.Context, name string) error {
-	err := d.client.Delete().Resource("pods").Namespace(d.host.Namespace).Name(name).
-		Body([]byte(`{"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":0}`)).Do(ctx).Error()
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete pod %s/%s: %w", d.host.Namespace, name, err)
+// deletePod deletes the pod ns/name at once (no grace: the agent has
+// ended what it ran) and waits until the API server no longer has it. A
+// uid other than "" is the delete's precondition: the pod of that name
+// is deleted only while it is the one that was listed.
+func (d *Dialer) deletePod(ctx context.Context, ns, name, uid string) error {
+	if err := d.deleteNow(ctx, ns, name, uid); err != nil {
+		return err
 	}
 	for {
-		err := d.client.Get().Resource("pods").Namespace(d.host.Namespace).Name(name).Do(ctx).Error()
+		err := d.client.Get().Resource("pods").Namespace(ns).Name(name).Do(ctx).Error()
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("delete pod %s/%s: still there: %w", d.host.Namespace, name, context.Cause(ctx))
+			return fmt.Errorf("delete pod %s/%s: still there: %w", ns, name, context.Cause(ctx))
 		case <-time.After(pollEvery):
 		}
 	}
+}
+
+// deleteNow asks the API server to delete the pod ns/name at once (uid
+// as deletePod's), and does not wait for it to go. A pod that is not
+// there is no error.
+func (d *Dialer) deleteNow(ctx context.Context, ns, name, uid string) error {
+	opts := map[string]any{"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
+	if uid != "" {
+		opts["preconditions"] = map[string]any{"uid": uid}
+	}
+	body, _ := json.Marshal(opts)
+	err := d.client.Delete().Resource("pods").Namespace(ns).Name(name).Body(body).Do(ctx).Error()
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete pod %s/%s: %w", ns, name, err)
+	}
+	return nil
 }

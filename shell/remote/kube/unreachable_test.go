@@ -3,6 +3,7 @@
 package kube_test
 
 import (
+	"context"
 	"errors"
 	"net"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conch-dev/conch/internal/agent"
 	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/shell/remote"
 	"github.com/conch-dev/conch/shell/remote/kube"
@@ -36,7 +38,17 @@ func TestUnreachable(t *testing.T) {
 		{Name: "kt", Namespace: "dev", Pod: "box"},
 		{Name: "kt", Template: tmpl},
 	} {
-		ex, err := kube.New(h, &kube.Options{Kubeconfig: kubeconfig, AgentBinary: "/bin/sh"})
+		var ex interface {
+			Hello(context.Context) (agent.Hello, error)
+			Close() error
+		}
+		var err error
+		o := &kube.Options{Kubeconfig: kubeconfig, AgentBinary: "/bin/sh"}
+		if h.Template != "" {
+			ex, err = kube.NewTemplate(h, o)
+		} else {
+			ex, err = kube.New(h, o)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
