@@ -649,6 +649,7 @@ func (c *Cluster) DeletePod(t testing.TB, name string) {
 // sandbox in containerd (their shims exit), the daemons, the mounts
 // under the cluster's directory; then it looks for any process left.
 func (c *Cluster) stop() error {
+	c.drainPods()
 	c.KillKubelet()
 	if c.sock != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -688,6 +689,35 @@ func (c *Cluster) stop() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// drainPods deletes every pod of the tests' namespace while the kubelet
+// still runs, and waits (at most 30 s) until containerd runs no task:
+// the kubelet then stops each pod's sandbox as it should, and the
+// sandbox's shim shuts down with it. A pod deleted with no grace is gone
+// from the API at once, before the kubelet has torn it down; a kubelet
+// killed meanwhile left that sandbox's shim running, which no task
+// deletion below ends (seen after TestPodTemplateAnswerLost, the last
+// test to delete a pod).
+func (c *Cluster) drainPods() {
+	if c.server == "" || c.sock == "" {
+		return
+	}
+	c.mu.Lock()
+	running := c.procs["kubelet"] != nil
+	c.mu.Unlock()
+	if !running {
+		return
+	}
+	c.API("DELETE", "/api/v1/namespaces/default/pods?gracePeriodSeconds=0", nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		out, err := c.ctr("tasks", "ls", "-q")
+		if err != nil || strings.TrimSpace(out) == "" {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // leftovers kills and names the processes whose command line names the

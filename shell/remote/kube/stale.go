@@ -23,13 +23,14 @@ import (
 // longer run. An annotation, not a label: a label's value is at most 63
 // characters of a few kinds, and the identity is longer.
 //
-// A pod made in this boot names a dead process when its pid runs no
-// process started when it was (boot ids are random: the same boot id is
-// this machine). A pod made in another boot is of this machine only when
-// its hostname and machine id are this machine's: a cluster is reached
-// from many machines, some of the same hostname, and their conch
-// processes' pods are left to them. Where this machine has no machine
-// id, only the pods of this boot are swept.
+// A pod is of this machine only when its hostname and machine id are
+// this machine's: a cluster is reached from many machines, some of the
+// same hostname, and from containers on this one (the same kernel, so
+// the same boot id, with pids of their own); their conch processes' pods
+// are left to them. One made in this boot names a dead process when its
+// pid runs no process started when it was; one made in an earlier boot
+// is dead. Where this machine has no machine id, only the pods of this
+// boot are swept.
 
 // Annotations of a template's pods: the host they serve, and the conch
 // process that made them (ServerAnnotation), by which a later conch finds
@@ -67,9 +68,15 @@ func deadServer(id string) bool {
 	if me[2] == "" {
 		return false // no way to tell here
 	}
+	if f[0] != me[0] || f[1] != me[1] {
+		// Another machine's; or, in this boot, a container's on this
+		// machine (the same kernel, so the same boot id, but its own
+		// hostname and its own pids: one of its live conch processes
+		// would seem gone here).
+		return false
+	}
 	if f[2] != me[2] {
-		// Another boot: of this machine, or of another one.
-		return me[1] != "" && f[1] == me[1] && f[0] == me[0]
+		return me[1] != "" // an earlier boot of this machine, known by its machine id
 	}
 	pid, err := strconv.Atoi(f[3])
 	if err != nil || pid <= 0 {

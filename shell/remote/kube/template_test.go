@@ -306,12 +306,15 @@ func TestPodTemplateStale(t *testing.T) {
 	swept := map[string]bool{
 		stalePod(t, c, stale, id(hostname, machine, boot, dead.Process.Pid, "1")):                     true, // a process that is gone
 		stalePod(t, c, stale, id(hostname, machine, "0-earlier-boot", alive.Process.Pid, aliveStart)): true, // this machine, an earlier boot
-		stalePod(t, c, stale, id(hostname, "", boot, dead.Process.Pid, "1")):                          true, // this boot, no machine id
 	}
 	kept := []string{
 		stalePod(t, c, stale, id(hostname, machine, boot, alive.Process.Pid, aliveStart)),
 		stalePod(t, c, stale, id(hostname, "another-machine", "0-its-boot", 1, "1")),
 		stalePod(t, c, stale, id("another-host", machine, "0-its-boot", 1, "1")),
+		// This boot, but no machine id or another hostname: a container on
+		// this machine, whose pids are its own.
+		stalePod(t, c, stale, id(hostname, "", boot, dead.Process.Pid, "1")),
+		stalePod(t, c, stale, id("a-container", machine, boot, dead.Process.Pid, "1")),
 		stalePod(t, c, stale, "not/an/identity"),
 	}
 	slices.Sort(kept)
