@@ -104,7 +104,14 @@ func (s *initState) account(infos []proc.Info) {
 			delete(s.owners, k)
 		}
 	}
+	groups := make(map[int]bool)
+	for _, p := range infos {
+		if p.Pid != 1 && p.Alive() {
+			groups[p.Pgid], groups[p.Sid] = true, true
+		}
+	}
 	for pid, c := range s.cmds {
+		c.groupSeen = groups[pid]
 		if c.released && !live[c] {
 			delete(s.cmds, pid)
 		}
@@ -123,8 +130,12 @@ func (s *initState) chargeNew(p proc.Info, byPid map[int]procKey) []*command {
 		}
 	}
 	for _, id := range []int{p.Pgid, p.Sid} {
-		if c := s.cmds[id]; c != nil && !c.released {
-			return []*command{c} // rule 3: the held zombie keeps the id its own
+		// Rule 3: the held zombie keeps the id its own; once released,
+		// a group or session the last scan saw alive kept it too (a fork
+		// loop of the command's, whose every generation is new to a scan
+		// and whose parent is gone: rule 4's ticks lose it under load).
+		if c := s.cmds[id]; c != nil && (!c.released || c.groupSeen) {
+			return []*command{c}
 		}
 	}
 	var out []*command // rule 4

@@ -128,6 +128,10 @@ type command struct {
 	exited   bool   // its exit was reported; its zombie is kept until released
 	released bool   // the server is done with it: reap it, report nothing more
 	lastLive uint64 // the last tick at which something charged to it was seen alive
+	// groupSeen: the last scan saw a live process whose process group or
+	// session is the command's (its id, which the kernel does not give
+	// to another process while the group or session has a member).
+	groupSeen bool
 
 	denied     map[string]bool // what the sandbox denied it, as sent (supervisor_linux.go)
 	deniedMore int             // denials past maxRecorded
