@@ -20,3 +20,6 @@ func TrackedSessions() int {
 
 // Scans reports how many scans of /proc this process has made.
 func Scans() int64 { return scans.Load() }
+
+// GroupScans reports how many scans of /proc GroupAlive has made.
+func GroupScans() int64 { return groupScanRounds.Load() }

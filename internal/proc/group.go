@@ -4,6 +4,8 @@ package proc
 
 import (
 	"context"
+	"errors"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -29,11 +31,18 @@ const (
 // with ESRCH means no member at all, zombies included, and a live leader
 // (pid pgid, still in group pgid) means the group is alive. Otherwise
 // (the leader exited, or is a zombie, while the kernel still knows the
-// group) /proc is scanned for a live member; when a scan finds none, a
-// second one confirms, because a member forked during the first scan by
-// a process that then exited is missing from it. Concurrent calls share
-// their scans: each call's scan starts after the call, but one scan
-// answers every call that waits for it.
+// group) the group's possible members are looked at; when a look finds
+// none, a second one confirms, because a member forked during the first
+// look by a process that then exited is missing from it.
+//
+// When the leader is our zombie child and led its own session, and this
+// process is a subreaper (BecomeSubreaper), the look is a walk of our
+// descendants (groupAliveBelow): every member left is one of them. Else
+// it is a scan of /proc, which concurrent calls share: each call's scan
+// starts after the call, but one scan answers every call that waits for
+// it. A scan reads every process, a thousand when a thousand commands
+// run; on a loaded machine a burst of kills then waited seconds for them
+// (TestConcurrentSessions' soak).
 func GroupAlive(pgid int) bool {
 	if pgid <= 0 {
 		return false
@@ -41,21 +50,73 @@ func GroupAlive(pgid int) bool {
 	if err := unix.Kill(-pgid, 0); err == unix.ESRCH {
 		return false
 	}
-	if p, err := Stat(pgid); err == nil && p.Pgid == pgid && p.Alive() {
+	p, err := Stat(pgid)
+	if err == nil && p.Pgid == pgid && p.Alive() {
 		return true
 	}
+	walk := err == nil && p.State == 'Z' && p.Sid == pgid && p.PPid == os.Getpid() && subreaper.Load()
 	for range 2 {
 		if err := unix.Kill(-pgid, 0); err == unix.ESRCH {
 			return false
 		}
 		alive := true
-		groupScans.do(func(s *snapshot) {
-			// /proc unreadable: we cannot prove the group gone.
-			alive = s.err != nil || s.groupAlive(pgid)
-		})
+		if walk {
+			alive = groupAliveBelow(pgid)
+		} else {
+			groupScans.do(func(s *snapshot) {
+				// /proc unreadable: we cannot prove the group gone.
+				alive = s.err != nil || s.groupAlive(pgid)
+			})
+		}
 		if alive {
 			return true
 		}
+	}
+	return false
+}
+
+// groupAliveBelow reports whether one of our descendants is a live member
+// of group pgid, whose leader led session pgid and is our zombie child,
+// while this process is a subreaper: every process the leader started
+// was then re-parented to us (the main thread, see reparented) or is
+// below one that was, members of the group included, even one whose
+// parent left the session (a process that forked it and then called
+// setsid). The subtrees that cannot hold a member are skipped: the
+// claimed children (other commands' shells, each in a session of its
+// own) and the children in our own session (not started by the leader).
+// A process that cannot be read counts as a member: the group cannot be
+// proved gone.
+func groupAliveBelow(pgid int) bool {
+	self := os.Getpid()
+	selfSid, _ := unix.Getsid(0)
+	queue, err := reparented()
+	if err != nil {
+		return true
+	}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		if isClaimed(pid) {
+			continue
+		}
+		p, err := Stat(pid)
+		switch {
+		case errors.Is(err, ErrNotExist):
+			continue
+		case err != nil:
+			return true
+		case !p.Alive(): // a zombie has no children left
+			continue
+		case p.PPid == self && p.Sid == selfSid:
+			continue
+		case p.Pgid == pgid:
+			return true
+		}
+		kids, err := children(pid)
+		if err != nil {
+			return true
+		}
+		queue = append(queue, kids...)
 	}
 	return false
 }

@@ -5,6 +5,7 @@ package proc_test
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"slices"
 	"syscall"
@@ -40,9 +41,62 @@ func TestGroupAlive(t *testing.T) {
 	}
 }
 
+// TestGroupAliveWalk: once the leader of a command's session is our
+// zombie (held unreaped, as during a kill), GroupAlive answers from our
+// descendants, without a scan of /proc: a member re-parented to us keeps
+// the group alive, and so does a member whose parent left the session
+// with setsid (that parent, not the member, was re-parented to us); once
+// both are gone, so is the group.
+func TestGroupAliveWalk(t *testing.T) {
+	marker := clean(t)
+	// setsid execs in place: the subshell is not a group leader.
+	cmd := startSession(t, marker, "sleep 600 & ( sleep 601 & exec setsid sleep 602 ) & exit 0")
+	leader := cmd.Process.Pid
+	var member, below, parent proc.Info
+	testutil.WaitFor(t, 5*time.Second, "the leader to exit and the three sleeps", func() bool {
+		a, b, c := withCmdline(marker, "sleep 600"), withCmdline(marker, "sleep 601"), withCmdline(marker, "sleep 602")
+		if len(a) != 1 || len(b) != 1 || len(c) != 1 || c[0].Sid != c[0].Pid {
+			return false
+		}
+		member, below, parent = a[0], b[0], c[0]
+		l, err := proc.Stat(leader)
+		return err == nil && l.State == 'Z'
+	})
+	if member.Pgid != leader || member.PPid != os.Getpid() || below.Pgid != leader || below.PPid != parent.Pid || parent.PPid != os.Getpid() {
+		t.Fatalf("member %+v, below %+v, its parent %+v: want the first two in group %d, the first and the last re-parented to us (%d)",
+			member, below, parent, leader, os.Getpid())
+	}
+	before := proc.GroupScans()
+	gone := func(p proc.Info) {
+		t.Helper()
+		if err := proc.Signal(p, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, 5*time.Second, "the sleep to die", func() bool { q, err := proc.Stat(p.Pid); return err != nil || !q.Alive() })
+	}
+	if !proc.GroupAlive(leader) {
+		t.Error("GroupAlive = false with a member re-parented to us")
+	}
+	gone(member)
+	if !proc.GroupAlive(leader) {
+		t.Error("GroupAlive = false with a member whose parent left the session")
+	}
+	gone(below)
+	if proc.GroupAlive(leader) {
+		t.Error("GroupAlive = true once every member is gone")
+	}
+	if n := proc.GroupScans() - before; n != 0 {
+		t.Errorf("GroupAlive scanned /proc %d times, want none", n)
+	}
+	gone(parent)
+	if err := proc.WaitCmd(cmd); exitCode(err) != 0 {
+		t.Errorf("Wait = %v, want exit 0", err)
+	}
+}
+
 // TestGroupAliveZombieOnly builds a group in which every member is a
 // zombie that the kernel still knows (kill(-pgid, 0) succeeds), so only
-// the /proc scan can tell that it is gone.
+// a look at the processes can tell that it is gone.
 func TestGroupAliveZombieOnly(t *testing.T) {
 	marker := clean(t)
 	// The leader becomes a sleep that never waits for its child, so a

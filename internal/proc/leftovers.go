@@ -21,7 +21,16 @@ const leftoverScans = 4
 // children and stay in its session until reaped, so when a scan finds no
 // live process but such zombies, they are reaped and the scan made again,
 // and a loop that leaves new ones each time counts as one process.
+//
+// Most commands leave nothing, and a scan of /proc costs a thousand reads
+// when a thousand commands run: so two looks in a row that find nothing of
+// the command's among our children (MayHaveLeftovers; every process left
+// in its session is our child or below one of ours in it, the shell being
+// gone) answer 0 without a scan.
 func (t *Tracker) CountCommand(sid int) int {
+	if !t.MayHaveLeftovers(sid) && !t.MayHaveLeftovers(sid) {
+		return 0
+	}
 	self := os.Getpid()
 	delay := firstPoll
 	for try := 0; ; try++ {

@@ -30,6 +30,12 @@ var (
 	// Tracker.KillAll hold it for writing while they scan and reap. So
 	// no scan ever sees a child that was forked but not yet claimed.
 	spawnMu sync.RWMutex
+	// forkMu is held for reading with spawnMu by every spawn, and for
+	// writing only by MayHaveLeftovers, to wait for the spawns under way
+	// to claim their children. Nothing holds it across a scan of /proc, so
+	// that wait is as short as the spawns' (spawnMu may be held by a
+	// kill's whole scan).
+	forkMu sync.RWMutex
 
 	// pinned counts, per zombie child, the kills that keep it unreaped
 	// for now: while it is unreaped its process group id cannot be
@@ -41,8 +47,10 @@ var (
 
 	subreaperOnce sync.Once
 	subreaperErr  error
+	subreaper     atomic.Bool // BecomeSubreaper succeeded
 
-	reapScans atomic.Int64 // scans the orphan reaper started; for tests
+	reapScans       atomic.Int64 // scans the orphan reaper started; for tests
+	groupScanRounds atomic.Int64 // scans GroupAlive started; for tests
 )
 
 // BecomeSubreaper makes this process a child subreaper
@@ -63,6 +71,7 @@ func BecomeSubreaper() error {
 			subreaperErr = fmt.Errorf("proc: prctl(PR_SET_CHILD_SUBREAPER): %w", err)
 			return
 		}
+		subreaper.Store(true)
 		// One buffered slot: SIGCHLDs that arrive while a scan runs or
 		// while the loop rests collapse into one wake-up.
 		sigc := make(chan os.Signal, 1)
@@ -115,7 +124,11 @@ func reapLocked(infos []Info, self, selfPgid int) {
 // for writing): both deadlock. unlock may be called more than once.
 func LockSpawn() (unlock func()) {
 	spawnMu.RLock()
-	return sync.OnceFunc(spawnMu.RUnlock)
+	forkMu.RLock()
+	return sync.OnceFunc(func() {
+		forkMu.RUnlock()
+		spawnMu.RUnlock()
+	})
 }
 
 // WaitSpawns returns once every spawn that holds LockSpawn at the call has

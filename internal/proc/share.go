@@ -17,9 +17,8 @@ import (
 // scans: each caller gets a scan that started after its call, the same
 // one as every other caller that asked before that scan started.
 
-// A snapshot is what one round read (a Scan of /proc, or for
-// orphanScans our re-parented children), seen by every caller of the
-// round. Its indexes are built on first use; the visits of a round run
+// A snapshot is what one round read (a Scan of /proc), seen by every
+// caller of the round. Its indexes are built on first use; the visits of a round run
 // one after another, so they need no lock.
 type snapshot struct {
 	infos []Info
@@ -154,31 +153,9 @@ var killScans = newScanShare(func(visits []func(*snapshot)) {
 // and reap nothing: GroupAlive also serves processes that are not this
 // package's reaper (a namespace's init reaps its own children).
 var groupScans = newScanShare(func(visits []func(*snapshot)) {
+	groupScanRounds.Add(1)
 	infos, err := Scan()
 	s := &snapshot{infos: infos, err: err}
-	for _, v := range visits {
-		v(s)
-	}
-})
-
-// orphanScans is the round of MayHaveLeftovers' look at our own children:
-// it lists them (the children files of every thread of this process) and
-// reads those that are neither claimed nor in our process group, that is
-// the processes re-parented to us. Listing our children costs as much as
-// a small scan when a thousand commands run.
-var orphanScans = newScanShare(func(visits []func(*snapshot)) {
-	s := &snapshot{}
-	var kids []int
-	kids, s.err = children(os.Getpid())
-	selfPgid := unix.Getpgrp()
-	for _, k := range kids {
-		if isClaimed(k) {
-			continue
-		}
-		if p, err := Stat(k); err == nil && p.Pgid != selfPgid {
-			s.infos = append(s.infos, p)
-		}
-	}
 	for _, v := range visits {
 		v(s)
 	}
