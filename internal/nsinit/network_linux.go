@@ -182,6 +182,14 @@ func makeTUN(mtu int) (*os.File, error) {
 		ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
 		err = unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr)
 	}
+	if err == nil {
+		// Persistent, the device is not unregistered when the server
+		// closes its descriptor (the kernel waits for RCU grace periods
+		// there: 10-20 ms of every contained session's end), but with
+		// the namespace, in the kernel's own time. The descriptor holds
+		// the namespace; nothing else outlives the init.
+		err = unix.IoctlSetInt(fd, unix.TUNSETPERSIST, 1)
+	}
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("create %s: %w", TUNName, err)

@@ -90,10 +90,44 @@ func reapLoop(sigc <-chan os.Signal) {
 }
 
 // reapOrphans reaps every zombie direct child that no one else waits for,
-// in a round of killScans (which any kill's scan may share).
+// in a round of killScans (which any kill's scan may share), when a round
+// is worth its scan of /proc (reapWorth).
 func reapOrphans() {
+	if !reapWorth() {
+		return
+	}
 	reapScans.Add(1)
 	killScans.do(nil)
+}
+
+// reapWorth reports whether a round of the orphan reaper may find work:
+// a tracker tracks commands (the round attributes their escapees, see
+// Tracker), or a child that no one waits for may be a zombie (one that
+// is re-parented to us, see reparented, neither claimed nor in our
+// process group). Otherwise the round is skipped: a server whose commands
+// run in inits (each claimed, and whose tracker tracks nothing) would
+// scan /proc at its start and at every init's end for nothing.
+func reapWorth() bool {
+	registry.mu.Lock()
+	tracked := len(registry.sessions) > 0
+	registry.mu.Unlock()
+	if tracked {
+		return true
+	}
+	kids, err := reparented()
+	if err != nil {
+		return true
+	}
+	selfPgid := unix.Getpgrp()
+	for _, k := range kids {
+		if isClaimed(k) {
+			continue
+		}
+		if p, err := Stat(k); err == nil && p.Pgid != selfPgid {
+			return true
+		}
+	}
+	return false
 }
 
 // reapLocked reaps the zombies in infos that are reapable; spawnMu must be

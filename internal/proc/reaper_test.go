@@ -87,6 +87,29 @@ func TestReaperSparesWaitedChildren(t *testing.T) {
 	for _, pid := range []int{plain.Process.Pid, claimed.Process.Pid} {
 		testutil.WaitFor(t, 5*time.Second, "a zombie", func() bool { p, err := proc.Stat(pid); return err == nil && p.State == 'Z' })
 	}
+	// An orphan (re-parented to us, in a session of its own) makes the
+	// reaper's rounds worth a scan (it skips them when nothing could be
+	// its to reap).
+	leader := startSession(t, marker, "setsid sleep 600 & exit 0")
+	if err := proc.WaitCmd(leader); err != nil {
+		t.Fatal(err)
+	}
+	var orphan proc.Info
+	testutil.WaitFor(t, 5*time.Second, "the orphan", func() bool {
+		o := withCmdline(marker, "sleep 600")
+		if len(o) == 1 && o[0].PPid == os.Getpid() {
+			orphan = o[0]
+			return true
+		}
+		return false
+	})
+	defer func() {
+		proc.Signal(orphan, syscall.SIGKILL)
+		testutil.WaitFor(t, 5*time.Second, "the orphan to be reaped", func() bool {
+			_, err := proc.Stat(orphan.Pid)
+			return errors.Is(err, proc.ErrNotExist)
+		})
+	}()
 	// Let the reaper see both zombies: one scan that starts after they
 	// exist, plus its trailing scan.
 	scans := proc.ReapScans()
