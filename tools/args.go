@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -139,6 +140,12 @@ func objectKeys(b json.RawMessage) []string {
 
 // schemaParams lists the properties of a JSON Schema object in the order
 // the schema gives them.
+// lazyParams is schemaParams of the schema schema returns, worked out
+// once, at the first call.
+func lazyParams(schema func() json.RawMessage) func() []string {
+	return sync.OnceValue(func() []string { return schemaParams(schema()) })
+}
+
 func schemaParams(schema json.RawMessage) []string {
 	var s struct {
 		Properties json.RawMessage `json:"properties"`

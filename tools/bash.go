@@ -344,9 +344,9 @@ func (t *Toolset) outsideParams() (offered, hidden bool) {
 // and those it takes without listing them (run_in_background when it is
 // disabled: a model that sends it is told that, not that it is unknown).
 func (t *Toolset) bashKeys() (params, hidden []string) {
-	params = slices.Clone(bashParams)
+	params = slices.Clone(bashParams())
 	if !t.background() {
-		params, hidden = slices.Clone(bashParamsNoBackground), []string{paramBackground}
+		params, hidden = slices.Clone(bashParamsNoBackground()), []string{paramBackground}
 	}
 	if t.terminals() != nil {
 		params = append(params, paramTTY)

@@ -60,9 +60,9 @@ func (t *Toolset) Deliver(session string, r Result, render func(int) Result, not
 // (backgroundAllowed false: run_in_background disabled).
 func ParseBashArgs(raw json.RawMessage, backgroundAllowed bool) (BashArgs, error) {
 	a := parseArgs(raw)
-	params, hidden := bashParams, []string(nil)
+	params, hidden := bashParams(), []string(nil)
 	if !backgroundAllowed {
-		params, hidden = bashParamsNoBackground, []string{paramBackground}
+		params, hidden = bashParamsNoBackground(), []string{paramBackground}
 	}
 	if err := checkKeys(NameBash, raw, a, params, hidden...); err != nil {
 		return BashArgs{}, err

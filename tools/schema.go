@@ -234,11 +234,13 @@ var (
 		`"task_id":{"type":"string","description":"The id of the background task to stop."},` +
 		`"reason":{"type":"string","description":"Why the task is being stopped (for logs)."}` +
 		`},"required":["task_id"],"additionalProperties":false}`)
-	bashParams             = schemaParams(bashInputSchema)
-	bashParamsNoBackground = schemaParams(bashInputSchemaNoBackground)
-	taskOutputParams       = schemaParams(taskOutputInputSchema(0, 0))
-	taskListParams         = schemaParams(taskListInputSchema)
-	taskKillParams         = schemaParams(taskKillInputSchema)
+	// The parameter names, read from the schemas when first needed:
+	// not at every start of the binary (inits and agents included).
+	bashParams             = lazyParams(func() json.RawMessage { return bashInputSchema })
+	bashParamsNoBackground = lazyParams(func() json.RawMessage { return bashInputSchemaNoBackground })
+	taskOutputParams       = lazyParams(func() json.RawMessage { return taskOutputInputSchema(0, 0) })
+	taskListParams         = lazyParams(func() json.RawMessage { return taskListInputSchema })
+	taskKillParams         = lazyParams(func() json.RawMessage { return taskKillInputSchema })
 
 	taskKillOutputSchema = json.RawMessage(`{"type":"object","properties":{` + textProperty + `,` +
 		`"taskId":{"type":"string"},` + taskStateProperties + `,"alreadyFinished":{"type":"boolean"},"killedLeftovers":{"type":"integer"}` +

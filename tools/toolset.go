@@ -438,13 +438,13 @@ func (t *Toolset) call(ctx context.Context, sess Session, name string, args json
 func checkTaskKeys(name string, args json.RawMessage, a rawArgs) error {
 	switch name {
 	case NameTaskOutput:
-		return checkKeys(name, args, a, taskOutputParams)
+		return checkKeys(name, args, a, taskOutputParams())
 	case NameTaskList:
-		return checkKeys(name, args, a, taskListParams)
+		return checkKeys(name, args, a, taskListParams())
 	case NameTaskKill:
-		return checkKeys(name, args, a, taskKillParams)
+		return checkKeys(name, args, a, taskKillParams())
 	case NameTaskInput:
-		return checkKeys(name, args, a, taskInputParams)
+		return checkKeys(name, args, a, taskInputParams())
 	}
 	return nil
 }
