@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -327,4 +328,69 @@ XDG_CONFIG_HOME=$PWD/../cfg GOCACHE=$PWD/../cache GOFLAGS=-buildvcs=false GOTOOL
 			b.ReportMetric(float64(sup)/float64(plain), "ratio-to-contained")
 		})
 	}
+}
+
+// BenchmarkTaskKillBurst: 50 owners' 20 background tasks each (1,000
+// shells printing 200 lines and then sleeping, under the default
+// sandbox), all killed at once with task_kill; reports the time from
+// each task_kill to its task settled, p50 and p99 (target: p99 ≤ 1 s
+// beside ten CPU burners). b.N is the number of bursts.
+//
+//	go test -run '^$' -bench TaskKillBurst -benchtime 1x ./shell/contained/
+func BenchmarkTaskKillBurst(b *testing.B) {
+	const owners, perOwner = 50, 20
+	ws := evalDir(b, b.TempDir())
+	ts := sandboxedTools(b, testutil.Marker(b), ws, defaultPlan(b, ws))
+	call := func(sess tools.Session, name string, a map[string]any) tools.Result {
+		raw, _ := json.Marshal(a)
+		return ts.Call(context.Background(), sess, name, raw, nil)
+	}
+	var settles []time.Duration
+	for b.Loop() {
+		type started struct {
+			sess tools.Session
+			id   string
+		}
+		var all []started
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for o := range owners {
+			wg.Go(func() {
+				sess := tools.Session{ID: "burst-" + strconv.Itoa(o), Cwd: ws}
+				for range perOwner {
+					r := call(sess, tools.NameBash, map[string]any{"command": "for i in {1..200}; do echo $i; done; sleep 60", "description": "Print and wait", "run_in_background": true})
+					if r.IsError {
+						b.Errorf("start: %s", r.Text)
+						return
+					}
+					mu.Lock()
+					all = append(all, started{sess, r.Value.(tools.BackgroundValue).TaskID})
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		for _, s := range all {
+			wg.Go(func() {
+				t0 := time.Now()
+				r := call(s.sess, tools.NameTaskKill, map[string]any{"task_id": s.id})
+				v := call(s.sess, tools.NameTaskOutput, map[string]any{"task_id": s.id, "wait": true}).Value.(tools.TaskOutputValue)
+				d := time.Since(t0)
+				if v.Status != "killed" {
+					b.Errorf("%s %s: %q, then status %q", s.sess.ID, s.id, r.Text, v.Status)
+				}
+				mu.Lock()
+				settles = append(settles, d)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		for o := range owners {
+			ts.EndSession("burst-" + strconv.Itoa(o))
+		}
+	}
+	slices.Sort(settles)
+	pct := func(p int) float64 { return float64(settles[(len(settles)-1)*p/100].Microseconds()) / 1000 }
+	b.ReportMetric(pct(50), "p50-ms")
+	b.ReportMetric(pct(99), "p99-ms")
 }
