@@ -138,14 +138,14 @@ func objectKeys(b json.RawMessage) []string {
 	return keys
 }
 
-// schemaParams lists the properties of a JSON Schema object in the order
-// the schema gives them.
-// lazyParams is schemaParams of the schema schema returns, worked out
-// once, at the first call.
-func lazyParams(schema func() json.RawMessage) func() []string {
-	return sync.OnceValue(func() []string { return schemaParams(schema()) })
+// lazyParams is schemaParams of schema, worked out once, at the first
+// call.
+func lazyParams(schema json.RawMessage) func() []string {
+	return sync.OnceValue(func() []string { return schemaParams(schema) })
 }
 
+// schemaParams lists the properties of a JSON Schema object in the order
+// the schema gives them.
 func schemaParams(schema json.RawMessage) []string {
 	var s struct {
 		Properties json.RawMessage `json:"properties"`

@@ -236,11 +236,11 @@ var (
 		`},"required":["task_id"],"additionalProperties":false}`)
 	// The parameter names, read from the schemas when first needed:
 	// not at every start of the binary (inits and agents included).
-	bashParams             = lazyParams(func() json.RawMessage { return bashInputSchema })
-	bashParamsNoBackground = lazyParams(func() json.RawMessage { return bashInputSchemaNoBackground })
-	taskOutputParams       = lazyParams(func() json.RawMessage { return taskOutputInputSchema(0, 0) })
-	taskListParams         = lazyParams(func() json.RawMessage { return taskListInputSchema })
-	taskKillParams         = lazyParams(func() json.RawMessage { return taskKillInputSchema })
+	bashParams             = lazyParams(bashInputSchema)
+	bashParamsNoBackground = lazyParams(bashInputSchemaNoBackground)
+	taskOutputParams       = lazyParams(taskOutputInputSchema(0, 0))
+	taskListParams         = lazyParams(taskListInputSchema)
+	taskKillParams         = lazyParams(taskKillInputSchema)
 
 	taskKillOutputSchema = json.RawMessage(`{"type":"object","properties":{` + textProperty + `,` +
 		`"taskId":{"type":"string"},` + taskStateProperties + `,"alreadyFinished":{"type":"boolean"},"killedLeftovers":{"type":"integer"}` +

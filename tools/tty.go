@@ -107,7 +107,7 @@ var taskInputInputSchema = json.RawMessage(`{"type":"object","properties":{` +
 	`"wait_ms":{"type":"number","description":"How long to wait for the program's answer, in milliseconds (default 2000, max 30000); the call returns early once the output has been quiet for 300 ms or the task ended."}` +
 	`},"required":["task_id"],"additionalProperties":false}`)
 
-var taskInputParams = lazyParams(func() json.RawMessage { return taskInputInputSchema })
+var taskInputParams = lazyParams(taskInputInputSchema)
 
 const taskInputDescription = "Type into a background task started with `tty: true`, then return what its terminal shows next, as `task_output` does " +
 	"(the lines added, or the whole screen of a full-screen program, then the status line). " +
