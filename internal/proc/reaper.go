@@ -102,9 +102,8 @@ func reapOrphans() {
 
 // reapWorth reports whether a round of the orphan reaper may find work:
 // a tracker tracks commands (the round attributes their escapees, see
-// Tracker), or a child that no one waits for may be a zombie (one that
-// is re-parented to us, see reparented, neither claimed nor in our
-// process group). Otherwise the round is skipped: a server whose commands
+// Tracker), or a child that no one waits for may be a zombie (see
+// orphans). Otherwise the round is skipped: a server whose commands
 // run in inits (each claimed, and whose tracker tracks nothing) would
 // scan /proc at its start and at every init's end for nothing.
 func reapWorth() bool {
@@ -114,20 +113,8 @@ func reapWorth() bool {
 	if tracked {
 		return true
 	}
-	kids, err := reparented()
-	if err != nil {
-		return true
-	}
-	selfPgid := unix.Getpgrp()
-	for _, k := range kids {
-		if isClaimed(k) {
-			continue
-		}
-		if p, err := Stat(k); err == nil && p.Pgid != selfPgid {
-			return true
-		}
-	}
-	return false
+	adopted, err := orphans()
+	return err != nil || len(adopted) > 0
 }
 
 // reapLocked reaps the zombies in infos that are reapable; spawnMu must be

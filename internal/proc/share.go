@@ -18,8 +18,8 @@ import (
 // one as every other caller that asked before that scan started.
 
 // A snapshot is what one round read (a Scan of /proc), seen by every
-// caller of the round. Its indexes are built on first use; the visits of a round run
-// one after another, so they need no lock.
+// caller of the round. Its indexes are built on first use; the visits of
+// a round run one after another, so they need no lock.
 type snapshot struct {
 	infos []Info
 	err   error

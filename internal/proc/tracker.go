@@ -337,33 +337,23 @@ func (t *Tracker) MayHaveLeftovers(sid int) bool {
 		}
 		queue = append(queue, kids...)
 	}
-	// An escapee re-parented to us that nobody owns yet, or that is its:
-	// a process in the main thread's children (reparented) that is
-	// neither claimed nor in our process group.
-	kids, err := reparented()
+	// An escapee re-parented to us that nobody owns yet, or that is its.
+	adopted, err := orphans()
 	if err != nil {
 		return true
 	}
-	selfPgid := unix.Getpgrp()
 	var unowned []int
-	for _, k := range kids {
-		if isClaimed(k) {
-			continue
-		}
-		p, err := Stat(k)
-		if err != nil || p.Pgid == selfPgid {
-			continue
-		}
-		registry.mu.Lock()
-		e := registry.sessions[p.Sid]
-		registry.mu.Unlock()
-		switch {
+	registry.mu.Lock()
+	for _, p := range adopted {
+		switch e := registry.sessions[p.Sid]; {
 		case e == nil:
-			unowned = append(unowned, k)
+			unowned = append(unowned, p.Pid)
 		case e.tracker == t && e.root == sid:
+			registry.mu.Unlock()
 			return true
 		}
 	}
+	registry.mu.Unlock()
 	if len(unowned) == 0 {
 		return false
 	}
@@ -395,6 +385,27 @@ func reparented() ([]int, error) {
 		return nil, err
 	}
 	return parsePids(b), nil
+}
+
+// orphans returns the processes re-parented to us (see reparented) that
+// are neither claimed nor in our process group: those that no one else
+// waits for. A child that cannot be read is left out (it is gone).
+func orphans() ([]Info, error) {
+	kids, err := reparented()
+	if err != nil {
+		return nil, err
+	}
+	selfPgid := unix.Getpgrp()
+	var out []Info
+	for _, k := range kids {
+		if isClaimed(k) {
+			continue
+		}
+		if p, err := Stat(k); err == nil && p.Pgid != selfPgid {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 func parsePids(b []byte) []int {
