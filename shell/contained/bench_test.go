@@ -340,7 +340,9 @@ XDG_CONFIG_HOME=$PWD/../cfg GOCACHE=$PWD/../cache GOFLAGS=-buildvcs=false GOTOOL
 func BenchmarkTaskKillBurst(b *testing.B) {
 	const owners, perOwner = 50, 20
 	ws := evalDir(b, b.TempDir())
-	ts := sandboxedTools(b, testutil.Marker(b), ws, defaultPlan(b, ws))
+	marker := testutil.Marker(b)
+	b.Cleanup(func() { testutil.AssertNoProcesses(b, marker) }) // after the tools' closes
+	ts := sandboxedTools(b, marker, ws, defaultPlan(b, ws))
 	call := func(sess tools.Session, name string, a map[string]any) tools.Result {
 		raw, _ := json.Marshal(a)
 		return ts.Call(context.Background(), sess, name, raw, nil)
@@ -359,12 +361,13 @@ func BenchmarkTaskKillBurst(b *testing.B) {
 				sess := tools.Session{ID: "burst-" + strconv.Itoa(o), Cwd: ws}
 				for range perOwner {
 					r := call(sess, tools.NameBash, map[string]any{"command": "for i in {1..200}; do echo $i; done; sleep 60", "description": "Print and wait", "run_in_background": true})
-					if r.IsError {
+					v, ok := r.Value.(tools.BackgroundValue)
+					if r.IsError || !ok {
 						b.Errorf("start: %s", r.Text)
 						return
 					}
 					mu.Lock()
-					all = append(all, started{sess, r.Value.(tools.BackgroundValue).TaskID})
+					all = append(all, started{sess, v.TaskID})
 					mu.Unlock()
 				}
 			})
@@ -374,10 +377,10 @@ func BenchmarkTaskKillBurst(b *testing.B) {
 			wg.Go(func() {
 				t0 := time.Now()
 				r := call(s.sess, tools.NameTaskKill, map[string]any{"task_id": s.id})
-				v := call(s.sess, tools.NameTaskOutput, map[string]any{"task_id": s.id, "wait": true}).Value.(tools.TaskOutputValue)
+				out := call(s.sess, tools.NameTaskOutput, map[string]any{"task_id": s.id, "wait": true})
 				d := time.Since(t0)
-				if v.Status != "killed" {
-					b.Errorf("%s %s: %q, then status %q", s.sess.ID, s.id, r.Text, v.Status)
+				if v, ok := out.Value.(tools.TaskOutputValue); !ok || v.Status != "killed" {
+					b.Errorf("%s %s: %q, then %q", s.sess.ID, s.id, r.Text, out.Text)
 				}
 				mu.Lock()
 				settles = append(settles, d)
