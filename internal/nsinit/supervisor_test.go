@@ -285,7 +285,9 @@ func TestSupervisorGitWorkflows(t *testing.T) {
 	src := filepath.Join(h.ws, "src")
 	p := h.policy(sandbox.NetworkOn)
 	in, plan := startSandboxed(t, &p)
-	script := `set -e
+	// set -x: the trace (on stderr, shown on failure) says which step
+	// failed.
+	script := `set -ex
 git init -q ` + src + ` && git -C ` + src + ` commit -q --allow-empty -m src
 echo a > a && git add a && git commit -qm a
 git branch b1 && git checkout -q b1 && echo b > b && git add b && git commit -qm b && git checkout -q -
@@ -300,8 +302,34 @@ git log --format=%s`
 	code, stdout, stderr, markers := h.runMarked(t, in, plan, script)
 	want := "b\nsrc\nsrc\nsrc\nb\na\nfirst\n"
 	if code != 0 || stdout != want {
-		t.Errorf("status %d, markers %q\nstdout %q\nwant   %q\nstderr %q", code, markers, stdout, want, stderr)
+		t.Errorf("status %d, markers %q\nstdout %q\nwant   %q\nstderr %q\nthe repository's refs now:\n%s", code, markers, stdout, want, stderr, gitRefs(filepath.Join(h.ws, ".git")))
 	}
+}
+
+// gitRefs describes what git reads to resolve HEAD in the git directory
+// dir, as it is on disk: HEAD and every loose ref, with their mode, size
+// and content.
+func gitRefs(dir string) string {
+	var b strings.Builder
+	describe := func(path string) {
+		rel, _ := filepath.Rel(dir, path)
+		fi, err := os.Lstat(path)
+		if err != nil {
+			fmt.Fprintf(&b, "  %s: %v\n", rel, err)
+			return
+		}
+		data, err := os.ReadFile(path)
+		fmt.Fprintf(&b, "  %s: %v %d bytes %q %v\n", rel, fi.Mode(), fi.Size(), data, err)
+	}
+	describe(filepath.Join(dir, "HEAD"))
+	describe(filepath.Join(dir, "packed-refs"))
+	filepath.WalkDir(filepath.Join(dir, "refs"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			describe(path)
+		}
+		return nil
+	})
+	return b.String()
 }
 
 // TestSupervisorTOCTOU: a thread flipping the path in memory while
