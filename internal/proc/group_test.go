@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -192,7 +193,17 @@ func terminateOnce(t *testing.T, script string) time.Duration {
 	marker := clean(t)
 	cmd := startSession(t, marker, script)
 	done := waitAsync(cmd)
-	testutil.WaitFor(t, 5*time.Second, "sleep to start", func() bool { return len(withCmdline(marker, "sleep 600")) > 0 })
+	// The group whole before the kill: every sleep started and the
+	// leader asleep (bash in its wait, or the exec'd sleep). A shell
+	// killed in the middle of a fork holds SIGTERM blocked until the fork
+	// returns, and beside CPU burners the kernel was seen to leave such a
+	// shell runnable but unscheduled for 1-3 s: the kernel's time, not
+	// Terminate's, which this test measures.
+	sleeps := strings.Count(script, "sleep 600")
+	testutil.WaitFor(t, 5*time.Second, "the group to form", func() bool {
+		leader, err := proc.Stat(cmd.Process.Pid)
+		return err == nil && leader.State == 'S' && len(withCmdline(marker, "sleep 600")) == sleeps
+	})
 	start := time.Now()
 	escalated := proc.Terminate(cmd.Process.Pid, 3*time.Second)
 	took := time.Since(start)
