@@ -210,7 +210,7 @@ func check(line []byte) []byte {
 	case v[0] != '{':
 		return notJSONRPC
 	}
-	if _, err := jsonrpc.DecodeMessage(v); err != nil {
+	if !decodable(v) {
 		return notJSONRPC
 	}
 	return nil
