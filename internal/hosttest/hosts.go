@@ -202,13 +202,15 @@ type Server struct {
 	Token string
 }
 
-// ServeHTTP starts `<conch> serve --http 127.0.0.1:0 <args…>` with
-// CONCH_TOKEN set to a fresh token and the test's marker, and waits until
-// it serves. It is stopped (SIGTERM) when the test ends.
-func ServeHTTP(t testing.TB, conch, marker string, args ...string) Server {
+// ServeHTTP starts `<conch> serve --http 127.0.0.1:0 <args…>` in dir
+// (the session's workspace when the client names no root: Codex names
+// none) with CONCH_TOKEN set to a fresh token and the test's marker, and
+// waits until it serves. It is stopped (SIGTERM) when the test ends.
+func ServeHTTP(t testing.TB, conch, marker, dir string, args ...string) Server {
 	t.Helper()
 	token := strings.ReplaceAll(testutil.Marker(t), "_", "-")
 	cmd := exec.Command(conch, append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
+	cmd.Dir = dir
 	cmd.Env = append(testutil.Env(marker), "CONCH_TOKEN="+token, "TMPDIR="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -86,7 +86,7 @@ func httpSteps(dir, denied string) []step {
 func TestClaudeCodeHTTP(t *testing.T) {
 	t.Parallel()
 	conch, marker, dir, denied := begin(t)
-	srv := hosttest.ServeHTTP(t, conch, marker, serveArgs[1:]...)
+	srv := hosttest.ServeHTTP(t, conch, marker, dir, serveArgs[1:]...)
 	steps := httpSteps(dir, denied)
 	api := hosttest.NewAnthropic(t, next(t, steps, false))
 	claude := hosttest.NewClaude(t, hosttest.Claude332)
@@ -105,7 +105,7 @@ func TestClaudeCodeHTTP(t *testing.T) {
 func TestCodexHTTP(t *testing.T) {
 	t.Parallel()
 	conch, marker, dir, denied := begin(t)
-	srv := hosttest.ServeHTTP(t, conch, marker, serveArgs[1:]...)
+	srv := hosttest.ServeHTTP(t, conch, marker, dir, serveArgs[1:]...)
 	steps := httpSteps(dir, denied)
 	api := hosttest.NewOpenAI(t, next(t, steps, true))
 	out := hosttest.NewCodex(t).Run(t, api,
