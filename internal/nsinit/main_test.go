@@ -42,6 +42,8 @@ func TestMain(m *testing.M) {
 		os.Exit(raceOpenHelper())
 	case "race-connect":
 		os.Exit(raceConnectHelper())
+	case "race-fdswap":
+		os.Exit(raceFDSwapHelper())
 	case "selfsock":
 		os.Exit(selfSocketHelper())
 	case "dial":

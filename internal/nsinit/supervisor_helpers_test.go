@@ -185,3 +185,55 @@ func dialHelper() int {
 	fmt.Println("connected")
 	return 0
 }
+
+// raceFDSwapHelper connects descriptor swapFD to the unix socket RACE_B
+// again and again while a thread of its own puts an internet socket and a
+// unix socket at that number in turn: a supervisor that judged the
+// descriptor it found and then let the kernel run the call would judge
+// the internet socket and connect the unix one.
+func raceFDSwapHelper() int {
+	const swapFD = 100
+	sa := &unix.SockaddrUnix{Name: os.Getenv("RACE_B")}
+	var inet, local atomic.Int64
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		for !stop.Load() {
+			unix.Dup3(int(inet.Load()), swapFD, unix.O_CLOEXEC)
+			unix.Dup3(int(local.Load()), swapFD, unix.O_CLOEXEC)
+		}
+	}()
+	var connected, refused, other int
+	for deadline := time.Now().Add(raceDuration()); time.Now().Before(deadline); {
+		i, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			fmt.Println("socket:", err)
+			return 1
+		}
+		u, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			fmt.Println("socket:", err)
+			return 1
+		}
+		inet.Store(int64(i))
+		local.Store(int64(u))
+		switch err := unix.Connect(swapFD, sa); err {
+		case nil:
+			connected++
+		case unix.EACCES:
+			refused++
+		default:
+			other++
+		}
+		// The flipper may still hold either number for a moment: close
+		// them once it has moved on to the next pair.
+		unix.Close(i)
+		unix.Close(u)
+	}
+	stop.Store(true)
+	<-done
+	fmt.Printf("connected %d refused %d other %d\n", connected, refused, other)
+	return 0
+}

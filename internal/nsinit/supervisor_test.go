@@ -363,8 +363,12 @@ func TestSupervisorTOCTOU(t *testing.T) {
 func TestSupervisorUnixSockets(t *testing.T) {
 	marker := clean(t)
 	h := newSandboxHost(t, marker)
-	var accepted atomic.Int32
+	// Each listener counts its own connections: one a subtest made may be
+	// accepted only during the next (a loaded machine is slow to run the
+	// accepting goroutine).
+	accepted := map[string]*atomic.Int32{}
 	listen := func(name string) string {
+		accepted[name] = new(atomic.Int32)
 		l, err := net.Listen("unix", name)
 		if err != nil {
 			t.Fatal(err)
@@ -379,7 +383,7 @@ func TestSupervisorUnixSockets(t *testing.T) {
 				if err != nil {
 					return
 				}
-				accepted.Add(1)
+				accepted[name].Add(1)
 				c.Close()
 			}
 		}()
@@ -409,12 +413,15 @@ func TestSupervisorUnixSockets(t *testing.T) {
 		{"a listed socket", "dial", listed, "connected\n", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			before := accepted.Load()
+			var before int32
+			if n := accepted[c.sock]; n != nil {
+				before = n.Load()
+			}
 			_, stdout, stderr, markers := h.runHelper(t, in, plan, c.helper, "SOCK_NAME="+c.sock)
 			if c.stdout != "" && stdout != c.stdout || !slices.Equal(markers, c.markers) {
 				t.Errorf("stdout %q, markers %q; want %q, %q (stderr %q)", stdout, markers, c.stdout, c.markers, stderr)
 			}
-			if c.markers != nil && (accepted.Load() != before || !strings.Contains(stdout, "permission denied")) {
+			if c.markers != nil && (accepted[c.sock].Load() != before || !strings.Contains(stdout, "permission denied")) {
 				t.Errorf("the refused socket was reached: %q", stdout)
 			}
 		})
@@ -423,18 +430,34 @@ func TestSupervisorUnixSockets(t *testing.T) {
 
 	// The address flips between the command's own socket and one
 	// outside while it connects.
-	before := accepted.Load()
+	before := accepted[outside].Load()
 	code, stdout, stderr, _ := h.runHelper(t, in, plan, "race-connect", "RACE_A="+filepath.Join(h.ws, "race.sock"), "RACE_B="+outside)
 	if code != 0 {
 		t.Fatalf("racer: status %d: %s%s", code, stdout, stderr)
 	}
 	var connected, refusedN, other int
 	fmt.Sscanf(stdout, "connected %d refused %d other %d", &connected, &refusedN, &other)
-	if accepted.Load() != before {
-		t.Errorf("the race reached the socket outside %d times (%s)", accepted.Load()-before, stdout)
+	if n := accepted[outside].Load() - before; n != 0 {
+		t.Errorf("the race reached the socket outside %d times (%s)", n, stdout)
 	}
 	if connected == 0 || refusedN == 0 {
 		t.Errorf("the racer never raced: %s", stdout)
+	}
+
+	// The descriptor flips between an internet socket and a unix one
+	// while it connects to the socket outside.
+	before = accepted[outside].Load()
+	code, stdout, stderr, _ = h.runHelper(t, in, plan, "race-fdswap", "RACE_B="+outside)
+	if code != 0 {
+		t.Fatalf("descriptor racer: status %d: %s%s", code, stdout, stderr)
+	}
+	connected, refusedN, other = 0, 0, 0
+	fmt.Sscanf(stdout, "connected %d refused %d other %d", &connected, &refusedN, &other)
+	if n := accepted[outside].Load() - before; n != 0 || connected != 0 {
+		t.Errorf("swapping the descriptor reached the socket outside %d times (%s)", n, stdout)
+	}
+	if refusedN == 0 || other == 0 {
+		t.Errorf("the descriptor racer never raced: %s", stdout)
 	}
 
 	if _, err := exec.LookPath("python3"); err != nil {

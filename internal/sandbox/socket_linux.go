@@ -19,8 +19,12 @@ import (
 // and checked, and answers with the result: what the caller's memory
 // says afterwards changes nothing.
 
-// sockaddrMax is the size of struct sockaddr_un.
-const sockaddrMax = 110
+// sockaddrMax is the size of struct sockaddr_un; sockaddrStorage, of
+// struct sockaddr_storage, the longest address the kernel takes.
+const (
+	sockaddrMax     = 110
+	sockaddrStorage = 128
+)
 
 // socketDomain duplicates the caller's socket fd and returns it with its
 // domain.
@@ -45,18 +49,47 @@ func (c *call) connect(fd int, addr uint64, n int) result {
 	if err != nil {
 		return fail(err)
 	}
-	if dom != unix.AF_UNIX || c.s.plan.Mode == FullAccess {
-		if (dom == unix.AF_INET || dom == unix.AF_INET6) && c.s.plan.Network == NetworkOff {
-			// The empty network namespace refuses it; the record
-			// says the sandbox did (not for AF_UNSPEC, a disconnect).
-			if sa, err := c.sockaddr(addr, min(n, 2)); err == nil && len(sa) == 2 && binary.NativeEndian.Uint16(sa) != unix.AF_UNSPEC {
-				c.s.record(c.tid, Denial{Op: "connect", Kind: KindNetwork})
+	// With the network off, the empty network namespace refuses an
+	// internet connect; the record says the sandbox did (not for
+	// AF_UNSPEC, a disconnect).
+	recordOff := func(sa []byte) {
+		if (dom == unix.AF_INET || dom == unix.AF_INET6) && c.s.plan.Network == NetworkOff && len(sa) >= 2 && binary.NativeEndian.Uint16(sa) != unix.AF_UNSPEC {
+			c.s.record(c.tid, Denial{Op: "connect", Kind: KindNetwork})
+		}
+	}
+	if c.s.plan.Mode == FullAccess {
+		// It restricts no socket: the kernel runs the call.
+		if sa, err := c.sockaddr(addr, min(n, 2)); err == nil {
+			recordOff(sa)
+		}
+		return cont
+	}
+	if dom != unix.AF_UNIX {
+		// Not a unix socket, but connected here all the same, on our
+		// descriptor of the socket judged and to the address read once:
+		// letting the kernel run the call would have it look up the
+		// caller's descriptor again, which another of its threads can
+		// meanwhile make a unix socket (dup2), connected to any path.
+		sa, err := c.readBytes(addr, max(0, min(n, sockaddrStorage)))
+		if err != nil {
+			return fail(err)
+		}
+		if n > sockaddrStorage {
+			return fail(unix.EINVAL) // the kernel's answer
+		}
+		recordOff(sa)
+		if c.s.plan.Network == NetworkOff && (dom == unix.AF_INET || dom == unix.AF_INET6) && len(sa) >= 2 && binary.NativeEndian.Uint16(sa) != unix.AF_UNSPEC {
+			if typ, err := unix.GetsockoptInt(s, unix.SOL_SOCKET, unix.SO_TYPE); err == nil && typ == unix.SOCK_STREAM {
+				// Landlock's answer to the command's own TCP connect (its
+				// rules do not bind the supervisor): refused, loopback
+				// included.
+				return fail(unix.EACCES)
 			}
 		}
-		// Not a unix socket: no path is involved, and no memory the
-		// caller could change makes it one (or full-access, which
-		// restricts no socket).
-		return cont
+		if !c.valid() {
+			return callerGone
+		}
+		return c.rawSock(s, unix.SYS_CONNECT, sa)
 	}
 	sa, err := c.sockaddr(addr, n)
 	if err != nil {
