@@ -187,11 +187,16 @@ func dialHelper() int {
 }
 
 // raceFDSwapHelper connects descriptor swapFD to the unix socket RACE_B
-// again and again while a thread of its own puts an internet socket and a
-// unix socket at that number in turn: a supervisor that judged the
-// descriptor it found and then let the kernel run the call would judge
-// the internet socket and connect the unix one.
+// (binds it to that path with RACE_OP=bind) again and again while a
+// thread of its own puts an internet socket and a unix socket at that
+// number in turn: a supervisor that judged the descriptor it found and
+// then let the kernel run the call would judge the internet socket and
+// connect (or bind) the unix one.
 func raceFDSwapHelper() int {
+	call := unix.Connect
+	if os.Getenv("RACE_OP") == "bind" {
+		call = unix.Bind
+	}
 	const swapFD = 100
 	sa := &unix.SockaddrUnix{Name: os.Getenv("RACE_B")}
 	var inet, local atomic.Int64
@@ -219,7 +224,7 @@ func raceFDSwapHelper() int {
 		}
 		inet.Store(int64(i))
 		local.Store(int64(u))
-		switch err := unix.Connect(swapFD, sa); err {
+		switch err := call(swapFD, sa); err {
 		case nil:
 			connected++
 		case unix.EACCES:

@@ -459,6 +459,21 @@ func TestSupervisorUnixSockets(t *testing.T) {
 	if refusedN == 0 || other == 0 {
 		t.Errorf("the descriptor racer never raced: %s", stdout)
 	}
+	// The same swap, binding: a unix socket at a protected name of the
+	// workspace's git directory (git reads commondir).
+	commondir := filepath.Join(h.ws, ".git", "commondir")
+	code, stdout, stderr, _ = h.runHelper(t, in, plan, "race-fdswap", "RACE_OP=bind", "RACE_B="+commondir)
+	if code != 0 {
+		t.Fatalf("descriptor racer (bind): status %d: %s%s", code, stdout, stderr)
+	}
+	connected, refusedN, other = 0, 0, 0
+	fmt.Sscanf(stdout, "connected %d refused %d other %d", &connected, &refusedN, &other)
+	if _, err := os.Lstat(commondir); err == nil || connected != 0 {
+		t.Errorf("swapping the descriptor bound a socket at %s (%s)", commondir, stdout)
+	}
+	if refusedN+other == 0 {
+		t.Errorf("the descriptor racer (bind) never raced: %s", stdout)
+	}
 
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3 for multiprocessing")

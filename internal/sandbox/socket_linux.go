@@ -160,7 +160,25 @@ func (c *call) bind(fd int, addr uint64, n int) result {
 		return fail(err)
 	}
 	if dom != unix.AF_UNIX {
-		return cont
+		// Bound here, on our descriptor of the socket judged, for the
+		// reason connect is: the kernel would look the caller's
+		// descriptor up again, which may be a unix socket by then.
+		sa, err := c.readBytes(addr, max(0, min(n, sockaddrStorage)))
+		if err != nil {
+			return fail(err)
+		}
+		if n > sockaddrStorage {
+			return fail(unix.EINVAL)
+		}
+		if c.s.plan.Network == NetworkOff && (dom == unix.AF_INET || dom == unix.AF_INET6) {
+			if typ, err := unix.GetsockoptInt(s, unix.SOL_SOCKET, unix.SO_TYPE); err == nil && typ == unix.SOCK_STREAM {
+				return fail(unix.EACCES) // Landlock's answer to the command's own
+			}
+		}
+		if !c.valid() {
+			return callerGone
+		}
+		return c.rawSock(s, unix.SYS_BIND, sa)
 	}
 	sa, err := c.sockaddr(addr, n)
 	if err != nil {
