@@ -49,47 +49,15 @@ func (c *call) connect(fd int, addr uint64, n int) result {
 	if err != nil {
 		return fail(err)
 	}
-	// With the network off, the empty network namespace refuses an
-	// internet connect; the record says the sandbox did (not for
-	// AF_UNSPEC, a disconnect).
-	recordOff := func(sa []byte) {
-		if (dom == unix.AF_INET || dom == unix.AF_INET6) && c.s.plan.Network == NetworkOff && len(sa) >= 2 && binary.NativeEndian.Uint16(sa) != unix.AF_UNSPEC {
-			c.s.record(c.tid, Denial{Op: "connect", Kind: KindNetwork})
-		}
-	}
 	if c.s.plan.Mode == FullAccess {
 		// It restricts no socket: the kernel runs the call.
 		if sa, err := c.sockaddr(addr, min(n, 2)); err == nil {
-			recordOff(sa)
+			c.recordNetworkOff(dom, sa)
 		}
 		return cont
 	}
 	if dom != unix.AF_UNIX {
-		// Not a unix socket, but connected here all the same, on our
-		// descriptor of the socket judged and to the address read once:
-		// letting the kernel run the call would have it look up the
-		// caller's descriptor again, which another of its threads can
-		// meanwhile make a unix socket (dup2), connected to any path.
-		sa, err := c.readBytes(addr, max(0, min(n, sockaddrStorage)))
-		if err != nil {
-			return fail(err)
-		}
-		if n > sockaddrStorage {
-			return fail(unix.EINVAL) // the kernel's answer
-		}
-		recordOff(sa)
-		if c.s.plan.Network == NetworkOff && (dom == unix.AF_INET || dom == unix.AF_INET6) && len(sa) >= 2 && binary.NativeEndian.Uint16(sa) != unix.AF_UNSPEC {
-			if typ, err := unix.GetsockoptInt(s, unix.SOL_SOCKET, unix.SO_TYPE); err == nil && typ == unix.SOCK_STREAM {
-				// Landlock's answer to the command's own TCP connect (its
-				// rules do not bind the supervisor): refused, loopback
-				// included.
-				return fail(unix.EACCES)
-			}
-		}
-		if !c.valid() {
-			return callerGone
-		}
-		return c.rawSock(s, unix.SYS_CONNECT, sa)
+		return c.otherSocket(s, dom, unix.SYS_CONNECT, addr, n)
 	}
 	sa, err := c.sockaddr(addr, n)
 	if err != nil {
@@ -143,6 +111,46 @@ func (c *call) connect(fd int, addr uint64, n int) result {
 	return c.rawSock(s, unix.SYS_CONNECT, sockaddrUnix("/proc/self/fd/"+strconv.Itoa(obj)))
 }
 
+// otherSocket connects or binds (nr) s, the supervisor's duplicate of a
+// socket that is not a unix socket, with the caller's address read once.
+// Letting the kernel run the call would have it look the caller's
+// descriptor up again, which another of its threads can meanwhile make a
+// unix socket (dup2), connected to any path or bound at any name.
+func (c *call) otherSocket(s, dom int, nr uintptr, addr uint64, n int) result {
+	sa, err := c.readBytes(addr, max(0, min(n, sockaddrStorage)))
+	if err != nil {
+		return fail(err)
+	}
+	if n > sockaddrStorage {
+		return fail(unix.EINVAL) // the kernel's answer
+	}
+	if nr == unix.SYS_CONNECT {
+		c.recordNetworkOff(dom, sa)
+	}
+	unspec := len(sa) >= 2 && binary.NativeEndian.Uint16(sa) == unix.AF_UNSPEC
+	if c.s.plan.Network == NetworkOff && (dom == unix.AF_INET || dom == unix.AF_INET6) && !(nr == unix.SYS_CONNECT && unspec) {
+		if typ, err := unix.GetsockoptInt(s, unix.SOL_SOCKET, unix.SO_TYPE); err == nil && typ == unix.SOCK_STREAM {
+			// Landlock's answer to the command's own TCP connect or bind
+			// (its rules do not bind the supervisor's threads): refused,
+			// loopback included.
+			return fail(unix.EACCES)
+		}
+	}
+	if !c.valid() {
+		return callerGone
+	}
+	return c.rawSock(s, nr, sa)
+}
+
+// recordNetworkOff records an internet connect to address sa (not
+// AF_UNSPEC, a disconnect) as the sandbox's denial when the network is
+// off: the empty network namespace refuses it.
+func (c *call) recordNetworkOff(dom int, sa []byte) {
+	if (dom == unix.AF_INET || dom == unix.AF_INET6) && c.s.plan.Network == NetworkOff && len(sa) >= 2 && binary.NativeEndian.Uint16(sa) != unix.AF_UNSPEC {
+		c.s.record(c.tid, Denial{Op: "connect", Kind: KindNetwork})
+	}
+}
+
 // listed reports whether path is one of the plan's unix_sockets.
 func listed(path string, socks []string) bool {
 	for _, p := range socks {
@@ -160,25 +168,7 @@ func (c *call) bind(fd int, addr uint64, n int) result {
 		return fail(err)
 	}
 	if dom != unix.AF_UNIX {
-		// Bound here, on our descriptor of the socket judged, for the
-		// reason connect is: the kernel would look the caller's
-		// descriptor up again, which may be a unix socket by then.
-		sa, err := c.readBytes(addr, max(0, min(n, sockaddrStorage)))
-		if err != nil {
-			return fail(err)
-		}
-		if n > sockaddrStorage {
-			return fail(unix.EINVAL)
-		}
-		if c.s.plan.Network == NetworkOff && (dom == unix.AF_INET || dom == unix.AF_INET6) {
-			if typ, err := unix.GetsockoptInt(s, unix.SOL_SOCKET, unix.SO_TYPE); err == nil && typ == unix.SOCK_STREAM {
-				return fail(unix.EACCES) // Landlock's answer to the command's own
-			}
-		}
-		if !c.valid() {
-			return callerGone
-		}
-		return c.rawSock(s, unix.SYS_BIND, sa)
+		return c.otherSocket(s, dom, unix.SYS_BIND, addr, n)
 	}
 	sa, err := c.sockaddr(addr, n)
 	if err != nil {
