@@ -368,7 +368,8 @@ func TestSupervisorUnixSockets(t *testing.T) {
 	// accepting goroutine).
 	accepted := map[string]*atomic.Int32{}
 	listen := func(name string) string {
-		accepted[name] = new(atomic.Int32)
+		n := new(atomic.Int32)
+		accepted[name] = n
 		l, err := net.Listen("unix", name)
 		if err != nil {
 			t.Fatal(err)
@@ -383,7 +384,7 @@ func TestSupervisorUnixSockets(t *testing.T) {
 				if err != nil {
 					return
 				}
-				accepted[name].Add(1)
+				n.Add(1) // not through the map, which the test writes meanwhile
 				c.Close()
 			}
 		}()
