@@ -202,6 +202,14 @@ func setName(name string) {
 	if len(name) > 15 {
 		name = name[:15]
 	}
+	// The process's name is its first thread's, which PR_SET_NAME names
+	// only when called there; the goroutine calling may be on another
+	// thread (main.main is not bound to the first one, and a loaded
+	// machine moves it: pid 1 was seen as "exe"). /proc/self/comm is the
+	// first thread's, writable from any thread of the process.
+	if os.WriteFile("/proc/self/comm", []byte(name), 0) == nil {
+		return
+	}
 	b := append([]byte(name), 0)
 	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&b[0])), 0, 0, 0)
 }
