@@ -835,13 +835,24 @@ func TestTwoSessionsAtOnce(t *testing.T) {
 		answered++
 	}
 	for _, sid := range sids {
+		// The card, then its result; between them, live output when the
+		// sampler saw pwd's line before the command's end (a loaded
+		// machine): the card's output is the same, in parts.
 		us := updates[sid]
-		if d := cmp.Diff([]string{"tool_call", "tool_call_update"}, kinds(us)); d != "" {
-			t.Fatalf("session %s (-want +got):\n%s", sid, d)
+		k := kinds(us)
+		if len(k) < 2 || k[0] != "tool_call" || slices.ContainsFunc(k[1:], func(s string) bool { return s != "tool_call_update" }) {
+			t.Fatalf("session %s: updates %q, want a tool_call, then tool_call_updates", sid, k)
 		}
-		if get(us[0], "toolCallId") != "call-1" || get(us[1], "toolCallId") != "call-1" ||
-			get(us[0], "_meta", "terminal_info", "cwd") != works[sid] ||
-			get(us[1], "_meta", "terminal_output", "data") != works[sid]+"\n" {
+		var out strings.Builder
+		for i, u := range us {
+			if get(u, "toolCallId") != "call-1" || i > 0 && i < len(us)-1 && get(u, "status") != nil {
+				t.Errorf("session %s: update %d: %s", sid, i, jsonString(u))
+			}
+			if d, ok := get(u, "_meta", "terminal_output", "data").(string); ok {
+				out.WriteString(d)
+			}
+		}
+		if get(us[0], "_meta", "terminal_info", "cwd") != works[sid] || get(us[len(us)-1], "status") != "completed" || out.String() != works[sid]+"\n" {
 			t.Errorf("session %s: %s", sid, jsonString(us))
 		}
 	}
