@@ -430,9 +430,21 @@ func TestSandboxNetworkOff(t *testing.T) {
 		if len(markers) != 1 || markers[0] != "[sandbox: network is off for commands]" {
 			t.Errorf("network off: %s: stderr %q gave markers %q", c.name, stderr, markers)
 		}
+		// A TCP connect is refused as Landlock refuses it, though the
+		// supervisor, which Landlock does not bind, makes the call.
+		if c.name == "TCP" && !strings.Contains(stderr, "Permission denied") {
+			t.Errorf("network off: TCP: stderr %q, want Permission denied", stderr)
+		}
 	}
 	if received() {
 		t.Error("network off: the UDP datagram arrived")
+	}
+	// Nor may a command listen on TCP (any address of the namespace).
+	if _, err := exec.LookPath("python3"); err == nil {
+		bind := `python3 -c 'import socket; socket.socket().bind(("0.0.0.0", 0)); print("bound")'`
+		if code, stdout, stderr := h.runIn(t, in, bind); code == 0 || stdout != "" || !strings.Contains(stderr, "Permission denied") {
+			t.Errorf("network off: a TCP bind: status %d, stdout %q, stderr %q; want Permission denied", code, stdout, stderr)
+		}
 	}
 }
 
