@@ -128,7 +128,7 @@ func (c *call) otherSocket(s, dom int, nr uintptr, addr uint64, n int) result {
 		c.recordNetworkOff(dom, sa)
 	}
 	unspec := len(sa) >= 2 && binary.NativeEndian.Uint16(sa) == unix.AF_UNSPEC
-	if c.s.plan.Network == NetworkOff && (dom == unix.AF_INET || dom == unix.AF_INET6) && !(nr == unix.SYS_CONNECT && unspec) {
+	if c.internetOff(dom) && !(nr == unix.SYS_CONNECT && unspec) {
 		if typ, err := unix.GetsockoptInt(s, unix.SOL_SOCKET, unix.SO_TYPE); err == nil && typ == unix.SOCK_STREAM {
 			// Landlock's answer to the command's own TCP connect or bind
 			// (its rules do not bind the supervisor's threads): refused,
@@ -146,9 +146,15 @@ func (c *call) otherSocket(s, dom int, nr uintptr, addr uint64, n int) result {
 // AF_UNSPEC, a disconnect) as the sandbox's denial when the network is
 // off: the empty network namespace refuses it.
 func (c *call) recordNetworkOff(dom int, sa []byte) {
-	if (dom == unix.AF_INET || dom == unix.AF_INET6) && c.s.plan.Network == NetworkOff && len(sa) >= 2 && binary.NativeEndian.Uint16(sa) != unix.AF_UNSPEC {
+	if c.internetOff(dom) && len(sa) >= 2 && binary.NativeEndian.Uint16(sa) != unix.AF_UNSPEC {
 		c.s.record(c.tid, Denial{Op: "connect", Kind: KindNetwork})
 	}
+}
+
+// internetOff reports whether dom is an internet domain and the plan's
+// network is off.
+func (c *call) internetOff(dom int) bool {
+	return (dom == unix.AF_INET || dom == unix.AF_INET6) && c.s.plan.Network == NetworkOff
 }
 
 // listed reports whether path is one of the plan's unix_sockets.
