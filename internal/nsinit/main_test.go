@@ -48,6 +48,8 @@ func TestMain(m *testing.M) {
 		os.Exit(selfSocketHelper())
 	case "dial":
 		os.Exit(dialHelper())
+	case "connect-wait":
+		os.Exit(connectWaitHelper())
 	case "nooverlay":
 		proc.BecomeSubreaper()
 		os.Exit(noOverlayHelper(m))

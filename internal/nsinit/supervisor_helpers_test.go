@@ -242,3 +242,40 @@ func raceFDSwapHelper() int {
 	fmt.Printf("connected %d refused %d other %d\n", connected, refused, other)
 	return 0
 }
+
+// connectWaitHelper makes a blocking socket, prints the name of its open
+// file ("socket:[inode]"), and connects it to CONNECT_TCP (a port of
+// 127.0.0.1) or CONNECT_UNIX (a path) with a blocking connect, after
+// setting SO_SNDTIMEO to CONNECT_TIMEOUT_MS when given; it prints
+// "connected" or the error.
+func connectWaitHelper() int {
+	dom, sa := unix.AF_UNIX, unix.Sockaddr(&unix.SockaddrUnix{Name: os.Getenv("CONNECT_UNIX")})
+	if port := os.Getenv("CONNECT_TCP"); port != "" {
+		n, _ := strconv.Atoi(port)
+		dom, sa = unix.AF_INET, &unix.SockaddrInet4{Port: n, Addr: [4]byte{127, 0, 0, 1}}
+	}
+	s, err := unix.Socket(dom, unix.SOCK_STREAM, 0)
+	if err != nil {
+		fmt.Println("socket:", err)
+		return 1
+	}
+	if ms, _ := strconv.Atoi(os.Getenv("CONNECT_TIMEOUT_MS")); ms > 0 {
+		tv := unix.NsecToTimeval(int64(ms) * 1e6)
+		if err := unix.SetsockoptTimeval(s, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
+			fmt.Println("SO_SNDTIMEO:", err)
+			return 1
+		}
+	}
+	name, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(s))
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	fmt.Println(name)
+	if err := unix.Connect(s, sa); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	fmt.Println("connected")
+	return 0
+}

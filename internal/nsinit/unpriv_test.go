@@ -42,6 +42,7 @@ var unprivTests = []string{
 	"TestSupervisorGitWorkflows",
 	"TestSupervisorTOCTOU",
 	"TestSupervisorUnixSockets",
+	"TestSupervisorConnectWaits",
 	"TestSupervisorUnavailable",
 	"TestIsolatedTerminals",
 	"TestIsolatedTerminalsOfSessions",

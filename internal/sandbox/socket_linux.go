@@ -78,7 +78,7 @@ func (c *call) connect(fd int, addr uint64, n int) result {
 		if !c.valid() {
 			return callerGone
 		}
-		return c.rawSock(s, unix.SYS_CONNECT, sa)
+		return c.connectWait(s, sa)
 	}
 	l, err := c.resolve(unix.AT_FDCWD, string(path), true, false)
 	if err != nil {
@@ -108,7 +108,7 @@ func (c *call) connect(fd int, addr uint64, n int) result {
 		return callerGone
 	}
 	// Connect through our descriptor of the very file checked.
-	return c.rawSock(s, unix.SYS_CONNECT, sockaddrUnix("/proc/self/fd/"+strconv.Itoa(obj)))
+	return c.connectWait(s, sockaddrUnix("/proc/self/fd/"+strconv.Itoa(obj)))
 }
 
 // otherSocket connects or binds (nr) s, the supervisor's duplicate of a
@@ -138,6 +138,9 @@ func (c *call) otherSocket(s, dom int, nr uintptr, addr uint64, n int) result {
 	}
 	if !c.valid() {
 		return callerGone
+	}
+	if nr == unix.SYS_CONNECT {
+		return c.connectWait(s, sa)
 	}
 	return c.rawSock(s, nr, sa)
 }
