@@ -155,6 +155,66 @@ func TestScrape(t *testing.T) {
 	}
 }
 
+// TestScrapeEscapes: label values that need escaping (a configured host
+// name may hold anything) and invalid UTF-8 reach a scraper as they were
+// recorded, or with U+FFFD for what was not UTF-8; everything served
+// parses, the Go runtime's and the process's series included.
+func TestScrapeEscapes(t *testing.T) {
+	m := metrics.New(nil)
+	ctx := context.Background()
+	for _, host := range []string{`a"b`, `back\slash`, "line\nfeed", "bad\xffutf8", "tab\tand space"} {
+		m.Record(ctx, ops.Spawn{Owner: "s1", Host: host})
+	}
+	m.Record(ctx, ops.CallEnd{Owner: "s1", Tool: "bash", Result: "ok", Duration: 10 * time.Minute}) // beyond the last bucket
+	fams := scrape(t, m.Handler())
+	want := []string{
+		"conch_spawns_total{host=a\"b} 1",
+		"conch_spawns_total{host=back\\slash} 1",
+		"conch_spawns_total{host=bad\uFFFDutf8} 1",
+		"conch_spawns_total{host=line\nfeed} 1",
+		"conch_spawns_total{host=tab\tand space} 1",
+	}
+	if got := series(fams["conch_spawns_total"]); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	h := fams["conch_tool_call_duration_seconds"].GetMetric()[0].GetHistogram()
+	// The parser keeps the +Inf bucket: the call is in it alone.
+	if b := h.GetBucket(); h.GetSampleCount() != 1 || len(b) != len(metrics.DurationBuckets)+1 || b[len(b)-2].GetCumulativeCount() != 0 || b[len(b)-1].GetCumulativeCount() != 1 {
+		t.Errorf("a 10 min call: %v", h)
+	}
+	for name, typ := range map[string]dto.MetricType{
+		"go_goroutines": dto.MetricType_GAUGE, "go_gc_duration_seconds": dto.MetricType_SUMMARY,
+		"go_memstats_alloc_bytes": dto.MetricType_GAUGE, "go_threads": dto.MetricType_GAUGE,
+		"process_cpu_seconds_total": dto.MetricType_COUNTER, "process_open_fds": dto.MetricType_GAUGE,
+		"process_resident_memory_bytes": dto.MetricType_GAUGE, "process_start_time_seconds": dto.MetricType_GAUGE,
+	} {
+		f := fams[name]
+		if f == nil || f.GetType() != typ {
+			t.Errorf("%s: %v, want a %v", name, f, typ)
+			continue
+		}
+		if name == "go_goroutines" && f.GetMetric()[0].GetGauge().GetValue() < 1 {
+			t.Errorf("go_goroutines: %v", f)
+		}
+		if name == "process_start_time_seconds" {
+			if at := f.GetMetric()[0].GetGauge().GetValue(); at > float64(time.Now().Unix()+1) || at < float64(time.Now().Add(-time.Hour).Unix()) {
+				t.Errorf("process_start_time_seconds %v, now %v", at, time.Now().Unix())
+			}
+		}
+	}
+
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := http.Post(srv.URL, "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST: %s, want 405", resp.Status)
+	}
+}
+
 // BenchmarkRecord is the cost of counting one call's end.
 func BenchmarkRecord(b *testing.B) {
 	m := metrics.New(nil)
