@@ -40,9 +40,10 @@ func Main() int {
 	runtime.LockOSThread()
 	// Started as /proc/self/exe, it would be called "exe" in ps.
 	setName(filepath.Base(os.Args[0]))
-	// The init holds little: a few records per command. A low GC target
-	// keeps its resident memory near the runtime's floor.
-	debug.SetGCPercent(20)
+	// No collection while it sets up: at its running target (below) the
+	// set-up's allocations would trigger several, on the path of the
+	// session's first command.
+	debug.SetGCPercent(-1)
 	// Descriptors the server's own parent leaked to it without
 	// close-on-exec reached the init through the exec: they must not
 	// reach the commands.
@@ -76,6 +77,9 @@ func Main() int {
 	if err != nil {
 		return 1
 	}
+	// The init holds little: a few records per command. A low GC target
+	// keeps its resident memory near the runtime's floor.
+	debug.SetGCPercent(20)
 	s.serve()
 	return 0
 }
