@@ -179,8 +179,8 @@ func waitLines(t *testing.T, ch *nsinit.Child, lines chan string) string {
 }
 
 // waitHeld waits until the helper's connect of the socket named waits
-// in the supervisor: the helper (the process holding the socket that
-// can be read) is in connect(2) and, where this test can see the
+// in the supervisor: a thread of the helper (the process holding the
+// socket that can be read) is in connect(2) and, where this test can see the
 // supervisor's descriptors (as root: an unprivileged user cannot read
 // the non-dumpable init's), a second process holds the socket. It fails
 // t if ch exits first.
@@ -191,8 +191,7 @@ func waitHeld(t *testing.T, name string, ch *nsinit.Child) {
 		pids := holders(name)
 		inConnect := false
 		for _, pid := range pids {
-			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/syscall")
-			inConnect = inConnect || strings.HasPrefix(string(b), strconv.Itoa(unix.SYS_CONNECT)+" ")
+			inConnect = inConnect || inSyscall(pid, unix.SYS_CONNECT)
 		}
 		if inConnect && (len(pids) > 1 || os.Getuid() != 0) {
 			return
@@ -207,6 +206,20 @@ func waitHeld(t *testing.T, name string, ch *nsinit.Child) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// inSyscall reports whether a thread of process pid is in system call
+// nr (the helper's connect need not be on its first thread: Go moves
+// goroutines between threads).
+func inSyscall(pid, nr int) bool {
+	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	for _, task := range tasks {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/syscall")
+		if strings.HasPrefix(string(b), strconv.Itoa(nr)+" ") {
+			return true
+		}
+	}
+	return false
 }
 
 // released reports whether the socket named is gone: no process this

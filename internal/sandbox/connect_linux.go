@@ -23,10 +23,14 @@ import (
 // blocking connector from the listener's side).
 const connectRetryMax = 50 * time.Millisecond
 
+// validEvery is how often a waiting connect checks that its caller still
+// waits, when nothing else wakes it.
+const validEvery = time.Second
+
 // connectWait connects s, the supervisor's duplicate of the caller's
 // socket, to sa, waiting as a blocking connect would when the socket is
 // blocking.
-func (c *call) connectWait(s int, sa []byte) result {
+func (c *call) connectWait(s, dom int, sa []byte) result {
 	flags, err := unix.FcntlInt(uintptr(s), unix.F_GETFL, 0)
 	if err != nil {
 		return fail(err)
@@ -34,23 +38,32 @@ func (c *call) connectWait(s int, sa []byte) result {
 	if flags&unix.O_NONBLOCK != 0 {
 		return c.rawSock(s, unix.SYS_CONNECT, sa) // the caller's own non-blocking connect
 	}
+	r := c.connectNonblock(s, flags, sa)
+	if !waits(r.errno, dom) {
+		return r // done at once, as most are
+	}
 	deadline, err := sendTimeout(s)
 	if err != nil {
 		return fail(err)
 	}
 	pidfd, err := c.pidfd()
 	if err != nil {
-		return callerGone
+		if !c.valid() {
+			return callerGone
+		}
+		return c.rawSock(s, unix.SYS_CONNECT, sa) // no pidfd to watch (EMFILE): the blocking connect
 	}
 	defer unix.Close(pidfd)
 	for wait := time.Millisecond; ; wait = min(2*wait, connectRetryMax) {
-		r := c.connectNonblock(s, flags, sa)
 		switch r.errno {
 		case unix.EINPROGRESS, unix.EALREADY:
 			// EALREADY: an earlier connect's handshake, which a
 			// blocking connect waits for too.
 			return c.handshake(s, pidfd, deadline)
 		case unix.EAGAIN:
+			if dom != unix.AF_UNIX {
+				return r
+			}
 			// A unix listener's full queue: try again while the caller
 			// lives and its timeout allows.
 			left, timedOut := remaining(deadline)
@@ -60,13 +73,21 @@ func (c *call) connectWait(s int, sa []byte) result {
 			if left < 0 || left > wait {
 				left = wait
 			}
-			if exited(pidfd, left) {
+			if exited(pidfd, left) || !c.valid() {
 				return callerGone
 			}
 		default:
 			return r
 		}
+		r = c.connectNonblock(s, flags, sa)
 	}
+}
+
+// waits reports whether a non-blocking connect's errno means that a
+// blocking one would wait: a handshake in progress, or a unix listener's
+// full queue.
+func waits(errno unix.Errno, dom int) bool {
+	return errno == unix.EINPROGRESS || errno == unix.EALREADY || errno == unix.EAGAIN && dom == unix.AF_UNIX
 }
 
 // connectNonblock runs one connect with O_NONBLOCK set for its length on
@@ -89,8 +110,11 @@ func (c *call) handshake(s, pidfd int, deadline time.Time) result {
 		if timedOut {
 			return result{errno: unix.EINPROGRESS, fd: -1}
 		}
-		ms := -1
-		if left >= 0 {
+		// The caller's thread can also go while its process lives on
+		// (another thread's execve ends every other thread): its call
+		// is checked at least every second.
+		ms := int(validEvery.Milliseconds())
+		if left >= 0 && left < validEvery {
 			ms = int(left.Milliseconds()) + 1
 		}
 		fds := []unix.PollFd{{Fd: int32(s), Events: unix.POLLOUT}, {Fd: int32(pidfd), Events: unix.POLLIN}}
@@ -101,6 +125,9 @@ func (c *call) handshake(s, pidfd int, deadline time.Time) result {
 			return callerGone // the handshake goes on, as it would for a killed caller's socket
 		}
 		if fds[0].Revents == 0 {
+			if !c.valid() {
+				return callerGone
+			}
 			continue
 		}
 		soerr, err := unix.GetsockoptInt(s, unix.SOL_SOCKET, unix.SO_ERROR)

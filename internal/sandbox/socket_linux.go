@@ -78,7 +78,7 @@ func (c *call) connect(fd int, addr uint64, n int) result {
 		if !c.valid() {
 			return callerGone
 		}
-		return c.connectWait(s, sa)
+		return c.connectWait(s, dom, sa)
 	}
 	l, err := c.resolve(unix.AT_FDCWD, string(path), true, false)
 	if err != nil {
@@ -108,7 +108,7 @@ func (c *call) connect(fd int, addr uint64, n int) result {
 		return callerGone
 	}
 	// Connect through our descriptor of the very file checked.
-	return c.connectWait(s, sockaddrUnix("/proc/self/fd/"+strconv.Itoa(obj)))
+	return c.connectWait(s, dom, sockaddrUnix("/proc/self/fd/"+strconv.Itoa(obj)))
 }
 
 // otherSocket connects or binds (nr) s, the supervisor's duplicate of a
@@ -140,7 +140,7 @@ func (c *call) otherSocket(s, dom int, nr uintptr, addr uint64, n int) result {
 		return callerGone
 	}
 	if nr == unix.SYS_CONNECT {
-		return c.connectWait(s, sa)
+		return c.connectWait(s, dom, sa)
 	}
 	return c.rawSock(s, nr, sa)
 }
