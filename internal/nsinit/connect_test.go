@@ -84,11 +84,15 @@ func TestSupervisorConnectWaits(t *testing.T) {
 // listener and its address.
 func fullListener(t *testing.T, dom int, sa unix.Sockaddr) (int, unix.Sockaddr) {
 	t.Helper()
-	l, err := unix.Socket(dom, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
+	socket := func() int {
+		fd, err := unix.Socket(dom, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		return fd
 	}
-	t.Cleanup(func() { unix.Close(l) })
+	l := socket()
 	if err := unix.Bind(l, sa); err != nil {
 		t.Fatal(err)
 	}
@@ -99,22 +103,11 @@ func fullListener(t *testing.T, dom int, sa unix.Sockaddr) (int, unix.Sockaddr) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	fillOne(t, dom, got)
+	// One connection fills a queue of backlog 0.
+	if err := unix.Connect(socket(), got); err != nil {
+		t.Fatal(err)
+	}
 	return l, got
-}
-
-// fillOne connects a socket of domain dom to sa: the listener's queue,
-// of one, is then full.
-func fillOne(t *testing.T, dom int, sa unix.Sockaddr) {
-	t.Helper()
-	c, err := unix.Socket(dom, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(c) })
-	if err := unix.Connect(c, sa); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // acceptOne takes a connection from listener l's queue.

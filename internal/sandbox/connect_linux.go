@@ -47,13 +47,15 @@ func (c *call) connectWait(s, dom int, sa []byte) result {
 		return fail(err)
 	}
 	pidfd, err := c.pidfd()
-	if err != nil {
-		if !c.valid() {
-			return callerGone
-		}
+	if err == nil {
+		defer unix.Close(pidfd)
+	}
+	switch {
+	case !c.valid():
+		return callerGone // and the pidfd, if any, is not surely the caller's
+	case err != nil:
 		return c.rawSock(s, unix.SYS_CONNECT, sa) // no pidfd to watch (EMFILE): the blocking connect
 	}
-	defer unix.Close(pidfd)
 	for wait := time.Millisecond; ; wait = min(2*wait, connectRetryMax) {
 		switch r.errno {
 		case unix.EINPROGRESS, unix.EALREADY:
@@ -162,24 +164,6 @@ func remaining(deadline time.Time) (time.Duration, bool) {
 	}
 	left := time.Until(deadline)
 	return left, left <= 0
-}
-
-// pidfd opens a pidfd of the caller's process, checked to be the
-// caller's (its number could be reused once it is gone).
-func (c *call) pidfd() (int, error) {
-	st, err := c.procStatus()
-	if err != nil {
-		return -1, err
-	}
-	pidfd, err := unix.PidfdOpen(st.tgid, 0)
-	if err != nil {
-		return -1, err
-	}
-	if !c.valid() {
-		unix.Close(pidfd)
-		return -1, unix.ESRCH
-	}
-	return pidfd, nil
 }
 
 // exited waits up to d for the process of pidfd to exit, and reports

@@ -374,13 +374,9 @@ func (c *call) umask() error {
 
 // getfd duplicates the caller's descriptor fd into this process.
 func (c *call) getfd(fd int) (int, error) {
-	st, err := c.procStatus()
+	pidfd, err := c.pidfd()
 	if err != nil {
 		return -1, err
-	}
-	pidfd, err := unix.PidfdOpen(st.tgid, 0)
-	if err != nil {
-		return -1, unix.ESRCH
 	}
 	defer unix.Close(pidfd)
 	got, err := unix.PidfdGetfd(pidfd, fd, 0)
@@ -391,6 +387,21 @@ func (c *call) getfd(fd int) (int, error) {
 		return -1, err
 	}
 	return c.keep(got), nil
+}
+
+// pidfd opens a pidfd of the caller's process (ESRCH when there is none
+// by its number). Its number could be another's once the caller is gone:
+// the call's validity, checked after, says it was not.
+func (c *call) pidfd() (int, error) {
+	st, err := c.procStatus()
+	if err != nil {
+		return -1, err
+	}
+	pidfd, err := unix.PidfdOpen(st.tgid, 0)
+	if err != nil {
+		return -1, unix.ESRCH
+	}
+	return pidfd, nil
 }
 
 // deny records d for the caller (when it names something) and returns
