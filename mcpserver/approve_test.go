@@ -23,10 +23,11 @@ import (
 type user struct {
 	asked  chan *mcp.ElicitParams
 	answer chan *mcp.ElicitResult
+	gone   chan struct{} // closed: the user walked away from an open question
 }
 
 func newUser() *user {
-	return &user{asked: make(chan *mcp.ElicitParams, 1), answer: make(chan *mcp.ElicitResult, 1)}
+	return &user{asked: make(chan *mcp.ElicitParams, 1), answer: make(chan *mcp.ElicitResult, 1), gone: make(chan struct{})}
 }
 
 func (u *user) handle(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -34,6 +35,8 @@ func (u *user) handle(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitR
 	select {
 	case r := <-u.answer:
 		return r, nil
+	case <-u.gone:
+		return nil, errors.New("the user walked away")
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -194,6 +197,12 @@ func TestElicitationNoAnswer(t *testing.T) {
 	e := rulesEnv(t, 500*time.Millisecond)
 	u := newUser()
 	cs := connectUser(t, e, u)
+	// Over streamable HTTP the SDK's notifications/cancelled for the
+	// question conch gave up on follows the call's result on a closed
+	// stream, and the client's handler is never told (docs/approvals.md):
+	// the handler leaves before the client closes, which would wait for
+	// it for 30 s.
+	t.Cleanup(func() { close(u.gone) })
 	file := filepath.Join(t.TempDir(), "ran")
 	done := callAsync(t, cs, bash("touch "+file))
 	e.question(t, u, file)
