@@ -4,8 +4,12 @@ package main
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +18,7 @@ import (
 	"github.com/conch-dev/conch/internal/agent"
 	"github.com/conch-dev/conch/internal/containertest"
 	"github.com/conch-dev/conch/internal/testutil"
+	"github.com/conch-dev/conch/shell/remote/container"
 )
 
 // TestAgentCwdRoot: an agent started in / without --cwd (as an engine's
@@ -199,5 +204,85 @@ func TestAgentPartialIDMap(t *testing.T) {
 	in.Close()
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("conch agent: %v", err)
+	}
+}
+
+// TestRootlessPodmanHost: hosts of rootless podman, the engine of most
+// developers' machines, driven by that user's own conch: a running
+// container, and an image template (a container per session). The agent
+// inside is root of a user namespace that maps only the user (to root)
+// and its subordinate ids, and still contains and sandboxes its commands
+// (its init maps the ranges it has; a map of every id was refused, and
+// containment lost).
+func TestRootlessPodmanHost(t *testing.T) {
+	t.Parallel()
+	rl := containertest.Rootless(t)
+	img := containertest.Image(t, rl.Engine, testutil.ConchBinary(t))
+	ctr := containertest.Start(t, rl.Engine, img, "--security-opt", "unmask=/proc/*")
+	dir, err := os.MkdirTemp("", "conchtest-rootless-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	cfg := filepath.Join(dir, "config.toml")
+	tpl := "tpl-" + strings.TrimPrefix(ctr, "conch-test-")
+	if err := os.WriteFile(cfg, []byte("[hosts.box]\npodman = \""+ctr+"\"\n[hosts."+tpl+"]\nimage = \""+img+"\"\nengine = \"podman\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, int(rl.Uid), int(rl.Gid)); err != nil {
+		t.Fatal(err)
+	}
+	marker := testutil.Marker(t)
+	asUser := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(testutil.ConchBinary(t), append(args, "--config", cfg)...)
+		cmd.Dir = dir
+		// The user's environment, not this test's (whose XDG_CONFIG_HOME,
+		// say, is root's).
+		cmd.Env = append(slices.Clone(rl.Env), testutil.MarkerEnv+"="+marker, "TMPDIR="+dir, "XDG_STATE_HOME="+dir)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: rl.Uid, Gid: rl.Gid, Groups: []uint32{}}}
+		return cmd
+	}
+
+	doctor := asUser("doctor", "--host", "box")
+	out, err := doctor.CombinedOutput()
+	if !strings.Contains(string(out), "\ncontainment: pid-namespace\nsandbox: workspace-write, ") || err != nil {
+		t.Errorf("conch doctor --host box as %d: %v\n%s", rl.Uid, err, out)
+	}
+
+	serve := asUser("serve", "--grace-ms", "500")
+	serve.Stderr = newLogBuffer(t, "conch serve")
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	cs, err := newClient(serverOptions{}).Connect(ctx, &mcp.CommandTransport{Command: serve}, nil)
+	if err != nil {
+		t.Fatalf("connect to conch serve: %v", err)
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		testutil.AssertNoProcesses(t, marker)
+		containertest.AssertNoAgents(t, rl.Engine, ctr)
+	})
+	a := bash("id -u; tr -s ' ' < /proc/self/uid_map; tr '\\0' ' ' < /proc/1/cmdline; echo; touch ok && rm ok && echo wrote; touch /etc/x")
+	a["host"] = "box"
+	got := text(t, callTool(t, cs, "bash", a))
+	if !strings.HasPrefix(got, "0\n 0 0 1\n 1 1 65536\n/root/.cache/conch/conch-") || !strings.Contains(got, " __init \nwrote\n[stderr]\ntouch: /etc/x: Permission denied\n[sandbox: write to /etc/x denied under workspace-write mode; writable: /root, ") ||
+		!strings.HasSuffix(got, "\n[exit code: 1]") {
+		t.Errorf("on box: %q", got)
+	}
+	if _, err := containertest.Output(rl.Engine, nil, "exec", ctr, "test", "-e", "/etc/x"); err == nil {
+		t.Error("the sandbox let a command write /etc/x")
+	}
+
+	a["host"] = tpl
+	if got := text(t, callTool(t, cs, "bash", a)); !strings.HasPrefix(got, "0\n 0 0 1\n 1 1 65536\n/root/.cache/conch/conch-") || !strings.Contains(got, " __init \nwrote\n[stderr]\ntouch: /etc/x: Permission denied\n") {
+		t.Errorf("on %s: %q", tpl, got)
+	}
+	label := container.TemplateLabel + "=" + tpl
+	if got := containertest.Labelled(t, rl.Engine, label); len(got) != 1 {
+		t.Errorf("the template's containers during the session: %v, want one", got)
+	}
+	cs.Close()
+	if got := containertest.Labelled(t, rl.Engine, label); len(got) != 0 {
+		t.Errorf("the template's containers after the session: %v", got)
 	}
 }

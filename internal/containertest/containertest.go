@@ -63,6 +63,9 @@ func Setup() (cleanup func()) {
 	return func() {
 		removeShared()
 		os.RemoveAll(dir)
+		if rootlessDir != "" {
+			os.RemoveAll(rootlessDir)
+		}
 	}
 }
 
