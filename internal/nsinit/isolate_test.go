@@ -297,7 +297,9 @@ func TestUnreachableCgroupMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "nsinit.test")
-	copyFile(t, exe, bin)
+	if err := copyFile(exe, bin); err != nil {
+		t.Fatal(err)
+	}
 	locked := t.TempDir() // root's, 0700
 	point := filepath.Join(locked, "cg")
 	if err := os.Mkdir(point, 0o755); err != nil {

@@ -4,6 +4,7 @@ package nsinit_test
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -58,7 +59,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	testutil.VerifyTestMain(m)
+	flag.Parse()
+	startUnprivileged()
+	testutil.VerifyTestMain(m, stopUnprivileged)
 }
 
 // initOptions start this test binary as the init. Under -race, a

@@ -3,11 +3,14 @@
 package nsinit_test
 
 import (
+	"flag"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/conch-dev/conch/internal/testutil"
@@ -56,27 +59,113 @@ var unprivTests = []string{
 	"TestCacheLayerFallback",
 }
 
-// TestUnprivileged runs unprivTests as uid 65534 (with a copy of this test
-// binary that user can execute) and requires each to pass, not skip.
-func TestUnprivileged(t *testing.T) {
-	dir := testutil.UnprivilegedDir(t)
+// unprivRun is the run of unprivTests as uid 65534. TestMain starts it
+// when TestUnprivileged is to run, so that it runs beside the other tests
+// (which run one at a time here: each checks that no goroutine outlives
+// it) instead of after them; TestUnprivileged waits for it. It holds no
+// goroutine: its output goes to a file.
+type unprivRun struct {
+	marker, dir string
+	cmd         *exec.Cmd
+	out         *os.File
+	err         error // of the set-up
+}
+
+var unpriv *unprivRun
+
+// startUnprivileged starts unpriv when this is root and -test.run selects
+// TestUnprivileged (TestMain has parsed the flags).
+func startUnprivileged() {
+	if os.Geteuid() != 0 {
+		return // TestUnprivileged skips, as testutil.Unprivileged says
+	}
+	if pat := flag.Lookup("test.run").Value.String(); pat != "" {
+		top, _, _ := strings.Cut(pat, "/")
+		if ok, err := regexp.MatchString(top, "TestUnprivileged"); err != nil || !ok {
+			return
+		}
+	}
+	unpriv = &unprivRun{}
+	unpriv.err = unpriv.start()
+}
+
+func (r *unprivRun) start() error {
+	var err error
+	if r.marker, err = testutil.MarkerFor("TestUnprivileged"); err != nil {
+		return err
+	}
+	// A directory nobody owns, inside one anyone can enter.
+	if r.dir, err = os.MkdirTemp("", "conchtest-unpriv-"); err != nil {
+		return err
+	}
+	if err := os.Chown(r.dir, testutil.UnprivilegedID, testutil.UnprivilegedID); err != nil {
+		return err
+	}
 	exe, err := os.Executable()
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	bin := filepath.Join(dir, "nsinit.test")
-	copyFile(t, exe, bin)
-	marker := clean(t)
-	cmd := exec.Command(bin, "-test.run=^("+strings.Join(unprivTests, "|")+")$", "-test.v", "-test.count=1")
-	testutil.Unprivileged(t, cmd)
-	cmd.Dir = dir
-	cmd.Env = append(testutil.Env(marker), "TMPDIR="+dir, "HOME="+dir, noRaceSleep)
-	out, err := cmd.CombinedOutput()
+	bin := filepath.Join(r.dir, "nsinit.test")
+	if err := copyFile(exe, bin); err != nil {
+		return err
+	}
+	if r.out, err = os.CreateTemp("", "conchtest-unpriv-out-"); err != nil {
+		return err
+	}
+	r.cmd = exec.Command(bin, "-test.run=^("+strings.Join(unprivTests, "|")+")$", "-test.v", "-test.count=1")
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: testutil.UnprivilegedID, Gid: testutil.UnprivilegedID}}
+	r.cmd.Dir = r.dir
+	r.cmd.Env = append(testutil.Env(r.marker), "TMPDIR="+r.dir, "HOME="+r.dir, noRaceSleep)
+	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
+	return r.cmd.Start()
+}
+
+// wait waits for the run and returns its output and error, and removes
+// what it made.
+func (r *unprivRun) wait() (string, error) {
+	err := r.err
+	if err == nil {
+		err = r.cmd.Wait()
+	}
+	var out []byte
+	if r.out != nil {
+		out, _ = os.ReadFile(r.out.Name())
+		r.out.Close()
+		os.Remove(r.out.Name())
+	}
+	if r.dir != "" {
+		os.RemoveAll(r.dir)
+	}
+	return string(out), err
+}
+
+// stopUnprivileged ends a run TestUnprivileged did not wait for (-test.skip,
+// a failed earlier test with -test.failfast).
+func stopUnprivileged() {
+	if unpriv != nil && unpriv.cmd != nil && unpriv.cmd.ProcessState == nil {
+		if unpriv.cmd.Process != nil {
+			unpriv.cmd.Process.Kill()
+		}
+		unpriv.wait()
+	}
+}
+
+// TestUnprivileged requires each of unprivTests to pass, not skip, as uid
+// 65534 (with a copy of this test binary that user can execute), in the
+// run TestMain started.
+func TestUnprivileged(t *testing.T) {
+	testutil.UnprivilegedDir(t) // skips unless root
+	r := unpriv
+	if r == nil {
+		t.Fatal("TestMain did not start the run as uid 65534")
+	}
+	t.Cleanup(func() { testutil.AssertNoProcesses(t, r.marker) })
+	out, err := r.wait()
 	if err != nil {
 		t.Fatalf("as uid %d: %v\n%s", testutil.UnprivilegedID, err, out)
 	}
 	for _, name := range unprivTests {
-		if !strings.Contains(string(out), "--- PASS: "+name+" ") {
+		if !strings.Contains(out, "--- PASS: "+name+" ") {
 			t.Errorf("as uid %d, %s did not pass:\n%s", testutil.UnprivilegedID, name, out)
 		}
 	}
@@ -85,21 +174,19 @@ func TestUnprivileged(t *testing.T) {
 	}
 }
 
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
+func copyFile(from, to string) error {
 	src, err := os.Open(from)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer src.Close()
 	dst, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
+		dst.Close()
+		return err
 	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
+	return dst.Close()
 }

@@ -43,8 +43,18 @@ const MarkerEnv = "CONCHTEST_MARKER"
 // shell command.
 func Marker(t testing.TB) string {
 	t.Helper()
+	m, err := MarkerFor(t.Name())
+	if err != nil {
+		t.Fatalf("testutil: marker: %v", err)
+	}
+	return m
+}
+
+// MarkerFor is Marker for a test by its name, for work started before the
+// test runs (from TestMain).
+func MarkerFor(test string) (string, error) {
 	var name strings.Builder
-	for _, r := range t.Name() {
+	for _, r := range test {
 		if name.Len() >= 40 {
 			break
 		}
@@ -57,9 +67,9 @@ func Marker(t testing.TB) string {
 	}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatalf("testutil: marker: %v", err)
+		return "", err
 	}
-	return "conchtest_" + name.String() + "_" + hex.EncodeToString(b[:])
+	return "conchtest_" + name.String() + "_" + hex.EncodeToString(b[:]), nil
 }
 
 // Env returns os.Environ() with MarkerEnv=marker appended, for an
