@@ -199,7 +199,7 @@ func TestElicitationNoAnswer(t *testing.T) {
 	cs := connectUser(t, e, u)
 	// Over streamable HTTP the SDK's notifications/cancelled for the
 	// question conch gave up on follows the call's result on a closed
-	// stream, and the client's handler is never told (docs/approvals.md):
+	// stream, and the client's handler is never told (docs/rules.md):
 	// the handler leaves before the client closes, which would wait for
 	// it for 30 s.
 	t.Cleanup(func() { close(u.gone) })
