@@ -37,10 +37,10 @@ var (
 )
 
 // Rootless returns the rootless podman of sshdtest.User, making the
-// user (sshdtest.EnsureUser) and its runtime directory when missing. It
-// fails t when the user has no subordinate ids or newuidmap is missing
-// (.ci/run installs uidmap; useradd gives a new user its ranges), or
-// when CONTAINERS_CONF is not set (call Setup from TestMain).
+// user (sshdtest.EnsureUser), its subordinate ids and its runtime
+// directory when missing. It fails t when newuidmap is missing (.ci/run
+// installs uidmap) or CONTAINERS_CONF is not set (call Setup from
+// TestMain).
 func Rootless(t testing.TB) *RootlessPodman {
 	t.Helper()
 	Podman(t)
@@ -61,9 +61,11 @@ func newRootless(uidText, gidText, home string) (*RootlessPodman, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range []string{"/etc/subuid", "/etc/subgid"} {
-		if !hasRange(f, sshdtest.User, uidText) {
-			return nil, fmt.Errorf("%s gives %s no range (usermod --add-subuids 100000-165535 --add-subgids 100000-165535 %s)", f, sshdtest.User, sshdtest.User)
+	// useradd gives a new user ranges on Debian; a user made otherwise
+	// gets one here, far above the ranges useradd hands out.
+	if !hasRange("/etc/subuid", sshdtest.User, uidText) || !hasRange("/etc/subgid", sshdtest.User, uidText) {
+		if out, err := exec.Command("usermod", "--add-subuids", subRange, "--add-subgids", subRange, sshdtest.User).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("give %s subordinate ids: usermod: %v: %s", sshdtest.User, err, out)
 		}
 	}
 	if _, err := exec.LookPath("newuidmap"); err != nil {
@@ -104,6 +106,10 @@ func newRootless(uidText, gidText, home string) (*RootlessPodman, error) {
 
 // rootlessDir holds Rootless's script; Setup's cleanup removes it.
 var rootlessDir string
+
+// subRange is the subordinate ids Rootless gives the user when it has
+// none.
+const subRange = "2000000-2065535"
 
 // hasRange reports whether the subordinate id file f gives user (by name
 // or by id) a range.
