@@ -74,16 +74,19 @@ type unprivRun struct {
 var unpriv *unprivRun
 
 // startUnprivileged starts unpriv when this is root and -test.run selects
-// TestUnprivileged (TestMain has parsed the flags).
+// TestUnprivileged and -test.skip does not (TestMain has parsed the
+// flags).
 func startUnprivileged() {
 	if os.Geteuid() != 0 {
 		return // TestUnprivileged skips, as testutil.Unprivileged says
 	}
-	if pat := flag.Lookup("test.run").Value.String(); pat != "" {
-		top, _, _ := strings.Cut(pat, "/")
-		if ok, err := regexp.MatchString(top, "TestUnprivileged"); err != nil || !ok {
-			return
-		}
+	matches := func(flagName string) bool {
+		top, _, _ := strings.Cut(flag.Lookup(flagName).Value.String(), "/")
+		ok, err := regexp.MatchString(top, "TestUnprivileged")
+		return ok && err == nil
+	}
+	if !matches("test.run") || flag.Lookup("test.skip").Value.String() != "" && matches("test.skip") {
+		return
 	}
 	unpriv = &unprivRun{}
 	unpriv.err = unpriv.start()
