@@ -136,7 +136,7 @@ func resultText(r map[string]any) string {
 func TestTasksExtension(t *testing.T) {
 	t.Parallel()
 	e := newEnvTools(t, &mcpserver.Options{Clients: []mcpserver.Client{{Name: "other", Token: "other-token"}}},
-		tools.Options{YieldAfter: 300 * time.Millisecond})
+		tools.Options{YieldAfter: time.Second}) // bash starts and prints within it, even loaded
 	hs := e.serveHTTP(t)
 	c := &wireClient{t: t, url: hs.URL + "/mcp", token: testToken, tasks: true}
 
@@ -147,7 +147,7 @@ func TestTasksExtension(t *testing.T) {
 	}
 
 	// A command that ends: working, then completed with its result.
-	h := c.task(bash("echo first; sleep 1; echo done"))
+	h := c.task(bash("echo first; sleep 2; echo done"))
 	id := h["taskId"].(string)
 	if !strings.Contains(h["statusMessage"].(string), "first") {
 		t.Errorf("handle message %q: want the output so far", h["statusMessage"])

@@ -120,10 +120,12 @@ func TestLiveOutputAborted(t *testing.T) {
 // foreground; the task still reads every byte.
 func TestLiveOutputYield(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{tools: tools.Options{YieldAfter: 400 * time.Millisecond}})
+	// A window long enough for bash to start and print on a loaded
+	// machine; the second line waits past it.
+	e := newEnv(t, envOpts{tools: tools.Options{YieldAfter: 1500 * time.Millisecond}})
 	var l liveReports
 	r := e.ts.Call(t.Context(), e.sess, tools.NameBash,
-		args(t, map[string]any{"command": "echo before; sleep 0.8; echo after", "description": "Yield"}), &tools.CallOptions{Output: l.report})
+		args(t, map[string]any{"command": "echo before; sleep 2; echo after", "description": "Yield"}), &tools.CallOptions{Output: l.report})
 	wantOK(t, r)
 	l.check(t, tools.DefaultOutputEvery)
 	if got := l.all(); got != "before\n" {
