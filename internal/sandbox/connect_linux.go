@@ -62,10 +62,7 @@ func (c *call) connectWait(s, dom int, sa []byte) result {
 			// EALREADY: an earlier connect's handshake, which a
 			// blocking connect waits for too.
 			return c.handshake(s, pidfd, deadline)
-		case unix.EAGAIN:
-			if dom != unix.AF_UNIX {
-				return r
-			}
+		case unix.EAGAIN: // only a unix socket's gets here (waits)
 			// A unix listener's full queue: try again while the caller
 			// lives and its timeout allows.
 			left, timedOut := remaining(deadline)
