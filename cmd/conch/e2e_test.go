@@ -98,6 +98,13 @@ func testListTools(t *testing.T, tr transport) {
 	tmp, home := t.TempDir(), t.TempDir()
 	if tr.name == "stdio" { // the built binary, with its sandbox; its caches under a home of its own
 		o.env = []string{"TMPDIR=" + tmp, "HOME=" + home, "XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "XDG_CONFIG_HOME=" + filepath.Join(home, ".config")}
+		// The variables that move a cache out of the home
+		// (cachelayer.Dirs), emptied: the golden lists the caches, and a
+		// developer's own GOCACHE elsewhere must not change it.
+		for _, k := range []string{"GOENV", "GOPATH", "GOMODCACHE", "GOCACHE", "npm_config_cache", "NPM_CONFIG_CACHE",
+			"CARGO_HOME", "GRADLE_USER_HOME", "XDG_DATA_HOME", "BUN_INSTALL_CACHE_DIR"} {
+			o.env = append(o.env, k+"=")
+		}
 	}
 	cs, _ := tr.start(t, o)
 	res, err := cs.ListTools(t.Context(), nil)
