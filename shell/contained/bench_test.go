@@ -334,7 +334,8 @@ XDG_CONFIG_HOME=$PWD/../cfg GOCACHE=$PWD/../cache GOFLAGS=-buildvcs=false GOTOOL
 // shells printing 200 lines and then sleeping, under the default
 // sandbox), all killed at once with task_kill; reports the time from
 // each task_kill to its task settled, p50 and p99 (target: p99 ≤ 1 s
-// beside ten CPU burners). b.N is the number of bursts.
+// beside ten CPU burners), and the machine's busy CPU time from the first
+// kill to the last settled. b.N is the number of bursts.
 //
 //	go test -run '^$' -bench TaskKillBurst -benchtime 1x ./shell/contained/
 func BenchmarkTaskKillBurst(b *testing.B) {
@@ -348,6 +349,7 @@ func BenchmarkTaskKillBurst(b *testing.B) {
 		return ts.Call(context.Background(), sess, name, raw, nil)
 	}
 	var settles []time.Duration
+	var killBusy time.Duration
 	for b.Loop() {
 		type started struct {
 			sess tools.Session
@@ -373,6 +375,7 @@ func BenchmarkTaskKillBurst(b *testing.B) {
 			})
 		}
 		wg.Wait()
+		busy0 := machineBusy(b)
 		for _, s := range all {
 			wg.Go(func() {
 				t0 := time.Now()
@@ -388,6 +391,7 @@ func BenchmarkTaskKillBurst(b *testing.B) {
 			})
 		}
 		wg.Wait()
+		killBusy += machineBusy(b) - busy0
 		for o := range owners {
 			ts.EndSession("burst-" + strconv.Itoa(o))
 		}
@@ -396,4 +400,28 @@ func BenchmarkTaskKillBurst(b *testing.B) {
 	pct := func(p int) float64 { return float64(settles[(len(settles)-1)*p/100].Microseconds()) / 1000 }
 	b.ReportMetric(pct(50), "p50-ms")
 	b.ReportMetric(pct(99), "p99-ms")
+	b.ReportMetric(killBusy.Seconds()/float64(b.N), "kill-busy-cpu-s")
+}
+
+// machineBusy is the CPU time this machine's processors spent busy since
+// boot (every process's, the kernel's), from /proc/stat.
+func machineBusy(b *testing.B) time.Duration {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal …
+	var ticks int64
+	for i, v := range f[1:min(len(f), 9)] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			b.Fatalf("/proc/stat: %q", line)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
 }
