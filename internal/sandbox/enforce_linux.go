@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 
-	seccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
@@ -173,7 +172,7 @@ func Probe() HostSupport {
 	if err != nil {
 		err = fmt.Errorf("landlock: %w", err)
 	}
-	return HostSupport{LandlockABI: abi, LandlockErr: err, Seccomp: seccomp.Supported()}
+	return HostSupport{LandlockABI: abi, LandlockErr: err, Seccomp: seccompAvailable()}
 }
 
 // reachable are the dirs this process can open: Landlock needs a

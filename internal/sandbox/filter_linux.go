@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	seccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
@@ -22,6 +21,21 @@ const (
 	// allowed by its path.
 	UnenforcedSupervisor = "the supervisor (denial markers, git files not yet created, unix sockets by path)"
 )
+
+// loadPlainFilter loads the filter of an architecture without a system
+// call table here (syscalls_other.go); nil where there is one, which
+// never calls it: the library that assembles it (go-seccomp-bpf) builds
+// its tables of every architecture's system calls at start-up, about
+// 1 ms and 160 kB in every conch process, inits and agents included.
+var loadPlainFilter func(plan *Plan, unenforced []string) ([]string, error)
+
+// seccompAvailable reports whether this kernel has seccomp(2) and lets
+// this process call it: strict mode refuses the flag 1 with EINVAL when
+// it does.
+func seccompAvailable() bool {
+	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, 0 /* SECCOMP_SET_MODE_STRICT */, 1, 0)
+	return errno == unix.EINVAL
+}
 
 // SupervisorUnavailable says why this host cannot run the supervisor
 // (nil: it can).
@@ -140,35 +154,6 @@ func restrictThread(cfg landlock.Config, rules ...landlock.Rule) error {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
 	return nil
-}
-
-// loadPlainFilter is the filter of an architecture without a system
-// call table here: go-seccomp-bpf's, for the native ABI only.
-func loadPlainFilter(plan *Plan, unenforced []string) ([]string, error) {
-	if len(plan.UnixSockets) > 0 {
-		return append(unenforced, "unix sockets by path (seccomp cannot see a path; all unix sockets allowed)"), nil
-	}
-	if !seccomp.Supported() {
-		return append(unenforced, "unix sockets (seccomp unavailable)"), nil
-	}
-	filter := seccomp.Filter{
-		NoNewPrivs: true,
-		Policy: seccomp.Policy{
-			DefaultAction: seccomp.ActionAllow,
-			Syscalls: []seccomp.SyscallGroup{{
-				Action: seccomp.ActionErrno | seccomp.Action(unix.EACCES),
-				Names:  []string{"io_uring_setup"},
-				NamesWithCondtions: []seccomp.NameWithConditions{{
-					Name:       "socket",
-					Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_UNIX}},
-				}},
-			}},
-		},
-	}
-	if err := seccomp.LoadFilter(filter); err != nil {
-		return nil, fmt.Errorf("sandbox: seccomp: %w", err)
-	}
-	return unenforced, nil
 }
 
 func runtimeArch() string {
