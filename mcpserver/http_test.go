@@ -407,7 +407,11 @@ func TestServerCloseEndsSessions(t *testing.T) {
 // living on until the idle timeout (30 minutes by default).
 func TestKeepAliveEndsClientThatLeft(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, &mcpserver.Options{KeepAlive: 100 * time.Millisecond})
+	// A ping must be answered within half an interval: 200 ms leaves room
+	// for a loaded machine (with 50 ms, two CPU burners beside the race
+	// detector's run once made two answers in a row late).
+	const interval = 400 * time.Millisecond
+	e := newEnv(t, &mcpserver.Options{KeepAlive: interval})
 	hs := e.serveHTTP(t)
 	c := rawClient{t: t, hc: hs.Client(), url: hs.URL + "/mcp"}
 	c.initialize()
@@ -424,15 +428,15 @@ func TestKeepAliveEndsClientThatLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	go c.answerPings(resp.Body) // the client is alive while its stream is open
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(3 * interval)
 	if len(e.processes("sleep 1019")) != 1 {
 		t.Fatalf("the task died while the client held its stream")
 	}
 	cancel() // the client goes away
 	resp.Body.Close()
 	start := time.Now()
-	e.waitGone(t, "sleep 1019", 3*time.Second)
-	if d := time.Since(start); d < 150*time.Millisecond {
+	e.waitGone(t, "sleep 1019", 5*time.Second)
+	if d := time.Since(start); d < interval*3/2 {
 		t.Errorf("session ended %v after the stream closed: before two intervals passed", d)
 	}
 }
