@@ -174,12 +174,28 @@ func (e *Executor) startContext(ctx context.Context, s shell.Spec, background bo
 	p, err := e.start(ctx, s, background)
 	if err != nil {
 		var ue *UnreachableError
-		if errors.As(err, &ue) && ctx.Err() != nil {
-			return nil, shell.AbortedBeforeSpawn(context.Cause(ctx))
+		if errors.As(err, &ue) && ended(ctx) {
+			cause := context.Cause(ctx)
+			if cause == nil {
+				cause = context.DeadlineExceeded
+			}
+			return nil, shell.AbortedBeforeSpawn(cause)
 		}
 		return nil, err
 	}
 	return p, nil
+}
+
+// ended reports whether ctx is done or its deadline has passed. A dial
+// bounded by the deadline fails with an i/o timeout from the network
+// poller's timer, which can fire a moment before ctx's own marks it
+// done: on a loaded machine that dial was read as a host unreachable.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // Start implements shell.Executor.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -329,6 +330,28 @@ func TestCancelDuringDial(t *testing.T) {
 		t.Errorf("Run: %v, want aborted before spawn", err)
 	}
 }
+
+// A dial that fails at ctx's deadline aborts before the spawn, even when
+// ctx's own timer has not yet marked it done: the network poller's
+// deadline can fire first (an i/o timeout), and on a loaded machine
+// sshhost's TestCancelDuringFirstDial once read it as a host unreachable.
+func TestDialFailedAtTheDeadline(t *testing.T) {
+	d := remote.DialFunc(func(ctx context.Context) (io.ReadWriteCloser, error) {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	})
+	ex, _ := remote.New("h", d, nil)
+	defer ex.Close()
+	_, err := shell.Run(deadlinePassed{context.Background()}, ex, shell.Spec{Command: "true"})
+	if !errors.Is(err, shell.ErrAbortedBeforeSpawn) || !strings.Contains(err.Error(), context.DeadlineExceeded.Error()) {
+		t.Errorf("Run: %v, want aborted before spawn by the deadline", err)
+	}
+}
+
+// deadlinePassed is a context whose deadline has passed but that is not
+// yet done: what a dial sees between the two timers.
+type deadlinePassed struct{ context.Context }
+
+func (deadlinePassed) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
 
 func TestResolve(t *testing.T) {
 	ex, _ := remote.New("h", nil, &remote.Options{Cwd: "/srv/app", MaxTimeout: time.Second})
