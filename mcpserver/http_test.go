@@ -67,6 +67,9 @@ func TestClosedSessionKillsTasks(t *testing.T) {
 	call(t, a, "bash", bashBG("sleep 1006"))
 	call(t, other, "bash", bashBG("sleep 1007"))
 	e.waitRunning(t, "sleep 1006")
+	// Both: a task is started before its shell's exec, whose command line
+	// a loaded machine may not show yet when the check below looks.
+	e.waitRunning(t, "sleep 1007")
 	if err := a.Close(); err != nil {
 		t.Errorf("close: %v", err)
 	}
