@@ -67,16 +67,19 @@ func TestClosedSessionKillsTasks(t *testing.T) {
 	call(t, a, "bash", bashBG("sleep 1006"))
 	call(t, other, "bash", bashBG("sleep 1007"))
 	e.waitRunning(t, "sleep 1006")
-	// Both: a task is started before its shell's exec, whose command line
-	// a loaded machine may not show yet when the check below looks.
+	// Both: a background call returns once its shell is spawned, and on a
+	// loaded machine its command line may not show the command yet (the
+	// spawn's exec, then bash's own exec of sleep, each hide it a moment).
 	e.waitRunning(t, "sleep 1007")
 	if err := a.Close(); err != nil {
 		t.Errorf("close: %v", err)
 	}
 	e.waitGone(t, "sleep 1006", 3*time.Second)
-	if len(e.processes("sleep 1007")) != 1 {
-		t.Errorf("the other session's task died")
-	}
+	// Alive, looked at until an exec's moment has passed: a killed task
+	// does not come back.
+	testutil.WaitFor(t, 5*time.Second, "the other session's task to be running (it died?)", func() bool {
+		return len(e.processes("sleep 1007")) == 1
+	})
 	if got, _ := call(t, other, "task_list", nil); testutil.NoElapsed(got) != "bash-2 [bash] running, <T> — sleep 1007" {
 		t.Errorf("other session's tasks: %q", got)
 	}

@@ -21,7 +21,7 @@ func plainFilter(plan *Plan, unenforced []string) ([]string, error) {
 	if len(plan.UnixSockets) > 0 {
 		return append(unenforced, "unix sockets by path (seccomp cannot see a path; all unix sockets allowed)"), nil
 	}
-	if !seccomp.Supported() {
+	if !seccompAvailable() {
 		return append(unenforced, "unix sockets (seccomp unavailable)"), nil
 	}
 	filter := seccomp.Filter{
