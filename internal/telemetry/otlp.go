@@ -16,6 +16,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,7 +36,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // exporter posts spans to an OTLP/HTTP collector. It implements
@@ -495,55 +495,90 @@ func array[T any](vs []T, f func(T) anyValue) anyValue {
 }
 
 // Protobuf encoding: each message appends its fields (numbers from
-// opentelemetry-proto) to b.
+// opentelemetry-proto) to b, in the wire format of
+// https://protobuf.dev/programming-guides/encoding/. It is written here,
+// not taken from google.golang.org/protobuf's protowire: that package's
+// initialisation opens and reads the running binary (internal/detrand),
+// a cost every conch process, init and agent would pay at its start.
 
-func appendString(b []byte, num protowire.Number, s string) []byte {
+// wireNumber is a field's number; wire* are the wire types conch writes.
+type wireNumber int32
+
+const (
+	wireVarint  = 0
+	wireFixed64 = 1
+	wireBytes   = 2
+	wireFixed32 = 5
+)
+
+func appendTag(b []byte, num wireNumber, typ int) []byte {
+	return binary.AppendUvarint(b, uint64(num)<<3|uint64(typ))
+}
+
+func appendUvarint(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
+
+func appendLenBytes(b, v []byte) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(v))), v...)
+}
+
+func appendLenString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+func encodeBool(v bool) uint64 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+func appendString(b []byte, num wireNumber, s string) []byte {
 	if s == "" {
 		return b
 	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, s)
+	b = appendTag(b, num, wireBytes)
+	return appendLenString(b, s)
 }
 
-func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
+func appendBytes(b []byte, num wireNumber, v []byte) []byte {
 	if len(v) == 0 {
 		return b
 	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendBytes(b, v)
+	b = appendTag(b, num, wireBytes)
+	return appendLenBytes(b, v)
 }
 
-func appendVarint(b []byte, num protowire.Number, v uint64) []byte {
+func appendVarint(b []byte, num wireNumber, v uint64) []byte {
 	if v == 0 {
 		return b
 	}
-	b = protowire.AppendTag(b, num, protowire.VarintType)
-	return protowire.AppendVarint(b, v)
+	b = appendTag(b, num, wireVarint)
+	return appendUvarint(b, v)
 }
 
-func appendFixed64(b []byte, num protowire.Number, v uint64) []byte {
+func appendFixed64(b []byte, num wireNumber, v uint64) []byte {
 	if v == 0 {
 		return b
 	}
-	b = protowire.AppendTag(b, num, protowire.Fixed64Type)
-	return protowire.AppendFixed64(b, v)
+	b = appendTag(b, num, wireFixed64)
+	return binary.LittleEndian.AppendUint64(b, v)
 }
 
-func appendFixed32(b []byte, num protowire.Number, v uint32) []byte {
+func appendFixed32(b []byte, num wireNumber, v uint32) []byte {
 	if v == 0 {
 		return b
 	}
-	b = protowire.AppendTag(b, num, protowire.Fixed32Type)
-	return protowire.AppendFixed32(b, v)
+	b = appendTag(b, num, wireFixed32)
+	return binary.LittleEndian.AppendUint32(b, v)
 }
 
 // appendMessage appends a field holding the message enc appends.
-func appendMessage(b []byte, num protowire.Number, enc func([]byte) []byte) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendBytes(b, enc(nil))
+func appendMessage(b []byte, num wireNumber, enc func([]byte) []byte) []byte {
+	b = appendTag(b, num, wireBytes)
+	return appendLenBytes(b, enc(nil))
 }
 
-func appendKeyValues(b []byte, num protowire.Number, kvs []keyValue) []byte {
+func appendKeyValues(b []byte, num wireNumber, kvs []keyValue) []byte {
 	for _, kv := range kvs {
 		b = appendMessage(b, num, kv.appendProto)
 	}
@@ -627,17 +662,17 @@ func (kv keyValue) appendProto(b []byte) []byte {
 func (v anyValue) appendProto(b []byte) []byte {
 	switch {
 	case v.String != nil:
-		b = protowire.AppendTag(b, 1, protowire.BytesType)
-		return protowire.AppendString(b, *v.String)
+		b = appendTag(b, 1, wireBytes)
+		return appendLenString(b, *v.String)
 	case v.Bool != nil:
-		b = protowire.AppendTag(b, 2, protowire.VarintType)
-		return protowire.AppendVarint(b, protowire.EncodeBool(*v.Bool))
+		b = appendTag(b, 2, wireVarint)
+		return appendUvarint(b, encodeBool(*v.Bool))
 	case v.Int != nil:
-		b = protowire.AppendTag(b, 3, protowire.VarintType)
-		return protowire.AppendVarint(b, uint64(*v.Int))
+		b = appendTag(b, 3, wireVarint)
+		return appendUvarint(b, uint64(*v.Int))
 	case v.Double != nil:
-		b = protowire.AppendTag(b, 4, protowire.Fixed64Type)
-		return protowire.AppendFixed64(b, math.Float64bits(*v.Double))
+		b = appendTag(b, 4, wireFixed64)
+		return binary.LittleEndian.AppendUint64(b, math.Float64bits(*v.Double))
 	case v.Array != nil:
 		return appendMessage(b, 5, func(b []byte) []byte {
 			for _, e := range v.Array.Values {
@@ -648,8 +683,8 @@ func (v anyValue) appendProto(b []byte) []byte {
 	case v.KVList != nil:
 		return appendMessage(b, 6, func(b []byte) []byte { return appendKeyValues(b, 1, v.KVList.Values) })
 	case v.Bytes != nil:
-		b = protowire.AppendTag(b, 7, protowire.BytesType)
-		return protowire.AppendBytes(b, v.Bytes)
+		b = appendTag(b, 7, wireBytes)
+		return appendLenBytes(b, v.Bytes)
 	}
 	return b
 }
