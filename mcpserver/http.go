@@ -216,7 +216,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	case !json.Valid(body):
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
-		w.Write(parseError)
+		w.Write(parseError())
 	default:
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		return body, true

@@ -37,7 +37,7 @@ func errorLine(code int64, message, data string) []byte {
 }
 
 // parseError answers a message that is not JSON.
-var parseError = errorLine(jsonrpc.CodeParseError, msgParseError, "")
+var parseError = sync.OnceValue(func() []byte { return errorLine(jsonrpc.CodeParseError, msgParseError, "") })
 
 // methodCancelled is the notification by which a client cancels one of
 // its requests.

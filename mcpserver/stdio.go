@@ -135,7 +135,7 @@ func (f *lineFilter) Read(p []byte) (int, error) {
 		}
 		tooLong := f.readLine()
 		if tooLong {
-			if _, err := f.out.Write(refusedLong); err != nil {
+			if _, err := f.out.Write(refusedLong()); err != nil {
 				return 0, fmt.Errorf("stdio: answer an over-long line: %w", err)
 			}
 			continue
@@ -190,11 +190,18 @@ func (f *lineFilter) readLine() (tooLong bool) {
 	}
 }
 
-// The answers to the lines the SDK must not see.
+// The answers to the lines the SDK must not see, encoded at their first
+// use (not at the start of every conch process, inits and agents included).
 var (
-	refusedLong = errorLine(jsonrpc.CodeInvalidRequest, msgInvalidRequest, "message longer than "+strconv.Itoa(maxLine)+" bytes")
-	notJSONRPC  = errorLine(jsonrpc.CodeInvalidRequest, msgInvalidRequest, "not a JSON-RPC 2.0 message")
-	batch       = errorLine(jsonrpc.CodeInvalidRequest, msgInvalidRequest, "batches are not supported")
+	refusedLong = sync.OnceValue(func() []byte {
+		return errorLine(jsonrpc.CodeInvalidRequest, msgInvalidRequest, "message longer than "+strconv.Itoa(maxLine)+" bytes")
+	})
+	notJSONRPC = sync.OnceValue(func() []byte {
+		return errorLine(jsonrpc.CodeInvalidRequest, msgInvalidRequest, "not a JSON-RPC 2.0 message")
+	})
+	batch = sync.OnceValue(func() []byte {
+		return errorLine(jsonrpc.CodeInvalidRequest, msgInvalidRequest, "batches are not supported")
+	})
 )
 
 // check returns the reply to a line the SDK must not see, or nil.
@@ -204,14 +211,14 @@ func check(line []byte) []byte {
 	case len(v) == 0:
 		return nil
 	case !json.Valid(v):
-		return parseError
+		return parseError()
 	case v[0] == '[':
-		return batch
+		return batch()
 	case v[0] != '{':
-		return notJSONRPC
+		return notJSONRPC()
 	}
 	if !decodable(v) {
-		return notJSONRPC
+		return notJSONRPC()
 	}
 	return nil
 }

@@ -160,8 +160,9 @@ func (d Decision) Allowing(allowed []Rule) Decision {
 }
 
 // subcommand is a second word that names a subcommand (`git push`, `npm
-// publish`), not an option, a file or a value.
-var subcommand = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+// publish`), not an option, a file or a value. It is compiled at its first
+// use, not at every conch process's start.
+var subcommand = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]*$`) })
 
 // SessionRule is what a user may allow for the rest of a session instead
 // of once, for an ask decision: the ask rule that decided; for a command
@@ -191,7 +192,7 @@ func (d Decision) SessionRule() (r Rule, ok bool) {
 			return Rule{}, false
 		}
 		prefix := q
-		if w, _, _ := strings.Cut(rest, " "); subcommand.MatchString(w) {
+		if w, _, _ := strings.Cut(rest, " "); subcommand().MatchString(w) {
 			prefix += " " + w
 		}
 		text = "Bash(" + prefix + ":*)"

@@ -70,8 +70,9 @@ func (c *config) addHostFlags(fs *flag.FlagSet) {
 }
 
 // hostName is what a host may be called: the model sees it, in the bash
-// tool's host enum and in task kinds (bash@<name>).
-var hostName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+// tool's host enum and in task kinds (bash@<name>). Compiled at its first
+// use, not at every conch process's start (inits and agents included).
+var hostName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`) })
 
 // hostValues is a repeatable NAME=VALUE flag.
 type hostValues struct {
@@ -97,7 +98,7 @@ func (h *hostValues) Set(s string) error {
 		return fmt.Errorf("must be NAME=%s", strings.ToUpper(strings.ReplaceAll(h.what, " ", "_")))
 	case h.from != nil && !slices.Contains(h.from, v):
 		return fmt.Errorf("%s must be one of: %s", h.what, strings.Join(h.from, ", "))
-	case !hostName.MatchString(name):
+	case !hostName().MatchString(name):
 		return fmt.Errorf("host name %q must be letters, digits, '.', '_' or '-'", name)
 	case name == tools.HostLocal:
 		return errors.New(`"local" is this machine; name the host otherwise`)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	cfgfile "github.com/conch-dev/conch/internal/config"
 	"github.com/conch-dev/conch/mcpserver"
@@ -26,11 +27,11 @@ var clientFields = []string{"name", "token", "cwd"}
 // CONCH_SESSION_ID): a host name's characters, at most 64 of them. (The
 // bound is not the pattern's `{0,63}`: compiled at every start of the
 // binary, the inits' and agents' too, that repetition alone cost 0.5 ms.)
-func clientName(v string) bool { return len(v) <= 64 && hostName.MatchString(v) }
+func clientName(v string) bool { return len(v) <= 64 && hostName().MatchString(v) }
 
 // reservedName are the names of the other owners: http (the single
 // token's), stdio and the MCP sessions' http-<n> and stdio-<n>.
-var reservedName = regexp.MustCompile(`^(http|stdio)(-[0-9]+)?$`)
+var reservedName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(http|stdio)(-[0-9]+)?$`) })
 
 // mcpClient is one [[mcp.clients]] element as the file gives it.
 type mcpClient struct {
@@ -62,7 +63,7 @@ func (s *settings) applyClientEntry(e cfgfile.Entry) (handled bool, err error) {
 	c := &s.clients[n-1]
 	switch v := e.Values[0]; field {
 	case "name":
-		if !clientName(v) || reservedName.MatchString(v) {
+		if !clientName(v) || reservedName().MatchString(v) {
 			return true, &cfgfile.Error{File: e.File, Line: e.Line, Key: e.Key, Err: fmt.Errorf("%q is not a client name (letters, digits, '_', '.', '-'; not http or stdio)", v)}
 		}
 		for _, o := range s.clients {

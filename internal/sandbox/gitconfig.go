@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"strings"
+	"sync"
 )
 
 // A git configuration written during a session (docs/sandbox.md#git)
@@ -15,10 +16,10 @@ import (
 // protocol.*, url.*, http.*, uploadpack.*, submodule.*.update.
 
 // gitKeepKeys are the keys kept, as section.key or section.*.key
-// (lowercase; * is any subsection).
-var gitKeepKeys = map[string]bool{}
-
-func init() {
+// (lowercase; * is any subsection). The set is built at its first use,
+// not at the start of every conch process.
+var gitKeepKeys = sync.OnceValue(func() map[string]bool {
+	keys := map[string]bool{}
 	for _, k := range strings.Fields(`
 core.repositoryformatversion core.filemode core.bare core.logallrefupdates core.ignorecase
 core.precomposeunicode core.symlinks core.autocrlf core.eol core.safecrlf core.sparsecheckout
@@ -45,9 +46,10 @@ merge.ff merge.conflictstyle merge.renames merge.stat merge.log
 diff.renames diff.algorithm diff.mnemonicprefix diff.noprefix diff.context
 status.showuntrackedfiles status.submodulesummary lfs.repositoryformatversion
 `) {
-		gitKeepKeys[k] = true
+		keys[k] = true
 	}
-}
+	return keys
+})
 
 // gitEntry is one variable of a git configuration file.
 type gitEntry struct {
@@ -74,9 +76,9 @@ func (e gitEntry) keptByDefault() bool {
 		return true
 	}
 	if e.hasSub {
-		return gitKeepKeys[e.section+".*."+e.key]
+		return gitKeepKeys()[e.section+".*."+e.key]
 	}
-	return gitKeepKeys[e.section+"."+e.key]
+	return gitKeepKeys()[e.section+"."+e.key]
 }
 
 // parseGitConfig parses a git configuration file as git's config.c
