@@ -30,6 +30,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/conch-dev/conch/internal/proc"
 )
 
 // ContainersConf is the podman configuration the tests run with: runc
@@ -60,6 +62,14 @@ func Setup() (cleanup func()) {
 	}
 	os.Chmod(dir, 0o755)
 	os.Setenv("CONTAINERS_CONF", conf)
+	// The tests drive podman themselves from a test binary that is a
+	// child subreaper (a local executor in it makes it one): the pause
+	// process of the rootless user and the conmon of each container
+	// become its children, which any local executor's Close would kill
+	// as escapees (rootless podman then answers "invalid internal
+	// status" to every test after). They are spared, as conch spares
+	// those of its own container hosts.
+	proc.SpareDaemons("podman", "catatonit", "conmon")
 	return func() {
 		removeShared()
 		os.RemoveAll(dir)

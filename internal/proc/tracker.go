@@ -263,7 +263,8 @@ func (t *Tracker) forget(sids map[int]bool) {
 //	    not claimed, not in this process's group or session, and not in a
 //	    tracked session. That is a process that left its session (setsid)
 //	    and was re-parented to us before it could be attributed. ANY
-//	    tracker's KillAll takes every such escapee of the process;
+//	    tracker's KillAll takes every such escapee of the process, but
+//	    for the daemons SpareDaemons spares;
 //	(c) every descendant of a process in (a) or (b).
 //
 // Only descendants of this process are ever signalled (a tracked session
@@ -389,7 +390,8 @@ func reparented() ([]int, error) {
 
 // orphans returns the processes re-parented to us (see reparented) that
 // are neither claimed nor in our process group: those that no one else
-// waits for. A child that cannot be read is left out (it is gone).
+// waits for. A child that cannot be read is left out (it is gone), and so
+// is a live daemon SpareDaemons spares (its zombie is not: it is reaped).
 func orphans() ([]Info, error) {
 	kids, err := reparented()
 	if err != nil {
@@ -401,7 +403,7 @@ func orphans() ([]Info, error) {
 		if isClaimed(k) {
 			continue
 		}
-		if p, err := Stat(k); err == nil && p.Pgid != selfPgid {
+		if p, err := Stat(k); err == nil && p.Pgid != selfPgid && !(p.Alive() && isSpared(k)) {
 			out = append(out, p)
 		}
 	}
@@ -583,7 +585,7 @@ func (t *Tracker) collectLocked(s *snapshot, self int, sc scope, held map[int]in
 	if sc.all {
 		for _, i := range s.children(self) {
 			p := s.infos[i]
-			if _, tracked := sids[p.Sid]; !tracked && p.Pgid != selfPgid && p.Sid != selfSid && !isClaimed(p.Pid) {
+			if _, tracked := sids[p.Sid]; !tracked && p.Pgid != selfPgid && p.Sid != selfSid && !isClaimed(p.Pid) && !isSpared(p.Pid) {
 				queue = append(queue, i)
 			}
 		}
@@ -677,7 +679,7 @@ func attributeLocked(infos []Info, self, selfPgid, selfSid int) {
 				break
 			}
 			if q.PPid == self {
-				if q.Pgid != selfPgid && !isClaimed(q.Pid) {
+				if q.Pgid != selfPgid && !isClaimed(q.Pid) && !isSpared(q.Pid) {
 					from = startedDuring(q.StartTime)
 				}
 				break

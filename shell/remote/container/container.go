@@ -98,6 +98,11 @@ func New(h Host, o *Options) (*remote.Executor, error) {
 	return remote.New(h.Name, d, &ro)
 }
 
+// engineDaemons are the executables of the daemons a container engine
+// run by conch leaves behind: podman's pause process (podman itself, or
+// catatonit) and conmon. They are spared (proc.SpareDaemons).
+var engineDaemons = []string{"podman", "catatonit", "conmon"}
+
 // Dialer starts agents in one container; it implements remote.Dialer.
 type Dialer struct {
 	host    Host
@@ -143,6 +148,12 @@ func NewDialer(h Host, o *Options) (*Dialer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host %s: checksum of the agent binary: %w", h.Name, err)
 	}
+	// podman (or docker as podman's shim) leaves daemons re-parented to
+	// conch, a child subreaper: rootless podman's pause process, which
+	// holds the user namespace of all of the user's rootless containers,
+	// and a conmon per exec and container. They are the engine's, not a
+	// command's, and conch must not kill them as escapees.
+	proc.SpareDaemons(engineDaemons...)
 	return &Dialer{host: h, opts: opts, binHash: sum}, nil
 }
 

@@ -1,0 +1,81 @@
+//go:build linux
+
+package proc_test
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conch-dev/conch/internal/proc"
+	"github.com/conch-dev/conch/internal/testutil"
+)
+
+// TestSparedDaemons: a program conch runs itself (a container engine,
+// claimed and tracked by no command) daemonizes a process of a spared
+// executable and one of another, both re-parented to us while a tracked
+// command runs. A kill of all takes the command and the other escapee,
+// not the daemon; no leftover check counts it; and when it ends, it is
+// reaped.
+func TestSparedDaemons(t *testing.T) {
+	marker := clean(t)
+	const name = "conch-test-spared-daemon"
+	daemon := filepath.Join(t.TempDir(), name)
+	sleep, err := os.ReadFile("/bin/sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(daemon, sleep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	proc.SpareDaemons(name)
+
+	tr := proc.NewTracker()
+	running := startSession(t, marker, "sleep 1000 & wait")
+	tr.Add(running.Process.Pid, "")
+	done := waitAsync(running)
+	engine := startSession(t, marker, "setsid "+daemon+" 1001 & setsid sleep 1002 &")
+	if err := proc.WaitCmd(engine); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 5*time.Second, "both escapees re-parented to us", func() bool {
+		return len(withCmdline(marker, daemon+" 1001")) == 1 && len(withCmdline(marker, "sleep 1002")) == 1
+	})
+	if tr.MayHaveLeftovers(running.Process.Pid) != true {
+		t.Error("MayHaveLeftovers with an unowned escapee = false")
+	}
+
+	tr.KillAll(100 * time.Millisecond)
+	if err := recv(t, done); !signalled(err, syscall.SIGTERM) {
+		t.Errorf("the tracked command: Wait = %v, want killed by SIGTERM", err)
+	}
+	if n := len(withCmdline(marker, "sleep 1002")); n != 0 {
+		t.Error("KillAll left the escapee of an unspared executable")
+	}
+	d := withCmdline(marker, daemon+" 1001")
+	if len(d) != 1 {
+		t.Fatalf("KillAll took the spared daemon (%d left)", len(d))
+	}
+	if p, err := proc.Stat(d[0].Pid); err != nil || p.PPid != os.Getpid() {
+		t.Fatalf("the spared daemon: %+v, %v; want a child of ours", p, err)
+	}
+	check := startSession(t, marker, "true")
+	tr.Add(check.Process.Pid, "")
+	if err := proc.WaitCmd(check); err != nil {
+		t.Fatal(err)
+	}
+	if tr.MayHaveLeftovers(check.Process.Pid) {
+		t.Error("MayHaveLeftovers of a command that left nothing = true while a spared daemon is our child")
+	}
+
+	// Its end: the orphan reaper reaps it.
+	if err := syscall.Kill(d[0].Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 5*time.Second, "the spared daemon reaped", func() bool {
+		_, err := proc.Stat(d[0].Pid)
+		return err != nil
+	})
+}
