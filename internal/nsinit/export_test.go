@@ -14,3 +14,16 @@ func SetStartTimeout(d time.Duration) func() {
 
 // Pid is the spare's process, for a test.
 func (s *Spare) Pid() int { return s.cmd.Process.Pid }
+
+// DelayExited makes the spare's end known d after its reaper saw it, as
+// when the reaper's goroutine has not run yet: for a test of a spare that
+// died an instant before Start took it.
+func (s *Spare) DelayExited(d time.Duration) {
+	reaped, late := s.exited, make(chan struct{})
+	go func() {
+		<-reaped
+		time.Sleep(d)
+		close(late)
+	}()
+	s.exited = late
+}

@@ -302,28 +302,43 @@ func startProcess(o Options) (*Spare, error) {
 		ours.Close()
 		return nil, unavailable(fmt.Errorf("nsinit: start the init %s: %w", o.Path, err))
 	}
-	s := &Spare{cmd: cmd, ours: ours, netNS: netNS, exited: make(chan struct{})}
+	exited := make(chan struct{})
 	go func() {
 		proc.WaitCmd(cmd)
-		close(s.exited)
+		close(exited)
 	}()
+	s := &Spare{cmd: cmd, ours: ours, netNS: netNS, exited: exited}
 	return s, nil
 }
 
 // start starts the init, or finishes o.Spare's start; v1 are the cgroup
 // v1 hierarchies of the limits, whose session tasks files it is given.
 func start(o Options, v1 []*cgroups, cache *cachelayer.Session) (*Init, error) {
-	p := o.Spare
-	if p != nil && !p.fits(o) {
-		p.Close()
-		p = nil
-	}
-	if p == nil {
-		var err error
-		if p, err = startProcess(o); err != nil {
-			return nil, err
+	if p := o.Spare; p != nil {
+		if p.fits(o) {
+			i, err := finish(o, p, v1, cache)
+			if !errors.Is(err, errSpareGone) {
+				return i, err
+			}
+			// It died before it took its policy: fits saw it alive an
+			// instant before, or its reaper had not said so yet.
+		} else {
+			p.Close()
 		}
 	}
+	p, err := startProcess(o)
+	if err != nil {
+		return nil, err
+	}
+	return finish(o, p, v1, cache)
+}
+
+// errSpareGone is finish's error for a spare that could not take its
+// policy: its process is gone, and Start starts a fresh one.
+var errSpareGone = errors.New("nsinit: the spare init is gone")
+
+// finish sends the init p its policy and waits until it is ready.
+func finish(o Options, p *Spare, v1 []*cgroups, cache *cachelayer.Session) (*Init, error) {
 	cmd := p.cmd
 	c, err := newConn(p.ours)
 	if err != nil {
@@ -352,6 +367,12 @@ func start(o Options, v1 []*cgroups, cache *cachelayer.Session) (*Init, error) {
 		pol.CacheSession = cache.Dir
 	}
 	err = c.send(pol, homes...)
+	if err != nil && o.Spare == p {
+		stuck.Stop()
+		c.close()
+		p.Close()
+		return nil, fmt.Errorf("%w: %w", errSpareGone, err)
+	}
 	var (
 		m   *message
 		fds []int

@@ -17,8 +17,9 @@ import (
 
 // TestSpare: an init started ahead (StartSpare) becomes the init Start
 // finishes: the same process, pid 1 of its namespace, running commands;
-// a spare that died, or was cloned without the network namespace the
-// options need, is replaced by a fresh start (and the unfit one ended);
+// a spare that died (even one whose death its reaper has not reported
+// yet), or was cloned without the network namespace the options need, is
+// replaced by a fresh start (and the unfit one ended);
 // Close ends a spare no Start took.
 func TestSpare(t *testing.T) {
 	marker := clean(t)
@@ -55,6 +56,19 @@ func TestSpare(t *testing.T) {
 	syscall.Kill(dead.Pid(), syscall.SIGKILL)
 	testutil.WaitFor(t, 10*time.Second, "the killed spare reaped", func() bool { return gone(dead.Pid()) })
 	if in := startWith(initOptions(), dead); in.Pid() == dead.Pid() {
+		t.Error("a dead spare was taken")
+	}
+
+	// Dead, but not yet known to be: it cannot take its policy, and a
+	// fresh init takes its place.
+	late, err := nsinit.StartSpare(initOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	late.DelayExited(2 * time.Second)
+	syscall.Kill(late.Pid(), syscall.SIGKILL)
+	testutil.WaitFor(t, 10*time.Second, "the killed spare reaped", func() bool { return gone(late.Pid()) })
+	if in := startWith(initOptions(), late); in.Pid() == late.Pid() {
 		t.Error("a dead spare was taken")
 	}
 
