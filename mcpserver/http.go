@@ -171,8 +171,12 @@ func (s *Server) watchHTTP(next http.Handler) http.Handler {
 			return
 		}
 		if r.Method == http.MethodDelete {
-			x.end("client deleted the session")
+			x.deleting()
+			if deleteDelay > 0 {
+				time.Sleep(deleteDelay) // a test's loaded machine
+			}
 			next.ServeHTTP(w, r)
+			x.end(reasonDeleted)
 			return
 		}
 		if req != nil {
@@ -188,6 +192,9 @@ func (s *Server) watchHTTP(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// deleteDelay delays the SDK's answer to a DELETE, for a test.
+var deleteDelay time.Duration
 
 // readBody reads r's body, at most maxBody bytes within the body timeout,
 // and puts it back for the SDK. It answers a body that is too slow, too

@@ -500,3 +500,40 @@ func (c *rawClient) answerPings(stream io.Reader) {
 		}
 	}
 }
+
+// TestDeleteAnswered: a DELETE is answered 204, also with a call in
+// flight, however late the SDK comes to it (the test delays it as a
+// loaded machine may): ending conch's session first closed the SDK
+// session under the DELETE, which the SDK then answered 404 (the
+// TypeScript client's "Failed to terminate session: Not Found" in CI).
+func TestDeleteAnswered(t *testing.T) {
+	defer mcpserver.DelayDelete(100 * time.Millisecond)()
+	e := newEnv(t, nil)
+	hs := e.serveHTTP(t)
+	for i := range 4 {
+		cs := connect(t, hs, nil)
+		inflight := make(chan error, 1)
+		if i%2 == 1 {
+			go func() {
+				_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: bash("sleep 1015")})
+				inflight <- err
+			}()
+			e.waitRunning(t, "sleep 1015")
+		} else {
+			inflight <- nil
+		}
+		del, _ := http.NewRequest(http.MethodDelete, hs.URL+"/mcp", nil)
+		del.Header.Set("Mcp-Session-Id", cs.ID())
+		resp, err := hs.Client().Do(del)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("DELETE %d: %s, want 204", i, resp.Status)
+		}
+		<-inflight
+		e.waitGone(t, "sleep 1015", 3*time.Second)
+		cs.Close()
+	}
+}

@@ -30,6 +30,7 @@ type session struct {
 
 	mu       sync.Mutex
 	ended    bool
+	deleted  bool // the client sent DELETE: the reason of its end
 	calls    map[uint64]context.CancelCauseFunc
 	nextCall uint64
 
@@ -144,7 +145,7 @@ func (s *Server) dispose(x *session) { s.ts.EndSession(x.id) }
 func (x *session) track(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	x.mu.Lock()
-	if x.ended {
+	if x.ended || x.deleted {
 		x.mu.Unlock()
 		cancel(errSessionEnded)
 		return ctx, func() {}
@@ -161,6 +162,26 @@ func (x *session) track(ctx context.Context) (context.Context, func()) {
 	}
 }
 
+// reasonDeleted is the reason of a session the client ended by DELETE.
+const reasonDeleted = "client deleted the session"
+
+// deleting starts the end of a session its client deleted: its calls in
+// flight are cancelled at once (the SDK would answer the DELETE only once
+// they returned) and no new one starts, but the SDK session stays open
+// for the SDK to answer the DELETE: closing it first made that answer a
+// 404 ("Failed to terminate session: Not Found"). The SDK's end of the
+// session then ends x (finish), and so does its caller.
+func (x *session) deleting() {
+	x.mu.Lock()
+	x.deleted = true
+	calls := x.calls
+	x.calls = make(map[uint64]context.CancelCauseFunc)
+	x.mu.Unlock()
+	for _, cancel := range calls {
+		cancel(errSessionEnded)
+	}
+}
+
 // end marks x ended and cancels its calls in flight. Whoever serves x
 // then closes the SDK session and disposes of its tasks. It is idempotent.
 func (x *session) end(reason string) {
@@ -170,6 +191,9 @@ func (x *session) end(reason string) {
 		return
 	}
 	x.ended = true
+	if x.deleted {
+		reason = reasonDeleted
+	}
 	calls := x.calls
 	x.calls = nil
 	if x.idle != nil {
