@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -570,5 +571,50 @@ func TestSupervisorUnavailable(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("helper output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestSupervisorWritesUnderSignals: every file a command writes through
+// the supervisor holds what it wrote while signals rain on the init (a
+// child's exit, the Go runtime's own). A signal that interrupted the
+// supervisor handing a descriptor over together with the answer
+// (SECCOMP_ADDFD_FLAG_SEND) left the command's open(2) returning 0: its
+// writes went to its standard input and the file stayed empty (a venv's
+// pip with empty modules beside two CPU burners).
+func TestSupervisorWritesUnderSignals(t *testing.T) {
+	marker := clean(t)
+	h := newSandboxHost(t, marker)
+	p := h.policy(sandbox.NetworkOn)
+	in, _ := startSandboxed(t, &p)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Every thread of the init, its supervisor's among them:
+			// Go's runtime takes SIGURG and goes on, but a system call
+			// it interrupts is restarted.
+			tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", in.Pid()))
+			for _, task := range tasks {
+				if tid, err := strconv.Atoi(task.Name()); err == nil {
+					unix.Tgkill(in.Pid(), tid, unix.SIGURG)
+				}
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}()
+	const n = 300
+	script := fmt.Sprintf(`for i in $(seq %d); do echo "line $i" > f$i; done
+bad=0; for i in $(seq %d); do [ "$(cat f$i)" = "line $i" ] || bad=$((bad+1)); done; echo "bad $bad"`, n, n)
+	code, stdout, stderr := h.runLong(t, in, script, 2*time.Minute)
+	close(stop)
+	<-done
+	if code != 0 || stdout != "bad 0\n" || stderr != "" {
+		t.Errorf("status %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }

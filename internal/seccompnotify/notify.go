@@ -67,8 +67,6 @@ const (
 	ioctlSend    = 0xc0182101 // SECCOMP_IOCTL_NOTIF_SEND
 	ioctlIDValid = 0x40082102 // SECCOMP_IOCTL_NOTIF_ID_VALID
 	ioctlAddFD   = 0x40182103 // SECCOMP_IOCTL_NOTIF_ADDFD
-
-	addfdFlagSend = 1 << 1 // SECCOMP_ADDFD_FLAG_SEND (Linux 5.14)
 )
 
 // The sizes the structures above must have, as the kernel's.
@@ -163,13 +161,35 @@ func (l *Listener) Continue(id uint64) error {
 
 // SendFD answers id by installing a duplicate of fd (a descriptor of this
 // process) in the caller, close-on-exec when cloexec, and making the
-// system call return its number, in one step.
+// system call return its number.
+//
+// It takes two steps, SECCOMP_IOCTL_NOTIF_ADDFD and then the answer,
+// not the one of SECCOMP_ADDFD_FLAG_SEND: the kernel marks a
+// notification answered when that flag's request is queued, before the
+// caller installs the descriptor, and a signal to this thread while it
+// waits for that withdraws the request, so the caller's system call
+// returns 0 and the request made again fails with EINPROGRESS. An
+// open(2) that returns 0 sends the command's writes to its standard
+// input (TestSupervisorWritesUnderSignals). A plain ADDFD that a signal
+// interrupts either was done (its number is returned) or was withdrawn
+// with the notification still waiting, and is made again.
 func (l *Listener) SendFD(id uint64, fd int, cloexec bool) error {
-	a := addfd{ID: id, Flags: addfdFlagSend, SrcFD: uint32(fd)}
+	a := addfd{ID: id, SrcFD: uint32(fd)}
 	if cloexec {
 		a.NewFDFlags = unix.O_CLOEXEC
 	}
-	return l.ioctl(ioctlAddFD, unsafe.Pointer(&a))
+	for {
+		n, _, errno := unix.Syscall(unix.SYS_IOCTL, l.f.Fd(), ioctlAddFD, uintptr(unsafe.Pointer(&a)))
+		switch errno {
+		case 0:
+			return l.Return(id, int64(n))
+		case unix.EINTR:
+			continue
+		case unix.ENOENT:
+			return ErrGone
+		}
+		return errno
+	}
 }
 
 // ReadMemory reads len(b) bytes of thread tid's memory at addr. It
