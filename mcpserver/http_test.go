@@ -101,15 +101,8 @@ func TestDeleteCancelsCallsInFlight(t *testing.T) {
 	e.waitRunning(t, "sleep 1014")
 	e.waitRunning(t, "sleep 1008")
 	start := time.Now()
-	del, _ := http.NewRequest(http.MethodDelete, hs.URL+"/mcp", nil)
-	del.Header.Set("Mcp-Session-Id", cs.ID())
-	resp, err := hs.Client().Do(del)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Errorf("DELETE: %s", resp.Status)
+	if status := deleteSession(t, hs, cs.ID()); status != http.StatusNoContent {
+		t.Errorf("DELETE: %d", status)
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("DELETE took %v: the call in flight was not cancelled at once", d)
@@ -522,18 +515,24 @@ func TestDeleteAnswered(t *testing.T) {
 		} else {
 			inflight <- nil
 		}
-		del, _ := http.NewRequest(http.MethodDelete, hs.URL+"/mcp", nil)
-		del.Header.Set("Mcp-Session-Id", cs.ID())
-		resp, err := hs.Client().Do(del)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNoContent {
-			t.Fatalf("DELETE %d: %s, want 204", i, resp.Status)
+		if status := deleteSession(t, hs, cs.ID()); status != http.StatusNoContent {
+			t.Fatalf("DELETE %d: %d, want 204", i, status)
 		}
 		<-inflight
 		e.waitGone(t, "sleep 1015", 3*time.Second)
 		cs.Close()
 	}
+}
+
+// deleteSession sends a DELETE of session id to hs and returns its status.
+func deleteSession(t *testing.T, hs *httptest.Server, id string) int {
+	t.Helper()
+	del, _ := http.NewRequest(http.MethodDelete, hs.URL+"/mcp", nil)
+	del.Header.Set("Mcp-Session-Id", id)
+	resp, err := hs.Client().Do(del)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
