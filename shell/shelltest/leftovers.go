@@ -47,6 +47,9 @@ func testLeftovers(t *testing.T, su *suite) {
 	}
 	other := MustStart(t, ex, shell.Request{Command: "echo ready; sleep 1050"})
 	ReadUntil(t, other, func(r shell.ReadResult) bool { return r.Stdout == "ready\n" })
+	// Its sleep must run before the kill, or the check after it sees a
+	// sleep not yet started as taken (it failed so beside CPU burners).
+	waitCommand(t, marker, "sleep 1050")
 	if err := lo.KillLeftovers(); err != nil {
 		t.Fatalf("KillLeftovers: %v", err)
 	}
