@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // Daemons that are not ours: a process re-parented to this one (a child
@@ -26,7 +28,8 @@ var spared struct {
 
 // SpareDaemons makes every kill, leftover check and attribution of this
 // process leave alone the processes re-parented to it whose executable's
-// base name is one of names (a container engine's daemons: "podman",
+// base name is one of names, and which root owns and only root may
+// write (a container engine's daemons: "podman",
 // "catatonit", "conmon"); their zombies are still reaped. It is for the
 // transports that run an engine themselves, never for a command's
 // programs: under a contained executor a command's processes are never
@@ -53,11 +56,16 @@ func isSpared(pid int) bool {
 	if none {
 		return false
 	}
-	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	link := "/proc/" + strconv.Itoa(pid) + "/exe"
+	exe, err := os.Readlink(link)
 	if err != nil {
 		return false // gone, a zombie, or a kernel thread: nothing to spare
 	}
 	spared.mu.Lock()
-	defer spared.mu.Unlock()
-	return spared.names[filepath.Base(exe)]
+	named := spared.names[filepath.Base(exe)]
+	spared.mu.Unlock()
+	// The engine's own binary, installed by root and writable by no one
+	// else: a command's copy of sleep named podman is not spared.
+	var st unix.Stat_t
+	return named && unix.Stat(link, &st) == nil && st.Uid == 0 && st.Mode&0o022 == 0
 }

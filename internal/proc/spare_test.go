@@ -3,6 +3,7 @@
 package proc_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -18,7 +19,8 @@ import (
 // executable and one of another, both re-parented to us while a tracked
 // command runs. A kill of all takes the command and the other escapee,
 // not the daemon; no leftover check counts it; and when it ends, it is
-// reaped.
+// reaped. A file of the same name that root does not own, or that others
+// may write (a command's copy of sleep), is not spared.
 func TestSparedDaemons(t *testing.T) {
 	marker := clean(t)
 	const name = "conch-test-spared-daemon"
@@ -30,18 +32,35 @@ func TestSparedDaemons(t *testing.T) {
 	if err := os.WriteFile(daemon, sleep, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Impostors: the same name, in files a command could have made (not
+	// root's, or writable by others).
+	var impostors []string
+	for i, fix := range []func(string) error{
+		func(f string) error { return os.Chown(f, 65534, 65534) },
+		func(f string) error { return os.Chmod(f, 0o777) },
+	} {
+		f := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(f, sleep, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := fix(f); err != nil {
+			t.Fatal(err)
+		}
+		impostors = append(impostors, fmt.Sprintf("%s %d", f, 1003+i))
+	}
 	proc.SpareDaemons(name)
 
 	tr := proc.NewTracker()
 	running := startSession(t, marker, "sleep 1000 & wait")
 	tr.Add(running.Process.Pid, "")
 	done := waitAsync(running)
-	engine := startSession(t, marker, "setsid "+daemon+" 1001 & setsid sleep 1002 &")
+	engine := startSession(t, marker, "setsid "+daemon+" 1001 & setsid sleep 1002 & setsid "+impostors[0]+" & setsid "+impostors[1]+" &")
 	if err := proc.WaitCmd(engine); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, 5*time.Second, "both escapees re-parented to us", func() bool {
-		return len(withCmdline(marker, daemon+" 1001")) == 1 && len(withCmdline(marker, "sleep 1002")) == 1
+		return len(withCmdline(marker, daemon+" 1001")) == 1 && len(withCmdline(marker, "sleep 1002")) == 1 &&
+			len(withCmdline(marker, impostors[0])) == 1 && len(withCmdline(marker, impostors[1])) == 1
 	})
 	if tr.MayHaveLeftovers(running.Process.Pid) != true {
 		t.Error("MayHaveLeftovers with an unowned escapee = false")
@@ -53,6 +72,11 @@ func TestSparedDaemons(t *testing.T) {
 	}
 	if n := len(withCmdline(marker, "sleep 1002")); n != 0 {
 		t.Error("KillAll left the escapee of an unspared executable")
+	}
+	for _, imp := range impostors {
+		if n := len(withCmdline(marker, imp)); n != 0 {
+			t.Errorf("KillAll spared an impostor named as the daemon: %s", imp)
+		}
 	}
 	d := withCmdline(marker, daemon+" 1001")
 	if len(d) != 1 {
