@@ -27,3 +27,8 @@ func (s *Spare) DelayExited(d time.Duration) {
 	}()
 	s.exited = late
 }
+
+// SlowSpawnTail makes every spawn of this process, as an init, end d
+// later, after its lock is released: as a loaded machine leaves the
+// init's thread waiting for the CPU there.
+func SlowSpawnTail(d time.Duration) { spawnTail = func() { time.Sleep(d) } }

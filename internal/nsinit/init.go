@@ -265,7 +265,10 @@ func dropCapabilities(all bool) error {
 
 // spawn forks and records one command and replies.
 func (s *initState) spawn(m *message, fds []int) {
-	defer closeFDs(fds)
+	defer func() { closeFDs(fds) }() // those not closed after the fork
+	if spawnTail != nil {
+		defer spawnTail()
+	}
 	reply := &message{ID: m.ID, Op: m.Op}
 	want := 3 + len(s.home)
 	if m.Cgroup {
@@ -302,6 +305,13 @@ func (s *initState) spawn(m *message, fds []int) {
 		Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
 		Sys:   sys,
 	})
+	// ForkExec returns once the child has exec'd (or failed): our copies
+	// of its descriptors go now, before mu does and the child's exit can
+	// be reported. A copy kept past that report holds the command's
+	// output open, and the server's drain, cut at its grace, takes the
+	// pipe for one a process left running holds.
+	closeFDs(fds)
+	fds = nil
 	if err != nil {
 		reply.Err = (&os.PathError{Op: "fork/exec", Path: m.Path, Err: err}).Error()
 		s.c.send(reply)
@@ -323,6 +333,10 @@ func (s *initState) spawn(m *message, fds []int) {
 	s.cmds[pid] = c
 	s.owners[procKey{pid, info.StartTime}] = []*command{c}
 }
+
+// spawnTail, when set (by a test), runs at the end of every spawn, after
+// its lock is released: the moment a loaded init thread waits for the CPU.
+var spawnTail func()
 
 // moveThread moves the calling thread into the cgroup v1 of each tasks
 // file.

@@ -232,3 +232,43 @@ func TestStartGivesUpOnASilentInit(t *testing.T) {
 		t.Errorf("Start = %v after %v; want the timeout's error within about 500ms", err, took)
 	}
 }
+
+// TestOutputClosedAtExit: once a command's exit is reported, the init
+// holds no copy of its descriptors, even when its thread is slow to end
+// the spawn (as on a loaded machine): a copy kept would hold the
+// command's output open past its exit, and the server's drain, cut at
+// its grace, would say a process the command started holds it.
+func TestOutputClosedAtExit(t *testing.T) {
+	marker := clean(t)
+	o := initOptions()
+	o.Env = []string{helperEnv + "=init-slow-tail", noRaceSleep}
+	in, err := nsinit.Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close() })
+	for range 5 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, err := in.Spawn(nsinitCommand(marker, "true", nil, w, w))
+		w.Close()
+		if err != nil {
+			r.Close()
+			t.Fatal(err)
+		}
+		wait(t, ch)
+		fd := int(r.Fd()) // once: Fd makes the file blocking
+		if err := unix.SetNonblock(fd, true); err != nil {
+			t.Fatal(err)
+		}
+		var b [1]byte
+		n, err := unix.Read(fd, b[:])
+		r.Close()
+		ch.Release()
+		if n != 0 || err != nil {
+			t.Fatalf("the output of an exited command read %d bytes, %v; want its end", n, err)
+		}
+	}
+}

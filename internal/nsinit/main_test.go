@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	switch os.Getenv(helperEnv) {
 	case "init":
 		os.Exit(nsinit.Main())
+	case "init-slow-tail":
+		nsinit.SlowSpawnTail(100 * time.Millisecond)
+		os.Exit(nsinit.Main())
 	case "server":
 		os.Exit(serverHelper())
 	case "degraded":

@@ -381,8 +381,7 @@ func drainReady(r *os.File, s *capture.Stream) (heldOpen bool) {
 				// moment, before calling the pipe held.
 				waited = true
 				proc.WaitSpawns()
-				pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-				if k, _ := unix.Poll(pfd, int(heldOpenWait/time.Millisecond)); k > 0 {
+				if readable(int(fd), heldOpenWait) {
 					continue
 				}
 			}
@@ -391,6 +390,26 @@ func drainReady(r *os.File, s *capture.Stream) (heldOpen bool) {
 		return true // never wait for readiness
 	})
 	return heldOpen
+}
+
+// readable waits up to d for fd to have bytes or reach its end. A signal
+// does not cut the wait short: poll(2) is never restarted after one, and
+// any signal to the process (SIGCHLD, the Go runtime's SIGURG) may land
+// on this thread.
+func readable(fd int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		left := time.Until(deadline)
+		ms := max(0, int((left+time.Millisecond-1)/time.Millisecond))
+		k, err := unix.Poll(pfd, ms)
+		if err != unix.EINTR {
+			return k > 0
+		}
+		if ms == 0 {
+			return false
+		}
+	}
 }
 
 // openPipes makes the pipes of stdout, stderr and (with stdin) stdin.
