@@ -18,6 +18,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,23 +102,94 @@ func Processes(marker string) []proc.Info {
 
 // carries reports whether p's environment or command line holds m. A
 // process in the middle of an exec shows neither for a moment (its new
-// memory has no arguments yet): read as empty, it would pass for a
-// process without the marker, and a test waiting for the marker's
-// processes to be gone would see one gone that is not. Such a process
-// is read again until it shows them; kernel threads never do.
+// memory has no arguments yet), then its new arguments a moment before
+// its new environment (the kernel's create_elf_tables sets them in that
+// order): read then, it would pass for a process without the marker,
+// and a test waiting for the marker's processes to be gone would see
+// one gone that is not (bash -c 'sleep 1011' exec'ing sleep did). Such a
+// process is read again until it shows both; kernel threads never do.
+// A process whose environment is empty for good (an init started with
+// none) is known as such after one wait (emptyEnv), not at every look.
 func carries(p proc.Info, m []byte) bool {
 	kernel := p.Pid == 2 || p.PPid == 2
 	for try := 0; ; try++ {
-		env, errEnv := os.ReadFile("/proc/" + strconv.Itoa(p.Pid) + "/environ")
-		cmd, errCmd := os.ReadFile("/proc/" + strconv.Itoa(p.Pid) + "/cmdline")
+		env, errEnv := readWhole("/proc/" + strconv.Itoa(p.Pid) + "/environ")
+		cmd, errCmd := readWhole("/proc/" + strconv.Itoa(p.Pid) + "/cmdline")
 		if errEnv != nil && errCmd != nil {
-			return false // gone, or not ours to read
+			return false // gone
 		}
-		if len(env) > 0 || len(cmd) > 0 || kernel || try == 200 {
+		settled := kernel || len(env) > 0 || errEnv != nil && len(cmd) > 0 // an environment not ours to read: the command line says
+		if !settled && len(cmd) > 0 && (try >= emptyEnvTries || emptyEnv.known(p)) {
+			emptyEnv.remember(p)
+			settled = true
+		}
+		if settled || try == execTries {
 			return bytes.Contains(env, m) || bytes.Contains(cmd, m)
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// readWhole reads a process's environ or cmdline file in one read(2).
+// Several reads (os.ReadFile's) can span an exec: the file reads the
+// memory the process had when it was opened, which the exec drops, and
+// a read after that drop finds the end, so the content came cut short
+// (an environment without its last entries, the marker). One read holds
+// that memory for its length.
+func readWhole(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	for buf := *bp; ; buf = make([]byte, 4*len(buf)) {
+		n, err := unix.Pread(int(f.Fd()), buf, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if n < len(buf) || err != nil {
+			return bytes.Clone(buf[:max(n, 0)]), err
+		}
+	}
+}
+
+// readBufs holds readWhole's buffers: large enough for nearly every
+// environment, and reused, since every look at the processes reads two
+// files of each.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
+// execTries bounds the reads, a millisecond apart, that carries gives a
+// process that shows neither arguments nor environment to show them.
+const execTries = 200
+
+// emptyEnvTries is how many reads, a millisecond apart, carries gives a
+// process with arguments to show its environment before taking it for
+// one whose environment is empty.
+const emptyEnvTries = 50
+
+// emptyEnv remembers the processes seen with an empty environment for
+// good.
+var emptyEnv = &seenSet{seen: make(map[[2]uint64]bool)}
+
+// seenSet is a set of processes by pid and start time (a pid reused is
+// another process).
+type seenSet struct {
+	mu   sync.Mutex
+	seen map[[2]uint64]bool
+}
+
+func (s *seenSet) known(p proc.Info) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen[[2]uint64{uint64(p.Pid), p.StartTime}]
+}
+
+func (s *seenSet) remember(p proc.Info) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seen[[2]uint64{uint64(p.Pid), p.StartTime}] = true
 }
 
 // Cmdline returns the command line of pid, its arguments joined by spaces,

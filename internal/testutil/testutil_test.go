@@ -187,3 +187,38 @@ func TestFDs(t *testing.T) {
 	<-held
 	testutil.AssertNoNewFDs(t, before)
 }
+
+// TestProcessesThroughExec: a process is found by its marker while it
+// execs (bash -c 'sleep 600' execs sleep). Looks missed it two ways: for
+// a moment it shows its new arguments without its environment, and an
+// environment read in several reads across the exec came cut short,
+// without the marker at its end. A test waiting for such a process to
+// be gone saw it gone (mcpserver's TestKeepAliveEndsDeadClient in CI).
+func TestProcessesThroughExec(t *testing.T) {
+	marker := testutil.Marker(t)
+	t.Cleanup(func() { testutil.AssertNoProcesses(t, marker) })
+	missed, looks := 0, 0
+	for range 100 {
+		cmd := exec.Command("bash", "-c", "sleep 600")
+		cmd.Env = testutil.Env(marker)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pid := cmd.Process.Pid
+		for end := time.Now().Add(10 * time.Millisecond); time.Now().Before(end); {
+			found := slices.Contains(pids(testutil.Processes(marker)), pid)
+			looks++
+			if !found {
+				if missed++; missed <= 3 {
+					st, err := proc.Stat(pid)
+					t.Logf("pid %d unseen; now %q, state %c (%v)", pid, testutil.Cmdline(pid), st.State, err)
+				}
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	if missed > 0 {
+		t.Errorf("a process that execs went unseen %d times in %d looks", missed, looks)
+	}
+}
