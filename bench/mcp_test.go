@@ -25,21 +25,56 @@ import (
 	"github.com/conch-dev/conch/tools"
 )
 
-// TestMain removes the conch binary the benchmarks built.
-func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
+// TestMain removes the conch binary the benchmarks built, or runs the
+// floor server (BenchmarkEchoFloor) when the test binary is started as
+// one.
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(floorEnv); mode != "" {
+		os.Exit(floorServer(mode))
+	}
+	testutil.VerifyTestMain(m)
+}
 
 // startServer runs `conch serve` on stdio and connects a client; both end
 // with the benchmark.
 func startServer(b *testing.B) (*mcp.ClientSession, int) {
-	cmd := exec.Command(testutil.ConchBinary(b), "serve")
+	cmd := conchServe(b, conchBinary(b))
+	return connect(b, cmd), cmd.Process.Pid
+}
+
+// conchBinary is the conch binary the benchmarks drive: the one
+// $CONCH_BENCH_BINARY names (an older build, say), else this tree's.
+func conchBinary(b *testing.B) string {
+	if bin := os.Getenv("CONCH_BENCH_BINARY"); bin != "" {
+		return bin
+	}
+	return testutil.ConchBinary(b)
+}
+
+// conchServe is `conch serve args...` with a temporary directory and
+// state of the benchmark's own.
+func conchServe(b *testing.B, bin string, args ...string) *exec.Cmd {
+	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
 	cmd.Env = append(os.Environ(), "TMPDIR="+b.TempDir(), "XDG_STATE_HOME="+b.TempDir())
+	return cmd
+}
+
+// startConch is startServer with flags, for a benchmark that drives more
+// than one server.
+func startConch(b *testing.B, bin string, args ...string) *mcp.ClientSession {
+	return connect(b, conchServe(b, bin, args...))
+}
+
+// connect starts cmd, an MCP server on stdio, and connects a client; both
+// end with the benchmark.
+func connect(b *testing.B, cmd *exec.Cmd) *mcp.ClientSession {
 	c := mcp.NewClient(&mcp.Implementation{Name: "conch-bench", Version: "0"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, legacyMCP)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cs.Close() })
-	return cs, cmd.Process.Pid
+	return cs
 }
 
 func call(b *testing.B, cs *mcp.ClientSession, command string) string {
