@@ -35,10 +35,13 @@ func (t *Tracker) CountCommand(sid int) int {
 	delay := firstPoll
 	for try := 0; ; try++ {
 		held := make(map[int]int)
-		n := len(t.collect(self, scope{root: sid}, held, make(map[int]bool)))
-		traces := len(held)
+		found, seen := t.collect(self, scope{root: sid}, held, make(map[int]bool))
+		n, traces := len(found), len(held)
 		release(held) // reaps them: the next scan's are new
 		switch {
+		case !seen && try == leftoverScans-1:
+			return 0 // /proc unreadable all along: nothing to show
+		case !seen:
 		case n > 0:
 			return n
 		case traces == 0:

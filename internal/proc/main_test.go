@@ -19,6 +19,9 @@ import (
 // running the orphan reaper. Every test therefore starts children that
 // leave our group with proc.StartCmd, as the executor does.
 func TestMain(m *testing.M) {
+	if os.Getenv(scanFailHelperEnv) != "" {
+		os.Exit(scanFailHelper())
+	}
 	if err := proc.BecomeSubreaper(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

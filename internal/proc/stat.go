@@ -169,9 +169,16 @@ func parseStat(line []byte) (Info, error) {
 // scans counts the calls of Scan, for tests.
 var scans atomic.Int64
 
+// exhausted reports whether err is the want of a resource (descriptors,
+// memory) rather than something about the process read.
+func exhausted(err error) bool {
+	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ENOMEM)
+}
+
 // Scan returns every process in /proc (thread-group leaders; threads are
 // not listed). A process that vanishes between the listing and the read is
-// skipped. The result is a snapshot: a process forked after the listing is
+// skipped; one that cannot be read for want of descriptors or memory
+// fails the scan (a list without it would say it is gone). The result is a snapshot: a process forked after the listing is
 // missing from it even if its parent exits before its own line is read, so
 // callers that conclude "nothing is left" from one Scan should confirm with
 // a second one.
@@ -198,8 +205,14 @@ func Scan() ([]Info, error) {
 		}
 		info, err := stat(pid, buf[:])
 		if err != nil {
-			// Gone between the listing and the read, or a line we
-			// cannot read: neither is a process we could act on.
+			if exhausted(err) {
+				// A process we could not read, not one that is gone: a
+				// kill that took this list for all would stop early.
+				return nil, fmt.Errorf("proc: scan: %w", err)
+			}
+			// Gone between the listing and the read, not ours to read
+			// (hidepid), or a line we cannot parse: none is a process
+			// we could act on.
 			continue
 		}
 		infos = append(infos, info)

@@ -483,8 +483,11 @@ func (t *Tracker) kill(grace time.Duration, sc scope) {
 				waiting = true
 			}
 		}
-		targets := t.collect(self, sc, held, taken)
-		if len(targets) == 0 && !waiting {
+		targets, seen := t.collect(self, sc, held, taken)
+		// A scan that failed (/proc unreadable: no descriptor left, say)
+		// saw nothing and proves nothing gone: only the deadline ends
+		// a kill that cannot look.
+		if len(targets) == 0 && seen && !waiting {
 			empty++
 		} else {
 			empty = 0
@@ -555,15 +558,14 @@ func key(p Info) Info { return Info{Pid: p.Pid, StartTime: p.StartTime} }
 // returns the live processes that t's kill in scope sc takes (see
 // KillAll). Zombie children of ours among them are kept unreaped, one per
 // process group, in held (pgid → pid); the sessions taken are added to
-// taken.
-func (t *Tracker) collect(self int, sc scope, held map[int]int, taken map[int]bool) []Info {
-	var out []Info
+// taken. seen is false when the scan failed.
+func (t *Tracker) collect(self int, sc scope, held map[int]int, taken map[int]bool) (out []Info, seen bool) {
 	killScans.do(func(s *snapshot) {
-		if s.err == nil {
+		if seen = s.err == nil; seen {
 			out = t.collectLocked(s, self, sc, held, taken)
 		}
 	})
-	return out
+	return out, seen
 }
 
 // collectLocked is collect's look at scan s; spawnMu is held.

@@ -3,10 +3,15 @@
 package proc_test
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/conch-dev/conch/internal/proc"
 	"github.com/conch-dev/conch/internal/testutil"
@@ -297,4 +302,71 @@ func TestTrackerAttributesEscapeeForkedBeforeAdd(t *testing.T) {
 		t.Error("KillOwner(a) left a's escapee, forked before Add")
 	}
 	tr.KillAll(time.Second)
+}
+
+// scanFailHelperEnv makes the test binary scanFailHelper.
+const scanFailHelperEnv = "PROC_TEST_SCAN_FAIL"
+
+// scanFailHelper leaves a process running in a tracked command's session,
+// then KillAlls while no descriptor can be opened (its limit set to 0)
+// for 300 ms, and prints whether the process is "alive" or "gone" after.
+func scanFailHelper() int {
+	if err := proc.BecomeSubreaper(); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	tr := proc.NewTracker()
+	cmd := exec.Command("bash", "-c", "sleep 1013 >/dev/null & echo $!")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err == nil {
+		err = proc.StartCmd(cmd)
+	}
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	tr.Add(cmd.Process.Pid, "")
+	var left int
+	fmt.Fscan(out, &left)
+	proc.WaitCmd(cmd)
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	none := rl
+	none.Cur = 0
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &none); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	done := make(chan struct{})
+	go func() {
+		tr.KillAll(0)
+		close(done)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	unix.Setrlimit(unix.RLIMIT_NOFILE, &rl)
+	<-done
+	if p, err := proc.Stat(left); err == nil && p.Alive() {
+		fmt.Println("alive")
+		unix.Kill(left, unix.SIGKILL)
+		return 0
+	}
+	fmt.Println("gone")
+	return 0
+}
+
+// TestKillAllWhileScansFail: a kill whose scans of /proc fail (no
+// descriptor left: EMFILE) does not take the failures for scans that
+// found nothing; it goes on until a scan works, and kills what is left.
+func TestKillAllWhileScansFail(t *testing.T) {
+	marker := clean(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(testutil.Env(marker), scanFailHelperEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if got := strings.TrimSpace(string(out)); err != nil || got != "gone" {
+		t.Errorf("helper: %v, said %q; want \"gone\": the leftover killed once the scans worked again", err, got)
+	}
 }
