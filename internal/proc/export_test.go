@@ -23,3 +23,16 @@ func Scans() int64 { return scans.Load() }
 
 // GroupScans reports how many scans of /proc GroupAlive has made.
 func GroupScans() int64 { return groupScanRounds.Load() }
+
+// AddReused tracks sid for t and owner as a session whose leader started
+// at a time no process did: as the entry of a session gone, whose id the
+// kernel has since given to another process.
+func (t *Tracker) AddReused(sid int, owner string) {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	if registry.sessions == nil {
+		registry.sessions = make(map[int]*sessionEntry)
+	}
+	registry.seq++
+	registry.sessions[sid] = &sessionEntry{tracker: t, owner: owner, root: sid, seq: registry.seq, start: 1, end: 2, leader: 1}
+}

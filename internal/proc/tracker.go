@@ -51,6 +51,12 @@ type sessionEntry struct {
 	// boot (end is 0 while it runs); set for a command's own session
 	// only (sid == root).
 	start, end uint64
+	// leader is the start time of the process whose pid is the session
+	// id, when the entry was made (0: not known). A live process with
+	// that pid and another start time makes the entry stale: the pid was
+	// reused, so the session it named is gone, and the one of that id
+	// now is another's (dropLocked).
+	leader uint64
 }
 
 var registry struct {
@@ -111,7 +117,7 @@ func (t *Tracker) Add(sid int, owner string) {
 		registry.sessions = make(map[int]*sessionEntry)
 	}
 	registry.seq++
-	registry.sessions[sid] = &sessionEntry{tracker: t, owner: owner, root: sid, seq: registry.seq, start: start}
+	registry.sessions[sid] = &sessionEntry{tracker: t, owner: owner, root: sid, seq: registry.seq, start: start, leader: start}
 	prune := !registry.pruning && len(registry.sessions) >= max(registry.pruneAt, minPruneAt)
 	if prune {
 		registry.pruning = true
@@ -659,6 +665,7 @@ func attributeLocked(infos []Info, self, selfPgid, selfSid int) {
 	for i, p := range infos {
 		idx[p.Pid] = i
 	}
+	dropStaleLocked(infos, idx)
 	memo := make(map[int]*sessionEntry) // pid → what it belongs to; nil: nothing
 	var path []int
 	for _, p := range infos {
@@ -697,7 +704,27 @@ func attributeLocked(infos []Info, self, selfPgid, selfSid int) {
 		}
 		if from != nil {
 			registry.seq++
-			registry.sessions[p.Sid] = &sessionEntry{tracker: from.tracker, owner: from.owner, root: from.root, seq: registry.seq}
+			e := &sessionEntry{tracker: from.tracker, owner: from.owner, root: from.root, seq: registry.seq}
+			if i, ok := idx[p.Sid]; ok {
+				e.leader = infos[i].StartTime
+			}
+			registry.sessions[p.Sid] = e
+		}
+	}
+}
+
+// dropStaleLocked forgets the tracked sessions whose id is now the pid
+// of a process that started at another time than their leader did. The
+// kernel reuses a pid only once no process has it as its session id, so
+// such a session has no member left, and the session of that id now is
+// another command's: a kill of the stale entry's owner would take it
+// (between a command's spawn and its Add, or for good, an escapee's),
+// and its own owner's would not. registry.mu must be held; idx maps
+// pids to infos.
+func dropStaleLocked(infos []Info, idx map[int]int) {
+	for sid, e := range registry.sessions {
+		if i, ok := idx[sid]; ok && e.leader != 0 && infos[i].StartTime != e.leader {
+			delete(registry.sessions, sid)
 		}
 	}
 }

@@ -370,3 +370,20 @@ func TestKillAllWhileScansFail(t *testing.T) {
 		t.Errorf("helper: %v, said %q; want \"gone\": the leftover killed once the scans worked again", err, got)
 	}
 }
+
+// TestTrackerReusedSessionID: an entry left by a session that is gone
+// does not take the session that has its id now (the pid reused): a kill
+// of the old entry's owner leaves the new session's processes alone.
+func TestTrackerReusedSessionID(t *testing.T) {
+	marker := clean(t)
+	other := startSession(t, marker, "sleep 1014")
+	done := waitAsync(other)
+	tr := proc.NewTracker()
+	tr.AddReused(other.Process.Pid, "gone")
+	tr.KillOwner("gone", 0)
+	if p, err := proc.Stat(other.Process.Pid); err != nil || !p.Alive() {
+		t.Errorf("the session that reused the id was killed: %v, state %c", err, p.State)
+	}
+	other.Process.Kill()
+	recv(t, done)
+}
