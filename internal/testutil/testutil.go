@@ -80,11 +80,18 @@ func Env(marker string) []string {
 }
 
 // Processes returns the live (non-zombie) processes, other than this one,
-// whose environment or command line contains marker.
+// whose environment or command line contains marker. A scan of /proc
+// that fails (no descriptor left for a moment) is made again: an empty
+// answer would say that every process is gone. It panics when /proc
+// stays unreadable for 5 s, since no check of processes can hold then.
 func Processes(marker string) []proc.Info {
 	infos, err := proc.Scan()
-	if err != nil {
-		return nil
+	for try := 0; err != nil; try++ {
+		if try == 500 {
+			panic(fmt.Sprintf("testutil: /proc unreadable for 5 s: %v", err))
+		}
+		time.Sleep(10 * time.Millisecond)
+		infos, err = proc.Scan()
 	}
 	self := os.Getpid()
 	m := []byte(marker)
