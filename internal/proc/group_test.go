@@ -53,15 +53,27 @@ func TestGroupAliveWalk(t *testing.T) {
 	// setsid execs in place: the subshell is not a group leader.
 	cmd := startSession(t, marker, "sleep 600 & ( sleep 601 & exec setsid sleep 602 ) & exit 0")
 	leader := cmd.Process.Pid
+	waited := false
+	t.Cleanup(func() {
+		if !waited { // a failure below: the claimed leader is reaped all the same
+			unix.Kill(-leader, unix.SIGKILL)
+			proc.WaitCmd(cmd)
+		}
+	})
 	var member, below, parent proc.Info
 	testutil.WaitFor(t, 5*time.Second, "the leader to exit and the three sleeps", func() bool {
+		// The leader first: its children are re-parented before it
+		// shows as a zombie, so the sleeps read after it show their new
+		// parents (read before, a member could still show the leader).
+		if l, err := proc.Stat(leader); err != nil || l.State != 'Z' {
+			return false
+		}
 		a, b, c := withCmdline(marker, "sleep 600"), withCmdline(marker, "sleep 601"), withCmdline(marker, "sleep 602")
 		if len(a) != 1 || len(b) != 1 || len(c) != 1 || c[0].Sid != c[0].Pid {
 			return false
 		}
 		member, below, parent = a[0], b[0], c[0]
-		l, err := proc.Stat(leader)
-		return err == nil && l.State == 'Z'
+		return true
 	})
 	if member.Pgid != leader || member.PPid != os.Getpid() || below.Pgid != leader || below.PPid != parent.Pid || parent.PPid != os.Getpid() {
 		t.Fatalf("member %+v, below %+v, its parent %+v: want the first two in group %d, the first and the last re-parented to us (%d)",
@@ -90,6 +102,7 @@ func TestGroupAliveWalk(t *testing.T) {
 		t.Errorf("GroupAlive scanned /proc %d times, want none", n)
 	}
 	gone(parent)
+	waited = true
 	if err := proc.WaitCmd(cmd); exitCode(err) != 0 {
 		t.Errorf("Wait = %v, want exit 0", err)
 	}
