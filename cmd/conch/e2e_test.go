@@ -409,6 +409,11 @@ func testCompletionNotice(t *testing.T, tr transport) {
 	callTool(t, cs, "bash", bashBG("echo x"))
 	const notice = "background task bash-1 (bash: echo x) finished [status: completed, exit code: 0] after <T>. Last output:\nx\nRead all of it with task_output."
 	var blocks []string
+	defer func() {
+		if t.Failed() { // what the wait saw last: the task's state
+			t.Logf("last task_list: %q", blocks)
+		}
+	}()
 	testutil.WaitFor(t, 5*time.Second, "a completion notice", func() bool {
 		blocks = texts(t, callTool(t, cs, "task_list", nil))
 		return len(blocks) > 1
