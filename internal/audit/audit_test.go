@@ -5,7 +5,9 @@ package audit_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -596,5 +598,48 @@ func TestTailAtRotateThenFollow(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFollowThroughRotationGap: Follow started while the live file is
+// missing, between a rotation's rename and its new file, waits for it;
+// it failed at once with "no such file" (TestTail saw that in CI). A log
+// still missing after that moment is an error.
+func TestFollowThroughRotationGap(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	seen := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- audit.Follow(ctx, path, 10*time.Millisecond, func(b []byte) error { seen <- string(b); return nil })
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // Follow opens it at its end
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("line\n")
+	f.Close()
+	select {
+	case line := <-seen:
+		if line != "line\n" {
+			t.Errorf("followed %q", line)
+		}
+	case err := <-done:
+		t.Fatalf("Follow returned %v before the file came", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Follow saw nothing")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Follow: %v", err)
+	}
+	if err := audit.Follow(context.Background(), filepath.Join(t.TempDir(), "none.jsonl"), 10*time.Millisecond, func([]byte) error { return nil }); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Follow of a log that never comes: %v, want not exist", err)
 	}
 }

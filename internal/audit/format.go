@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -278,6 +279,17 @@ func FollowFrom(ctx context.Context, path string, from Mark, poll time.Duration,
 		name, off = fileOf(path, from)
 	}
 	f, err := os.Open(name)
+	for wait := time.Now().Add(time.Second); from == (Mark{}) && errors.Is(err, fs.ErrNotExist) && time.Now().Before(wait); {
+		// The live file between a rotation's rename and its new file:
+		// it is back within a moment (a log that does not exist is
+		// still an error, after that moment).
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(poll):
+		}
+		f, err = os.Open(name)
+	}
 	if err != nil {
 		return err
 	}
