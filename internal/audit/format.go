@@ -298,6 +298,7 @@ func FollowFrom(ctx context.Context, path string, from Mark, poll time.Duration,
 		return err
 	}
 	var pending []byte
+	drained := false // f was read to its end after its rotation was seen
 	buf := make([]byte, 64<<10)
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
@@ -322,12 +323,19 @@ func FollowFrom(ctx context.Context, path string, from Mark, poll time.Duration,
 		}
 		// At the end: a rotation shows as another file at path. The
 		// file after this one in the set comes next (more than one
-		// may have been rotated since the last look).
+		// may have been rotated since the last look), once this one is
+		// read to its end again: what was written to it between the
+		// read above and the rotation is still to read, and nothing is
+		// written to it after.
 		if cur, err1 := f.Stat(); err1 == nil {
 			if fi, err2 := os.Stat(path); err2 == nil && inode(fi) != inode(cur) {
+				if !drained {
+					drained = true
+					continue
+				}
 				if nf, err := os.Open(nextInSet(path, inode(cur))); err == nil {
 					f.Close()
-					f, pending = nf, nil
+					f, pending, drained = nf, nil, false
 					continue
 				}
 			}
