@@ -178,10 +178,11 @@ func exhausted(err error) bool {
 // Scan returns every process in /proc (thread-group leaders; threads are
 // not listed). A process that vanishes between the listing and the read is
 // skipped; one that cannot be read for want of descriptors or memory
-// fails the scan (a list without it would say it is gone). The result is a snapshot: a process forked after the listing is
-// missing from it even if its parent exits before its own line is read, so
-// callers that conclude "nothing is left" from one Scan should confirm with
-// a second one.
+// fails the scan (a list without it would say it is gone). The result is
+// a snapshot: a process forked after the listing is missing from it even
+// if its parent exits before its own line is read, so callers that
+// conclude "nothing is left" from one Scan should confirm with a second
+// one.
 func Scan() ([]Info, error) {
 	scans.Add(1)
 	d, err := os.Open("/proc")

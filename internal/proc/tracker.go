@@ -55,7 +55,7 @@ type sessionEntry struct {
 	// id, when the entry was made (0: not known). A live process with
 	// that pid and another start time makes the entry stale: the pid was
 	// reused, so the session it named is gone, and the one of that id
-	// now is another's (dropLocked).
+	// now is another's (dropStaleLocked).
 	leader uint64
 }
 

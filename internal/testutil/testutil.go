@@ -126,9 +126,11 @@ func carries(p proc.Info, m []byte) bool {
 			return false // gone
 		}
 		settled := kernel || len(env) > 0 || errEnv != nil && len(cmd) > 0 // an environment not ours to read: the command line says
-		if !settled && len(cmd) > 0 && (try >= emptyEnvTries || emptyEnv.known(p)) {
-			emptyEnv.remember(p)
-			settled = true
+		if !settled && len(cmd) > 0 {
+			if _, known := emptyEnv.Load(emptyEnvKey(p)); known || try >= emptyEnvTries {
+				emptyEnv.Store(emptyEnvKey(p), struct{}{})
+				settled = true
+			}
 		}
 		if settled || try == execTries {
 			return bytes.Contains(env, m) || bytes.Contains(cmd, m)
@@ -176,33 +178,16 @@ const execTries = 200
 // one whose environment is empty.
 const emptyEnvTries = 50
 
-// emptyEnv remembers the processes seen with an empty environment for
-// good.
-var emptyEnv = &seenSet{seen: make(map[[2]uint64]bool)}
+// emptyEnv holds the processes seen with an empty environment for good,
+// by pid and start time (a pid reused is another process).
+var emptyEnv sync.Map // [2]uint64 → struct{}
 
-// seenSet is a set of processes by pid and start time (a pid reused is
-// another process).
-type seenSet struct {
-	mu   sync.Mutex
-	seen map[[2]uint64]bool
-}
-
-func (s *seenSet) known(p proc.Info) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.seen[[2]uint64{uint64(p.Pid), p.StartTime}]
-}
-
-func (s *seenSet) remember(p proc.Info) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.seen[[2]uint64{uint64(p.Pid), p.StartTime}] = true
-}
+func emptyEnvKey(p proc.Info) [2]uint64 { return [2]uint64{uint64(p.Pid), p.StartTime} }
 
 // Cmdline returns the command line of pid, its arguments joined by spaces,
 // or "?" if it cannot be read.
 func Cmdline(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	b, err := readWhole("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil || len(b) == 0 {
 		return "?"
 	}
