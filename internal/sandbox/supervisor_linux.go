@@ -105,10 +105,19 @@ func (s *Supervisor) worker() {
 		s.workers.Add(-1)
 		return
 	}
+	// A receiver of its own: a notification wakes one idle worker,
+	// not all of them (seccompnotify.Receiver).
+	rcv, err := s.l.NewReceiver()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "conch supervisor: %v\n", err)
+		s.workers.Add(-1)
+		return
+	}
+	defer rcv.Close()
 	var n seccompnotify.Notif
 	for {
 		s.idle.Add(1)
-		err := s.l.Receive(&n)
+		err := rcv.Receive(&n)
 		if s.idle.Add(-1) == 0 {
 			s.grow()
 		}

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -78,20 +79,55 @@ var _ = [1]struct{}{}[unsafe.Sizeof(addfd{})-24]
 // SECCOMP_FILTER_FLAG_NEW_LISTENER returned. Its methods may be called
 // from several threads at once; each notification is received by one.
 type Listener struct {
-	f *os.File
+	f  *os.File
+	fd int // f's, read without f's lock by the threads that receive
+	// stop is an eventfd Close writes, which wakes every Receiver; it
+	// is closed by the last of the listener and its receivers to close
+	// (refs), so that no receiver waits on a descriptor closed under it.
+	stop   int
+	refs   atomic.Int32
+	closed atomic.Bool
 }
 
 // NewListener wraps fd, a listener descriptor this process owns.
 func NewListener(fd int) *Listener {
-	return &Listener{f: os.NewFile(uintptr(fd), "seccomp-listener")}
+	l := &Listener{f: os.NewFile(uintptr(fd), "seccomp-listener"), fd: fd, stop: -1}
+	if efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
+		l.stop = efd
+	}
+	l.refs.Store(1)
+	return l
 }
 
 // Fd is the listener's descriptor.
-func (l *Listener) Fd() int { return int(l.f.Fd()) }
+func (l *Listener) Fd() int { return l.fd }
 
 // Close closes the listener: every thread waiting in a notified system
-// call then gets ENOSYS.
-func (l *Listener) Close() error { return l.f.Close() }
+// call then gets ENOSYS, and every Receiver returns.
+func (l *Listener) Close() error {
+	if l.closed.Swap(true) {
+		return os.ErrClosed
+	}
+	l.wake()
+	err := l.f.Close()
+	l.release()
+	return err
+}
+
+// wake makes every Receiver's wait return, for good.
+func (l *Listener) wake() {
+	if l.stop >= 0 {
+		one := [8]byte{1}
+		unix.Write(l.stop, one[:])
+	}
+}
+
+// release drops one hold on stop; the last closes it.
+func (l *Listener) release() {
+	if l.refs.Add(-1) == 0 && l.stop >= 0 {
+		unix.Close(l.stop)
+	}
+}
 
 // ErrGone is returned for a notification whose caller is gone (killed,
 // or its system call interrupted by a fatal signal) or that was already
@@ -100,7 +136,7 @@ var ErrGone = errors.New("seccompnotify: the notification is no longer valid")
 
 func (l *Listener) ioctl(req uintptr, arg unsafe.Pointer) error {
 	for {
-		_, _, errno := unix.Syscall(unix.SYS_IOCTL, l.f.Fd(), req, uintptr(arg))
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(l.fd), req, uintptr(arg))
 		switch errno {
 		case 0:
 			return nil
@@ -179,7 +215,7 @@ func (l *Listener) SendFD(id uint64, fd int, cloexec bool) error {
 		a.NewFDFlags = unix.O_CLOEXEC
 	}
 	for {
-		n, _, errno := unix.Syscall(unix.SYS_IOCTL, l.f.Fd(), ioctlAddFD, uintptr(unsafe.Pointer(&a)))
+		n, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(l.fd), ioctlAddFD, uintptr(unsafe.Pointer(&a)))
 		switch errno {
 		case 0:
 			return l.Return(id, int64(n))
@@ -243,4 +279,82 @@ func ReadString(tid int, addr uint64, max int) (string, error) {
 		}
 	}
 	return "", unix.ENAMETOOLONG
+}
+
+// Receiver receives the notifications of a Listener on one thread.
+// Threads blocked in SECCOMP_IOCTL_NOTIF_RECV are all woken by each
+// notification (the kernel's wait there is not exclusive), and all but
+// one go back to sleep: a wasted wake-up of every idle thread per
+// notified system call. A Receiver waits instead in an epoll instance of
+// its own that watches the listener with EPOLLEXCLUSIVE, so that a
+// notification wakes one waiting receiver.
+type Receiver struct {
+	l  *Listener
+	ep int
+}
+
+// ErrClosed is returned by Receiver.Receive once the listener is closed,
+// or hung up: no thread is left that its filter binds.
+var ErrClosed = errors.New("seccompnotify: the listener is closed")
+
+// NewReceiver returns a receiver of l's notifications, for one thread at
+// a time; it must be closed.
+func (l *Listener) NewReceiver() (*Receiver, error) {
+	if l.stop < 0 {
+		return nil, errors.New("seccompnotify: receiver: no eventfd")
+	}
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("seccompnotify: receiver: %w", err)
+	}
+	add := func(fd int, events uint32) error {
+		return unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: events, Fd: int32(fd)})
+	}
+	l.refs.Add(1)
+	if err := add(l.stop, unix.EPOLLIN); err != nil {
+		unix.Close(ep)
+		l.release()
+		return nil, fmt.Errorf("seccompnotify: receiver: %w", err)
+	}
+	if err := add(l.Fd(), unix.EPOLLIN|unix.EPOLLEXCLUSIVE); err != nil {
+		unix.Close(ep)
+		l.release()
+		return nil, fmt.Errorf("seccompnotify: receiver: %w", err)
+	}
+	return &Receiver{l: l, ep: ep}, nil
+}
+
+// Close releases the receiver.
+func (r *Receiver) Close() error {
+	err := unix.Close(r.ep)
+	r.l.release()
+	return err
+}
+
+// Receive waits until the listener has a notification, receives one
+// (waiting in the kernel if another thread took it first) and fills n.
+func (r *Receiver) Receive(n *Notif) error {
+	var evs [2]unix.EpollEvent
+	for {
+		k, err := unix.EpollWait(r.ep, evs[:], -1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("seccompnotify: receive: %w", err)
+		}
+		for _, ev := range evs[:k] {
+			if int(ev.Fd) == r.l.stop {
+				return ErrClosed
+			}
+			if ev.Events&unix.EPOLLHUP != 0 && ev.Events&unix.EPOLLIN == 0 {
+				// The hang-up woke this receiver alone: wake the others.
+				r.l.wake()
+				return ErrClosed
+			}
+		}
+		if k > 0 {
+			return r.l.Receive(n)
+		}
+	}
 }

@@ -1,0 +1,138 @@
+//go:build linux && (amd64 || arm64)
+
+package seccompnotify
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestReceiverWakesOne: a notification wakes one of the receivers waiting
+// for it, not all of them. Eight receivers, each on a thread of its own,
+// answer 200 getppid calls of a filtered thread; their threads sleep
+// about once per call in all (200–360 times here, beside two CPU burners
+// under -race). Threads waiting in SECCOMP_IOCTL_NOTIF_RECV itself, or
+// in epoll without EPOLLEXCLUSIVE, wake several at each call: 1,080–1,610
+// times. The listener's Close makes every receiver return.
+func TestReceiverWakesOne(t *testing.T) {
+	arch := uint32(unix.AUDIT_ARCH_X86_64)
+	if runtime.GOARCH == "arm64" {
+		arch = unix.AUDIT_ARCH_AARCH64
+	}
+	prog, err := Program([]ABI{{Arch: arch, Rules: []Rule{{Nr: unix.SYS_GETPPID, Action: Notify}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const calls, receivers, answer = 200, 8, 4242
+
+	// The filtered thread: its goroutine never unlocks it, so that the
+	// thread ends with the goroutine (or is left unused, on the main
+	// thread), the filter with it.
+	loaded := make(chan error, 1)
+	l := make(chan *Listener, 1)
+	call := make(chan struct{})
+	got := make(chan int64)
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			loaded <- err
+			return
+		}
+		lis, err := Load(prog, true)
+		loaded <- err
+		if err != nil {
+			return
+		}
+		l <- lis
+		for range call {
+			r, _, _ := unix.Syscall(unix.SYS_GETPPID, 0, 0, 0)
+			got <- int64(r)
+		}
+	}()
+	if err := <-loaded; err != nil {
+		t.Fatal(err)
+	}
+	lis := <-l
+	defer lis.Close() // at a failure; Close again is harmless
+
+	var wg sync.WaitGroup
+	tids := make(chan int, receivers)
+	for range receivers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			r, err := lis.NewReceiver()
+			if err != nil {
+				t.Error(err)
+				tids <- 0
+				return
+			}
+			defer r.Close()
+			tids <- unix.Gettid()
+			var n Notif
+			for r.Receive(&n) == nil {
+				lis.Return(n.ID, answer)
+			}
+		}()
+	}
+	var threads []int
+	for range receivers {
+		threads = append(threads, <-tids)
+	}
+	// Every receiver waits before the first call.
+	time.Sleep(50 * time.Millisecond)
+	before := sleeps(t, threads)
+	for range calls {
+		call <- struct{}{}
+		if r := <-got; r != answer {
+			t.Fatalf("getppid returned %d, want the receiver's %d", r, answer)
+		}
+	}
+	woke := sleeps(t, threads) - before
+	close(call)
+	lis.Close()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the receivers did not return once the listener was closed")
+	}
+	t.Logf("%d receivers slept %d times for %d calls", receivers, woke, calls)
+	if woke > 3*calls {
+		t.Errorf("%d receivers slept %d times for %d calls: each call woke more than one", receivers, woke, calls)
+	}
+}
+
+// sleeps is the sum of the voluntary context switches of threads of this
+// process: a thread woken from a wait counts one when it waits again.
+func sleeps(t *testing.T, threads []int) int {
+	t.Helper()
+	sum := 0
+	for _, tid := range threads {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", tid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
+				n, err := strconv.Atoi(strings.TrimSpace(v))
+				if err != nil {
+					t.Fatal(err)
+				}
+				sum += n
+			}
+		}
+	}
+	return sum
+}
