@@ -121,7 +121,8 @@ func TestSupervisorRecord(t *testing.T) {
 // TestSupervisorWorks: what commands do all day goes through the
 // supervisor unchanged: files, directories, renames, links, modes, the
 // umask, FIFOs, temporary files, /dev/stdout, and a command that made
-// itself non-dumpable (ssh-agent does).
+// itself non-dumpable (ssh-agent does), /dev/null and /dev/tty (which
+// the supervisor opens without resolving: no terminal here).
 func TestSupervisorWorks(t *testing.T) {
 	marker := clean(t)
 	h := newSandboxHost(t, marker)
@@ -139,12 +140,16 @@ python3 -c 'import tempfile,os; f=tempfile.TemporaryFile(dir="."); f.write(b"t")
 python3 -c 'open("/dev/stdout","w").write("stdout\n"); open("/dev/stderr","w").write("stderr\n")'
 python3 -c 'import ctypes; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); open("nd", "w").write("x"); print("non-dumpable")'
 python3 -c 'import os; fd = os.memfd_create("m"); open("/proc/self/fd/%d" % fd, "w").write("m"); print(os.pread(fd, 1, 0).decode())'
-echo null > /dev/null
+echo null > /dev/null && exec 3<>/dev/null && echo null >&3 && exec 3>&-
+python3 -c 'import os
+try: os.open("/dev/null", os.O_WRONLY|os.O_CREAT|os.O_EXCL)
+except FileExistsError: print("null exists")'
+{ : > /dev/tty; } 2>/dev/null || echo no terminal
 mkdir m && stat -c '%a' m
 rm -r d p nd
 rmdir m && echo done`
 	code, stdout, stderr, markers := h.runMarked(t, in, plan, script)
-	want := "a\nb\na\nb\n640 2\n1\nthrough\ntmp\nstdout\nnon-dumpable\nm\n750\ndone\n"
+	want := "a\nb\na\nb\n640 2\n1\nthrough\ntmp\nstdout\nnon-dumpable\nm\nnull exists\nno terminal\n750\ndone\n"
 	if code != 0 || stdout != want || stderr != "stderr\n" || markers != nil {
 		t.Errorf("status %d, markers %q\nstdout %q\nwant   %q\nstderr %q", code, markers, stdout, want, stderr)
 	}
