@@ -113,7 +113,6 @@ func (s *Supervisor) worker() {
 		s.workers.Add(-1)
 		return
 	}
-	defer rcv.Close()
 	var n seccompnotify.Notif
 	for {
 		s.idle.Add(1)

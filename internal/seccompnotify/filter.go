@@ -166,7 +166,7 @@ func Load(prog []unix.SockFilter, listen bool) (*Listener, error) {
 	if !listen {
 		return nil, nil
 	}
-	return NewListener(int(fd)), nil
+	return newListener(int(fd)), nil
 }
 
 // Run interprets prog on d as the kernel's classic BPF would (for the

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -87,10 +88,12 @@ type Listener struct {
 	stop   int
 	refs   atomic.Int32
 	closed atomic.Bool
+
+	recvMu sync.Mutex // one receive at a time: see receiveReady
 }
 
-// NewListener wraps fd, a listener descriptor this process owns.
-func NewListener(fd int) *Listener {
+// newListener wraps fd, a listener descriptor this process owns.
+func newListener(fd int) *Listener {
 	l := &Listener{f: os.NewFile(uintptr(fd), "seccomp-listener"), fd: fd, stop: -1}
 	if efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
 		l.stop = efd
@@ -98,9 +101,6 @@ func NewListener(fd int) *Listener {
 	l.refs.Store(1)
 	return l
 }
-
-// Fd is the listener's descriptor.
-func (l *Listener) Fd() int { return l.fd }
 
 // Close closes the listener: every thread waiting in a notified system
 // call then gets ENOSYS, and every Receiver returns.
@@ -149,21 +149,35 @@ func (l *Listener) ioctl(req uintptr, arg unsafe.Pointer) error {
 	}
 }
 
-// Receive waits for the next notification and fills n.
-func (l *Listener) Receive(n *Notif) error {
+// receiveReady receives a notification that is waiting and fills n,
+// without ever waiting in the kernel (where only a new notification, not
+// Close, would end the wait): under recvMu, a listener that polls
+// readable has a request counted, and SECCOMP_IOCTL_NOTIF_RECV then
+// returns at once. It returns ErrGone when none is waiting (another
+// receiver took it, or its caller went away).
+func (l *Listener) receiveReady(n *Notif) error {
+	l.recvMu.Lock()
+	defer l.recvMu.Unlock()
+	fds := []unix.PollFd{{Fd: int32(l.fd), Events: unix.POLLIN}}
 	for {
-		*n = Notif{} // the kernel wants it zeroed
-		err := l.ioctl(ioctlRecv, unsafe.Pointer(n))
-		if err == ErrGone {
-			// The caller went away between the kernel's queueing and
-			// our receive: there is nothing to answer.
+		k, err := unix.Poll(fds, 0)
+		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("seccompnotify: receive: %w", err)
 		}
-		return nil
+		if k == 0 || fds[0].Revents&unix.POLLIN == 0 {
+			return ErrGone
+		}
+		break
 	}
+	*n = Notif{} // the kernel wants it zeroed
+	err := l.ioctl(ioctlRecv, unsafe.Pointer(n))
+	if err != nil && err != ErrGone {
+		return fmt.Errorf("seccompnotify: receive: %w", err)
+	}
+	return err
 }
 
 // Valid reports whether notification id still waits for its answer: its
@@ -293,12 +307,12 @@ type Receiver struct {
 	ep int
 }
 
-// ErrClosed is returned by Receiver.Receive once the listener is closed,
+// errClosed is returned by Receiver.Receive once the listener is closed,
 // or hung up: no thread is left that its filter binds.
-var ErrClosed = errors.New("seccompnotify: the listener is closed")
+var errClosed = errors.New("seccompnotify: the listener is closed")
 
 // NewReceiver returns a receiver of l's notifications, for one thread at
-// a time; it must be closed.
+// a time. It is released when its Receive fails (the listener closed).
 func (l *Listener) NewReceiver() (*Receiver, error) {
 	if l.stop < 0 {
 		return nil, errors.New("seccompnotify: receiver: no eventfd")
@@ -316,7 +330,7 @@ func (l *Listener) NewReceiver() (*Receiver, error) {
 		l.release()
 		return nil, fmt.Errorf("seccompnotify: receiver: %w", err)
 	}
-	if err := add(l.Fd(), unix.EPOLLIN|unix.EPOLLEXCLUSIVE); err != nil {
+	if err := add(l.fd, unix.EPOLLIN|unix.EPOLLEXCLUSIVE); err != nil {
 		unix.Close(ep)
 		l.release()
 		return nil, fmt.Errorf("seccompnotify: receiver: %w", err)
@@ -324,16 +338,23 @@ func (l *Listener) NewReceiver() (*Receiver, error) {
 	return &Receiver{l: l, ep: ep}, nil
 }
 
-// Close releases the receiver.
-func (r *Receiver) Close() error {
-	err := unix.Close(r.ep)
-	r.l.release()
-	return err
+// end releases the receiver, and says why Receive returns.
+func (r *Receiver) end() error {
+	if r.ep >= 0 {
+		unix.Close(r.ep)
+		r.ep = -1
+		r.l.release()
+	}
+	return errClosed
 }
 
-// Receive waits until the listener has a notification, receives one
-// (waiting in the kernel if another thread took it first) and fills n.
+// Receive waits until the listener has a notification, receives it and
+// fills n.
+// It fails for good once the listener is closed or hung up.
 func (r *Receiver) Receive(n *Notif) error {
+	if r.ep < 0 {
+		return errClosed
+	}
 	var evs [2]unix.EpollEvent
 	for {
 		k, err := unix.EpollWait(r.ep, evs[:], -1)
@@ -341,20 +362,31 @@ func (r *Receiver) Receive(n *Notif) error {
 			continue
 		}
 		if err != nil {
+			r.end()
 			return fmt.Errorf("seccompnotify: receive: %w", err)
 		}
 		for _, ev := range evs[:k] {
 			if int(ev.Fd) == r.l.stop {
-				return ErrClosed
+				return r.end()
 			}
 			if ev.Events&unix.EPOLLHUP != 0 && ev.Events&unix.EPOLLIN == 0 {
 				// The hang-up woke this receiver alone: wake the others.
 				r.l.wake()
-				return ErrClosed
+				return r.end()
 			}
 		}
-		if k > 0 {
-			return r.l.Receive(n)
+		if k == 0 {
+			continue
+		}
+		switch err := r.l.receiveReady(n); err {
+		case nil:
+			return nil
+		case ErrGone:
+			// Nothing to answer, or taken by another receiver: wait
+			// again (a hang-up shows there).
+		default:
+			r.end()
+			return err
 		}
 	}
 }

@@ -77,7 +77,6 @@ func TestReceiverWakesOne(t *testing.T) {
 				tids <- 0
 				return
 			}
-			defer r.Close()
 			tids <- unix.Gettid()
 			var n Notif
 			for r.Receive(&n) == nil {
