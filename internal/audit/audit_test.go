@@ -12,9 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -652,5 +654,84 @@ func TestFollowThroughRotationGap(t *testing.T) {
 	}
 	if err := audit.Follow(context.Background(), filepath.Join(t.TempDir(), "none.jsonl"), 10*time.Millisecond, func([]byte) error { return nil }); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Follow of a log that never comes: %v, want not exist", err)
+	}
+}
+
+// TestFollowRotatedWhileSwitching: the log rotates again just as Follow,
+// at the end of a rotated file, opens the file after it by name: the live
+// file it looked at is renamed, and path names the next one. Follow hands
+// on the renamed file's lines, then the new live file's; it skipped the
+// renamed one before (TestTail's rare "followed seq 69, want 53").
+func TestFollowRotatedWhileSwitching(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.jsonl")
+	appendTo := func(name, s string) {
+		t.Helper()
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rotate := func(to, first string) {
+		t.Helper()
+		if err := os.Rename(path, filepath.Join(dir, to)); err != nil {
+			t.Fatal(err)
+		}
+		appendTo(path, first)
+	}
+	appendTo(path, "a1\n")
+	var armed atomic.Bool
+	audit.SetBeforeNextOpen(func() {
+		if armed.CompareAndSwap(true, false) {
+			rotate("audit.jsonl.20", "c1\n") // b1 and b2's file, renamed
+		}
+	})
+	defer audit.SetBeforeNextOpen(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	seen := make(chan string, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- audit.Follow(ctx, path, 10*time.Millisecond, func(b []byte) error { seen <- string(b); return nil })
+	}()
+	// Follow starts at the file's end, whenever it opens it: a line
+	// every 20 ms until one shows.
+	for got := false; !got; {
+		appendTo(path, "a2\n")
+		select {
+		case <-seen:
+			got = true
+		case err := <-done:
+			t.Fatalf("Follow returned %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	for len(seen) > 0 {
+		<-seen
+	}
+	armed.Store(true)
+	appendTo(path, "a3\n")
+	rotate("audit.jsonl.10", "b1\nb2\n")
+	var got []string
+	for len(got) < 4 {
+		select {
+		case line := <-seen:
+			if line != "a2\n" { // one more written while Follow started
+				got = append(got, line)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Follow handed on %q, then nothing", got)
+		}
+	}
+	if want := []string{"a3\n", "b1\n", "b2\n", "c1\n"}; !slices.Equal(got, want) {
+		t.Errorf("Follow handed on %q, want %q", got, want)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Follow: %v", err)
 	}
 }

@@ -333,7 +333,7 @@ func FollowFrom(ctx context.Context, path string, from Mark, poll time.Duration,
 					drained = true
 					continue
 				}
-				if nf, err := os.Open(nextInSet(path, inode(cur))); err == nil {
+				if nf := openNext(path, inode(cur)); nf != nil {
 					f.Close()
 					f, pending, drained = nf, nil, false
 					continue
@@ -347,6 +347,36 @@ func FollowFrom(ctx context.Context, path string, from Mark, poll time.Duration,
 		}
 	}
 }
+
+// openNext opens the file of the log at path that follows the one with
+// inode ino, once that one is rotated; nil when it cannot yet.
+//
+// That file is fixed from then on, not its name: when it is the live
+// file, another rotation may rename it between the look and the open,
+// and path then opens the file after it, skipping its lines. The name is
+// looked up again after the open, and the file kept only if it still
+// names what was opened.
+func openNext(path string, ino uint64) *os.File {
+	name := nextInSet(path, ino)
+	if beforeNextOpen != nil {
+		beforeNextOpen()
+	}
+	nf, err := os.Open(name)
+	if err != nil {
+		return nil
+	}
+	opened, err1 := nf.Stat()
+	named, err2 := os.Stat(nextInSet(path, ino))
+	if err1 != nil || err2 != nil || inode(opened) != inode(named) {
+		nf.Close()
+		return nil
+	}
+	return nf
+}
+
+// beforeNextOpen, when set (by a test), runs in openNext between its
+// look at the set and its open: the moment another rotation can come.
+var beforeNextOpen func()
 
 // fileOf is the file of the log at path that m names, and the offset to
 // start at in it: m's own, or 0 in the oldest file left when m's file is
