@@ -36,3 +36,16 @@ func (t *Tracker) AddReused(sid int, owner string) {
 	registry.seq++
 	registry.sessions[sid] = &sessionEntry{tracker: t, owner: owner, root: sid, seq: registry.seq, start: 1, end: 2, leader: 1}
 }
+
+// AddEscapee tracks sid for t and owner as the session of a process that
+// escaped command root, made by a scan whose latest start time was gone,
+// in which no process had sid as its pid (its leader had exited).
+func (t *Tracker) AddEscapee(sid, root int, owner string, gone uint64) {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	if registry.sessions == nil {
+		registry.sessions = make(map[int]*sessionEntry)
+	}
+	registry.seq++
+	registry.sessions[sid] = &sessionEntry{tracker: t, owner: owner, root: root, seq: registry.seq, leaderGone: gone}
+}

@@ -57,6 +57,12 @@ type sessionEntry struct {
 	// reused, so the session it named is gone, and the one of that id
 	// now is another's (dropStaleLocked).
 	leader uint64
+	// leaderGone, for an entry whose leader was not alive when it was
+	// made (leader 0): the latest start time of that scan. The leader
+	// started before the session's members, which were alive then, so
+	// a process with the session id's pid that started after it is
+	// another: the pid was reused.
+	leaderGone uint64
 }
 
 var registry struct {
@@ -666,6 +672,10 @@ func attributeLocked(infos []Info, self, selfPgid, selfSid int) {
 		idx[p.Pid] = i
 	}
 	dropStaleLocked(infos, idx)
+	var latest uint64 // the latest start time of the scan
+	for _, p := range infos {
+		latest = max(latest, p.StartTime)
+	}
 	memo := make(map[int]*sessionEntry) // pid → what it belongs to; nil: nothing
 	var path []int
 	for _, p := range infos {
@@ -707,6 +717,8 @@ func attributeLocked(infos []Info, self, selfPgid, selfSid int) {
 			e := &sessionEntry{tracker: from.tracker, owner: from.owner, root: from.root, seq: registry.seq}
 			if i, ok := idx[p.Sid]; ok {
 				e.leader = infos[i].StartTime
+			} else {
+				e.leaderGone = latest
 			}
 			registry.sessions[p.Sid] = e
 		}
@@ -714,7 +726,9 @@ func attributeLocked(infos []Info, self, selfPgid, selfSid int) {
 }
 
 // dropStaleLocked forgets the tracked sessions whose id is now the pid
-// of a process that started at another time than their leader did. The
+// of a process that started at another time than their leader did, or,
+// when their leader had exited before the entry was made, after the
+// scan that made it (sessionEntry.leaderGone). The
 // kernel reuses a pid only once no process has it as its session id, so
 // such a session has no member left, and the session of that id now is
 // another command's: a kill of the stale entry's owner would take it
@@ -723,7 +737,11 @@ func attributeLocked(infos []Info, self, selfPgid, selfSid int) {
 // pids to infos.
 func dropStaleLocked(infos []Info, idx map[int]int) {
 	for sid, e := range registry.sessions {
-		if i, ok := idx[sid]; ok && e.leader != 0 && infos[i].StartTime != e.leader {
+		i, ok := idx[sid]
+		if !ok {
+			continue
+		}
+		if e.leader != 0 && infos[i].StartTime != e.leader || e.leader == 0 && e.leaderGone != 0 && infos[i].StartTime > e.leaderGone {
 			delete(registry.sessions, sid)
 		}
 	}

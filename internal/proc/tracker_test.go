@@ -387,3 +387,24 @@ func TestTrackerReusedSessionID(t *testing.T) {
 	other.Process.Kill()
 	recv(t, done)
 }
+
+// TestTrackerReusedEscapeeSessionID: the same for the entry of an
+// escapee's session whose leader had exited when the entry was made: a
+// process with that pid started after that scan is not its leader.
+func TestTrackerReusedEscapeeSessionID(t *testing.T) {
+	marker := clean(t)
+	other := startSession(t, marker, "sleep 1015")
+	done := waitAsync(other)
+	p, err := proc.Stat(other.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := proc.NewTracker()
+	tr.AddEscapee(other.Process.Pid, 1, "gone", p.StartTime-1)
+	tr.KillOwner("gone", 0)
+	if p, err := proc.Stat(other.Process.Pid); err != nil || !p.Alive() {
+		t.Errorf("the session that reused the id was killed: %v, state %c", err, p.State)
+	}
+	other.Process.Kill()
+	recv(t, done)
+}
