@@ -23,14 +23,7 @@ import (
 // in epoll without EPOLLEXCLUSIVE, wake several at each call: 1,080–1,610
 // times. The listener's Close makes every receiver return.
 func TestReceiverWakesOne(t *testing.T) {
-	arch := uint32(unix.AUDIT_ARCH_X86_64)
-	if runtime.GOARCH == "arm64" {
-		arch = unix.AUDIT_ARCH_AARCH64
-	}
-	prog, err := Program([]ABI{{Arch: arch, Rules: []Rule{{Nr: unix.SYS_GETPPID, Action: Notify}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	prog := getppidFilter(t)
 	const calls, receivers, answer = 200, 8, 4242
 
 	// The filtered thread: its goroutine never unlocks it, so that the
@@ -134,4 +127,88 @@ func sleeps(t *testing.T, threads []int) int {
 		}
 	}
 	return sum
+}
+
+// TestReceiverHangUp: when the last thread the filter binds exits, the
+// listener hangs up, and every receiver returns (the one the hang-up
+// woke wakes the others), without the listener being closed.
+func TestReceiverHangUp(t *testing.T) {
+	prog := getppidFilter(t)
+	type loaded struct {
+		l   *Listener
+		err error
+	}
+	ready := make(chan loaded, 1)
+	exit := make(chan struct{})
+	var load func()
+	load = func() {
+		// Never unlocked: the thread ends with the goroutine. The main
+		// thread would not end: it stays locked to this goroutine until
+		// the test is over, and another one loads the filter.
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			go load()
+			<-exit
+			return
+		}
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			ready <- loaded{err: err}
+			return
+		}
+		l, err := Load(prog, true)
+		ready <- loaded{l, err}
+		<-exit
+	}
+	go load()
+	r := <-ready
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.l.Close()
+	const receivers = 4
+	var wg sync.WaitGroup
+	started := make(chan error, receivers)
+	for range receivers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rcv, err := r.l.NewReceiver()
+			started <- err
+			if err != nil {
+				return
+			}
+			var n Notif
+			for rcv.Receive(&n) == nil {
+				r.l.Return(n.ID, 0)
+			}
+		}()
+	}
+	for range receivers {
+		if err := <-started; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(exit) // the filter's only thread exits
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the receivers did not return once the filter's last thread exited")
+	}
+}
+
+// getppidFilter is a filter that notifies getppid, which the Go runtime
+// never calls.
+func getppidFilter(t *testing.T) []unix.SockFilter {
+	t.Helper()
+	arch := uint32(unix.AUDIT_ARCH_X86_64)
+	if runtime.GOARCH == "arm64" {
+		arch = unix.AUDIT_ARCH_AARCH64
+	}
+	prog, err := Program([]ABI{{Arch: arch, Rules: []Rule{{Nr: unix.SYS_GETPPID, Action: Notify}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return prog
 }
