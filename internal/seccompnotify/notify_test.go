@@ -143,10 +143,12 @@ func TestReceiverHangUp(t *testing.T) {
 	var load func()
 	load = func() {
 		// Never unlocked: the thread ends with the goroutine. The main
-		// thread would not end: it stays locked to this goroutine until
-		// the test is over, and another one loads the filter.
+		// thread would not end: it stays locked to this goroutine, so
+		// that another goroutine loads the filter elsewhere, and is
+		// unlocked, unchanged, when the test is over.
 		runtime.LockOSThread()
 		if unix.Gettid() == unix.Getpid() {
+			defer runtime.UnlockOSThread()
 			go load()
 			<-exit
 			return
