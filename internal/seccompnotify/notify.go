@@ -349,8 +349,7 @@ func (r *Receiver) end() error {
 }
 
 // Receive waits until the listener has a notification, receives it and
-// fills n.
-// It fails for good once the listener is closed or hung up.
+// fills n. It fails for good once the listener is closed or hung up.
 func (r *Receiver) Receive(n *Notif) error {
 	if r.ep < 0 {
 		return errClosed
