@@ -668,14 +668,12 @@ func attributeLocked(infos []Info, self, selfPgid, selfSid int) {
 		return
 	}
 	idx := make(map[int]int, len(infos))
+	var latest uint64 // the latest start time of the scan
 	for i, p := range infos {
 		idx[p.Pid] = i
-	}
-	dropStaleLocked(infos, idx)
-	var latest uint64 // the latest start time of the scan
-	for _, p := range infos {
 		latest = max(latest, p.StartTime)
 	}
+	dropStaleLocked(infos, idx)
 	memo := make(map[int]*sessionEntry) // pid → what it belongs to; nil: nothing
 	var path []int
 	for _, p := range infos {
