@@ -22,12 +22,11 @@ const countScans = 4
 func (s *initState) countLeftovers(c *command) int {
 	delay := time.Millisecond
 	for try := 0; ; try++ {
-		s.mu.Lock()
-		infos, err := proc.Scan()
+		infos, err := proc.Scan() // unlocked, as killLeftovers's
 		if err != nil {
-			s.mu.Unlock()
 			return 0
 		}
+		s.mu.Lock()
 		s.account(infos)
 		live, traces := 0, 0
 		for _, p := range infos {

@@ -134,7 +134,7 @@ func (s *scanShare) do(visit func(*snapshot)) {
 var killScans = newScanShare(func(visits []func(*snapshot)) {
 	spawnMu.Lock()
 	defer spawnMu.Unlock()
-	infos, err := Scan()
+	infos, err := scan()
 	s := &snapshot{infos: infos, err: err}
 	self, selfPgid := os.Getpid(), unix.Getpgrp()
 	if err == nil {
@@ -154,7 +154,7 @@ var killScans = newScanShare(func(visits []func(*snapshot)) {
 // package's reaper (a namespace's init reaps its own children).
 var groupScans = newScanShare(func(visits []func(*snapshot)) {
 	groupScanRounds.Add(1)
-	infos, err := Scan()
+	infos, err := scan()
 	s := &snapshot{infos: infos, err: err}
 	for _, v := range visits {
 		v(s)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -183,7 +184,21 @@ func exhausted(err error) bool {
 // if its parent exits before its own line is read, so callers that
 // conclude "nothing is left" from one Scan should confirm with a second
 // one.
+//
+// Concurrent callers share scans, as GroupAlive's callers do: each gets
+// one that started after its call (a copy of its own), the same one as
+// the callers that asked before it started. A namespace's init, whose
+// reaper, kills, counts and group waits all scan, so makes one scan for
+// the kills of a burst that asked at the same moment.
 func Scan() ([]Info, error) {
+	var infos []Info
+	var err error
+	groupScans.do(func(s *snapshot) { infos, err = slices.Clone(s.infos), s.err })
+	return infos, err
+}
+
+// scan makes one scan of /proc, for Scan and the shared rounds.
+func scan() ([]Info, error) {
 	scans.Add(1)
 	d, err := os.Open("/proc")
 	if err != nil {
