@@ -48,6 +48,37 @@ func TestKillLeftoversEscapees(t *testing.T) {
 	ch.Release()
 }
 
+// TestLeftoversAfterKillAll: once a KillLeftovers succeeded, nothing of
+// the command is alive to start more, so its count is 0 and a second kill
+// has nothing to do, both answered without the init: they hold even once
+// the init is closed (a burst of task_kill then saves a round trip and a
+// scan of /proc per task). Before the kill, the count asks the init.
+func TestLeftoversAfterKillAll(t *testing.T) {
+	marker := clean(t)
+	in := startInit(t)
+	ch, stdout, _ := spawn(t, in, marker, escapees)
+	wait(t, ch)
+	testutil.WaitFor(t, 10*time.Second, "three sleeps", func() bool { return len(testutil.Processes(marker)) >= 3 })
+	if n, err := ch.Leftovers(); n < 3 || err != nil {
+		t.Fatalf("Leftovers before the kill: %d, %v; want the three sleeps", n, err)
+	}
+	if err := ch.KillLeftovers(); err != nil {
+		t.Fatal(err)
+	}
+	stdout.text(t)
+	ch.Release()
+	if err := in.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ch.Leftovers(); n != 0 || err != nil {
+		t.Errorf("Leftovers after the kill, the init closed: %d, %v; want 0, nil", n, err)
+	}
+	if err := ch.KillLeftovers(); err != nil {
+		t.Errorf("KillLeftovers again, the init closed: %v", err)
+	}
+	testutil.AssertNoProcesses(t, marker)
+}
+
 // TestKillLeftoversAfterRelease: leftovers stay charged to their command
 // after its zombie was reaped.
 func TestKillLeftoversAfterRelease(t *testing.T) {

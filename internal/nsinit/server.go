@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -712,6 +713,11 @@ type Child struct {
 	dmu        sync.Mutex
 	denials    []sandbox.Denial // what the sandbox denied the command, in order
 	deniedMore int              // and how many more it could not keep
+
+	// allKilled: a KillLeftovers found everything the command started
+	// gone (the init's two empty scans), so nothing of it is left to
+	// start more: Leftovers is 0 without asking the init.
+	allKilled atomic.Bool
 }
 
 // deny adds to what the sandbox denied the command.
@@ -789,6 +795,9 @@ func (c *Child) Terminate(grace time.Duration) (escalated bool, err error) {
 // double fork) and the orphans charged to it, and returns once they are
 // gone. It may be called before or after Release.
 func (c *Child) KillLeftovers() error {
+	if c.allKilled.Load() {
+		return nil
+	}
 	if c.cgroup != "" {
 		if err := kill(c.cgroup); err != nil {
 			return err
@@ -796,6 +805,9 @@ func (c *Child) KillLeftovers() error {
 	}
 	_, err := c.i.call(&message{Op: opLeftovers, Pid: c.Pid})
 	c.removeCgroups()
+	if err == nil {
+		c.allKilled.Store(true)
+	}
 	return err
 }
 
@@ -804,6 +816,9 @@ func (c *Child) KillLeftovers() error {
 // A process that forks and exits in a loop counts as one, although no
 // scan may see it alive. It may be called before or after Release.
 func (c *Child) Leftovers() (int, error) {
+	if c.allKilled.Load() {
+		return 0, nil
+	}
 	r, err := c.i.call(&message{Op: opCount, Pid: c.Pid})
 	if err != nil {
 		return 0, err
