@@ -84,8 +84,12 @@ func stat(pid int, buf []byte) (Info, error) {
 	return info, nil
 }
 
-// readFull reads until EOF or until buf is full; the kernel produces the
-// stat line in one read, but a short read must not cut it.
+// readFull reads the stat line whole. procfs serves it through seq_file,
+// which copies a record whole when the buffer holds it and then returns
+// what it has, so a read that leaves room in buf is the end of the file:
+// no second read to see EOF (a scan makes one system call fewer per
+// process). A read that fills buf is read on from, until EOF or buf is
+// full.
 func readFull(fd int, buf []byte) (int, error) {
 	n := 0
 	for n < len(buf) {
@@ -96,8 +100,8 @@ func readFull(fd int, buf []byte) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		if m == 0 {
-			return n, nil
+		if m == 0 || m < len(buf)-n {
+			return n + m, nil
 		}
 		n += m
 	}
