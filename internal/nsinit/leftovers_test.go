@@ -3,10 +3,12 @@
 package nsinit_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/conch-dev/conch/internal/nsinit"
+	"github.com/conch-dev/conch/internal/proc"
 	"github.com/conch-dev/conch/internal/testutil"
 )
 
@@ -208,4 +210,49 @@ func TestLeftoversCount(t *testing.T) {
 		t.Error("KillLeftovers returned with the loop alive")
 	}
 	stdout.text(t)
+}
+
+// TestNonDumpableDuringStart: inits start while other code makes the
+// process non-dumpable again and again (as local.New does for each
+// executor a server makes). A server that is not root must be dumpable
+// while it writes a new init's uid and gid maps; before proc.StartCmd
+// ordered the two, one such start in a few failed with `fork/exec
+// /proc/self/exe: permission denied`. Meaningful as an unprivileged user
+// (TestUnprivileged runs it so); root writes the maps either way.
+func TestNonDumpableDuringStart(t *testing.T) {
+	clean(t)
+	if err := proc.NonDumpable(); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var flips sync.WaitGroup
+	flips.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := proc.NonDumpable(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	var starts sync.WaitGroup
+	for range 4 {
+		starts.Go(func() {
+			for range 5 {
+				in, err := nsinit.Start(initOptions())
+				if err != nil {
+					t.Errorf("Start while the process is made non-dumpable: %v", err)
+					return
+				}
+				in.Close()
+			}
+		})
+	}
+	starts.Wait()
+	close(stop)
+	flips.Wait()
 }

@@ -297,7 +297,7 @@ func startProcess(o Options) (*Spare, error) {
 	if netNS {
 		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
 	}
-	err = startDumpable(cmd)
+	err = proc.StartCmd(cmd) // dumpable for the start when not root: see there
 	theirs.Close()
 	if err != nil {
 		ours.Close()
@@ -416,31 +416,6 @@ const selfExe = "/proc/self/exe"
 
 // startTimeout bounds the wait for a new init's first answer.
 var startTimeout = 10 * time.Second
-
-// dumpableMu serialises the starts that make this process dumpable for a
-// moment.
-var dumpableMu sync.Mutex
-
-// startDumpable starts cmd with this process dumpable during the fork. A
-// process that is not root writes the uid and gid maps of the init it
-// forked into /proc/<pid>/, which a non-dumpable process's child (one of
-// local.New's executors: docs/executor.md) holds as root's until its
-// exec: the write fails with EACCES. The server is dumpable for the fork
-// and exec of the init only, and its commands cannot see it meanwhile:
-// they run in inits.
-func startDumpable(cmd *exec.Cmd) error {
-	if os.Getuid() == 0 {
-		return proc.StartCmd(cmd)
-	}
-	dumpableMu.Lock()
-	defer dumpableMu.Unlock()
-	was, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
-	if err == nil && was == 0 {
-		unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0)
-		defer unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	}
-	return proc.StartCmd(cmd)
-}
 
 // namespaceAttr starts the init in new user, PID and mount namespaces,
 // as pid 1, in a session of its own, mapping this process's uid and gid

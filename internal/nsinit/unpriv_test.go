@@ -29,6 +29,8 @@ var unprivTests = []string{
 	"TestKillLeftoversEscapees",
 	"TestKillLeftoversAfterRelease",
 	"TestKillLeftoversForkLoop",
+	"TestLeftoversAfterKillAll",
+	"TestNonDumpableDuringStart",
 	"TestCloseKillsEverything",
 	"TestServerKilled",
 	"TestUserNamespacesOff",

@@ -163,16 +163,16 @@ func WaitSpawns() {
 	spawnMu.Unlock()
 }
 
-// Claim records that pid, a child of this process, is waited for by other
+// claim records that pid, a child of this process, is waited for by other
 // code (os/exec), so the orphan reaper and Tracker.KillAll never reap it.
 // Call it under LockSpawn, right after the fork.
-func Claim(pid int) {
+func claim(pid int) {
 	claimMu.Lock()
 	claimed[pid]++
 	claimMu.Unlock()
 }
 
-// Release undoes Claim. Call it only after exec.Cmd.Wait (or
+// Release undoes StartCmd's claim. Call it only after exec.Cmd.Wait (or
 // os.Process.Wait) has returned: before that the child may still be an
 // unreaped zombie, which the reaper would take from under Wait.
 func Release(pid int) {
@@ -199,13 +199,29 @@ func isClaimed(pid int) bool {
 // keeps its threads, except that a goroutine which exits while locked with
 // runtime.LockOSThread takes its thread with it: do not start children
 // with Pdeathsig from such a goroutine, or they are killed at once.
+//
+// A process that is not root and starts a child in a new user namespace
+// writes the child's uid and gid maps into /proc/<pid>/, which the kernel
+// gives to root while the child is not dumpable, as it is when this
+// process is not (NonDumpable) until the child's exec: the write would
+// fail with EACCES. StartCmd then makes this process dumpable for the
+// fork and exec, ordered with NonDumpable, which would otherwise take it
+// back in the middle of a start.
 func StartCmd(cmd *exec.Cmd) error {
+	if mapsIDs(cmd) && os.Getuid() != 0 {
+		dumpMu.Lock()
+		defer dumpMu.Unlock()
+		if was, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); err == nil && was == 0 {
+			unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0)
+			defer unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+		}
+	}
 	unlock := LockSpawn()
 	defer unlock()
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	Claim(cmd.Process.Pid)
+	claim(cmd.Process.Pid)
 	return nil
 }
 
@@ -265,4 +281,25 @@ func waitStatus(info *unix.Siginfo) syscall.WaitStatus {
 	default: // CLD_EXITED
 		return syscall.WaitStatus(c.status&0xff) << 8
 	}
+}
+
+// dumpMu orders NonDumpable with the starts that make this process
+// dumpable for a moment (StartCmd).
+var dumpMu sync.Mutex
+
+// NonDumpable makes this whole process non-dumpable (PR_SET_DUMPABLE 0):
+// a process of the same user can then not read its environment or memory
+// through /proc, nor write to its open files. It waits for a StartCmd that
+// made the process dumpable for its child's start to end.
+func NonDumpable() error {
+	dumpMu.Lock()
+	defer dumpMu.Unlock()
+	return unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+}
+
+// mapsIDs reports whether cmd starts in a new user namespace whose uid or
+// gid map this process writes.
+func mapsIDs(cmd *exec.Cmd) bool {
+	a := cmd.SysProcAttr
+	return a != nil && a.Cloneflags&unix.CLONE_NEWUSER != 0 && (len(a.UidMappings) > 0 || len(a.GidMappings) > 0)
 }

@@ -78,7 +78,7 @@ func New(opts *Options) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+	if err := proc.NonDumpable(); err != nil {
 		return nil, fmt.Errorf("local: make the process non-dumpable: %w", err)
 	}
 	if err := proc.BecomeSubreaper(); err != nil {
