@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/conch-dev/conch/internal/nsinit"
+	"github.com/conch-dev/conch/internal/proc"
 	"github.com/conch-dev/conch/internal/testutil"
 )
 
@@ -80,6 +81,9 @@ func TestCgroupPerCommand(t *testing.T) {
 		if got == "" && exited(p.Pid) {
 			continue // one of the fork loop's, gone since it was listed
 		}
+		if q, err := proc.Stat(p.Pid); err != nil || q.StartTime != p.StartTime {
+			continue // gone, and its pid another process's (the loop wraps the pids)
+		}
 		checked++
 		if dir == "" {
 			dir = got
@@ -126,11 +130,23 @@ func TestCgroupClose(t *testing.T) {
 	loop, beat := forkLoop(t)
 	ch, stdout, _ := spawn(t, in, marker, "sleep 600 & "+loop+"wait")
 	testutil.WaitBeating(t, beat)
-	ps := testutil.Processes(marker)
-	if len(ps) == 0 {
-		t.Fatal("the command is gone")
+	// The session's cgroup, from a process of the command that is in
+	// one of its command cgroups: the loop's processes live a moment,
+	// and with pid_max at 32768 it wraps the pids within seconds, so a
+	// pid of the scan may be another process's by the time its cgroup
+	// is read (once it named the root's).
+	prefix := fmt.Sprintf("conch-%d-", os.Getpid())
+	session := ""
+	for _, p := range testutil.Processes(marker) {
+		c := cgroupOf(p.Pid)
+		if dir := filepath.Dir(c); strings.HasPrefix(filepath.Base(c), "cmd-") && strings.HasPrefix(filepath.Base(dir), prefix) {
+			session = filepath.Join(cg.Mount, dir)
+			break
+		}
 	}
-	session := filepath.Dir(filepath.Join(cg.Mount, cgroupOf(ps[0].Pid)))
+	if session == "" {
+		t.Fatal("no process of the command in a command cgroup of this server")
+	}
 	if err := in.Close(); err != nil {
 		t.Fatal(err)
 	}
