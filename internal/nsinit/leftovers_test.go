@@ -50,14 +50,15 @@ func TestKillLeftoversEscapees(t *testing.T) {
 	ch.Release()
 }
 
-// TestLeftoversAfterKillAll: once a KillLeftovers succeeded, nothing of
-// the command is alive to start more, so its count is 0 and a second kill
-// has nothing to do, both answered without the init: they hold even once
-// the init is closed (a burst of task_kill then saves a round trip and a
-// scan of /proc per task). Before the kill, the count asks the init.
+// TestLeftoversAfterKillAll: once a KillLeftovers emptied the command's
+// cgroup, nothing of the command is alive to start more, so its count is
+// 0 and a second kill has nothing to do, both answered without the init:
+// they hold even once the init is closed (a burst of task_kill then saves
+// a round trip and a scan of /proc per task). Before the kill, the count
+// asks the init; without a cgroup it always does (TestLeftoversAskInit).
 func TestLeftoversAfterKillAll(t *testing.T) {
 	marker := clean(t)
-	in := startInit(t)
+	in, _ := cgroupInit(t)
 	ch, stdout, _ := spawn(t, in, marker, escapees)
 	wait(t, ch)
 	testutil.WaitFor(t, 10*time.Second, "three sleeps", func() bool { return len(testutil.Processes(marker)) >= 3 })
@@ -210,6 +211,28 @@ func TestLeftoversCount(t *testing.T) {
 		t.Error("KillLeftovers returned with the loop alive")
 	}
 	stdout.text(t)
+}
+
+// TestLeftoversAskInit: without a cgroup, a count after a successful
+// KillLeftovers still asks the init, whose scans may have missed a fast
+// fork loop that its count finds by the zombies it leaves: after the
+// init is closed, the count fails instead of saying 0.
+func TestLeftoversAskInit(t *testing.T) {
+	marker := clean(t)
+	in := startInit(t)
+	ch, stdout, _ := spawn(t, in, marker, "sleep 600 & echo ready")
+	wait(t, ch)
+	if err := ch.KillLeftovers(); err != nil {
+		t.Fatal(err)
+	}
+	stdout.text(t)
+	ch.Release()
+	if err := in.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ch.Leftovers(); err == nil {
+		t.Errorf("Leftovers without a cgroup, the init closed: %d, nil; want the init's error", n)
+	}
 }
 
 // TestNonDumpableDuringStart: inits start while other code makes the

@@ -689,9 +689,12 @@ type Child struct {
 	denials    []sandbox.Denial // what the sandbox denied the command, in order
 	deniedMore int              // and how many more it could not keep
 
-	// allKilled: a KillLeftovers found everything the command started
-	// gone (the init's two empty scans), so nothing of it is left to
-	// start more: Leftovers is 0 without asking the init.
+	// allKilled: a KillLeftovers emptied the command's cgroup and found
+	// nothing else of it alive, so nothing of it is left to start more:
+	// Leftovers is 0 without asking the init. Only with a cgroup: its
+	// kill takes a fork loop whatever its speed, while a scan may list
+	// each of its processes only after it forked its next and exited
+	// (the init's count then still finds the loop's zombies).
 	allKilled atomic.Bool
 }
 
@@ -771,6 +774,7 @@ func (c *Child) Terminate(grace time.Duration) (escalated bool, err error) {
 // gone. It may be called before or after Release.
 func (c *Child) KillLeftovers() error {
 	if c.allKilled.Load() {
+		c.removeCgroups() // if the first one found them still populated
 		return nil
 	}
 	if c.cgroup != "" {
@@ -780,7 +784,7 @@ func (c *Child) KillLeftovers() error {
 	}
 	_, err := c.i.call(&message{Op: opLeftovers, Pid: c.Pid})
 	c.removeCgroups()
-	if err == nil {
+	if err == nil && c.cgroup != "" {
 		c.allKilled.Store(true)
 	}
 	return err

@@ -29,7 +29,7 @@ var unprivTests = []string{
 	"TestKillLeftoversEscapees",
 	"TestKillLeftoversAfterRelease",
 	"TestKillLeftoversForkLoop",
-	"TestLeftoversAfterKillAll",
+	"TestLeftoversAskInit",
 	"TestNonDumpableDuringStart",
 	"TestCloseKillsEverything",
 	"TestServerKilled",
