@@ -46,6 +46,7 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	log := c.newLogger(stderr)
 	c.configFile = set.file
 	c.spareInits = true
+	c.warm = true
 	st, err := c.build(log)
 	if err != nil {
 		fmt.Fprintln(stderr, "conch acp:", err)

@@ -25,6 +25,10 @@ import (
 
 // config is the executor and tool settings every subcommand shares.
 type config struct {
+	// warm: the local executor starts each next foreground command's
+	// bash ahead (serve and acp, whose sessions run one command after
+	// another; not run, which runs one).
+	warm            bool
 	provider        choice
 	logLevel        logLevel
 	cwd             string
@@ -337,6 +341,7 @@ func (c *config) localOptions() *local.Options {
 		MaxSpillBytes:  int64(c.maxSpillBytes.v),
 		Grace:          c.graceMs.millis(),
 		PassEnv:        c.passEnv.vals,
+		Warm:           c.warm,
 	}
 }
 

@@ -106,6 +106,7 @@ func serveCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	c.configFile = set.file
 	c.net.own = ownListeners(ln) // refused to commands (docs/security.md)
 	c.spareInits = true
+	c.warm = true
 	st, err := c.build(log)
 	if err != nil {
 		if ln != nil {

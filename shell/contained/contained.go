@@ -315,7 +315,6 @@ func (s *spawner) Spawn(c local.Command) (local.Child, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.net.spawned(c, time.Now())
 	return b.in.Spawn(c.Command)
 }
 
@@ -471,7 +470,6 @@ func (s *spawner) Annotate(c local.Command, ch local.Child, r *shell.Result) {
 	s.spares.refill() // a command ended: the next spare's start competes with none of its
 	plan, eg := s.plan(c)
 	if plan == nil {
-		s.net.finished(c)
 		return
 	}
 	defer s.annotateNetwork(c, eg, r)
@@ -504,7 +502,6 @@ func (s *spawner) EndOwner(owner string) {
 	delete(s.sessions, owner)
 	s.mu.Unlock()
 	closeAll(inits)
-	s.net.forget(owner)
 }
 
 // Close implements local.Spawner: every init ends, and the kernel kills

@@ -5,11 +5,9 @@ package contained
 import (
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/conch-dev/conch/internal/egress"
 	"github.com/conch-dev/conch/internal/netpolicy"
@@ -27,12 +25,10 @@ const (
 )
 
 // network is the spawner's share of the network policy: the askers the
-// tool layer lent each owner, and when each running command started.
+// tool layer lent each owner.
 type network struct {
-	mu      sync.Mutex
-	askers  map[string][]*loan     // by owner, the latest last
-	started map[*os.File]time.Time // by the command's stdout
-	owners  map[*os.File]string    // the same commands' owners
+	mu     sync.Mutex
+	askers map[string][]*loan // by owner, the latest last
 }
 
 type loan struct{ a shell.NetworkAsker }
@@ -73,41 +69,6 @@ func (n *network) asker(owner string) shell.NetworkAsker {
 		return ls[len(ls)-1].a
 	}
 	return nil
-}
-
-// spawned notes when c started, for the denials to attribute to it.
-func (n *network) spawned(c local.Command, at time.Time) {
-	if c.Stdout == nil {
-		return
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.started == nil {
-		n.started, n.owners = make(map[*os.File]time.Time), make(map[*os.File]string)
-	}
-	n.started[c.Stdout], n.owners[c.Stdout] = at, c.Owner
-}
-
-// finished returns when c started and forgets it.
-func (n *network) finished(c local.Command) (time.Time, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	at, ok := n.started[c.Stdout]
-	delete(n.started, c.Stdout)
-	delete(n.owners, c.Stdout)
-	return at, ok
-}
-
-// forget forgets the commands of owner (it ended).
-func (n *network) forget(owner string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for f, o := range n.owners {
-		if o == owner {
-			delete(n.started, f)
-			delete(n.owners, f)
-		}
-	}
 }
 
 // initNetwork is the nsinit.Network of a plan whose network is
@@ -162,12 +123,11 @@ func narrowNetwork(plan *sandbox.Plan, n *shell.SandboxNarrowing) (*sandbox.Plan
 // went on and exited 0. Denials are attributed by time: a connection
 // refused while two commands of the owner ran is named in both results.
 func (s *spawner) annotateNetwork(c local.Command, eg *egress.Session, r *shell.Result) {
-	at, ok := s.net.finished(c)
-	if !ok || eg == nil {
+	if eg == nil || c.Started.IsZero() {
 		return
 	}
 	var markers []string
-	for _, d := range eg.Denials(at) {
+	for _, d := range eg.Denials(c.Started) {
 		m := ownServerMarker
 		if d.Reason != egress.ReasonOwnServer {
 			m = "[sandbox: network access to " + net.JoinHostPort(d.Host, strconv.Itoa(d.Port)) + " denied (" + d.Reason + ")]"

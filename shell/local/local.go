@@ -45,7 +45,13 @@ type Executor struct {
 
 	mu   sync.Mutex
 	live map[*command]struct{}
-	wg   sync.WaitGroup // one per live command
+	wg   sync.WaitGroup // one per live command, and one per prewarm in flight
+	// warm is the shell started ahead for the next foreground command
+	// (Options.Warm, warm.go); prewarming is closed when the start in
+	// flight has ended. Both guarded by mu.
+	warm       *command
+	prewarming chan struct{}
+	ended      map[string]bool // owners EndOwner ended: no warm shell for them
 
 	closeOnce sync.Once
 	closeErr  error
@@ -170,6 +176,7 @@ func (e *Executor) close() error {
 // owner's commands: seen while their parent lived, or started while only
 // this owner's commands ran; the others wait for Close.
 func (e *Executor) EndOwner(owner string) {
+	e.endWarm(owner)
 	e.mu.Lock()
 	var cmds []*command
 	for c := range e.live {
@@ -223,9 +230,12 @@ const (
 type command struct {
 	e              *Executor
 	owner          string
+	spec           shell.Spec // what it was started for (a warm shell's: its activation's)
 	child          Child
-	timeout        time.Duration // 0 for Start
-	timer          *time.Timer
+	timeout        time.Duration // 0 for Start; a warm shell's is set by activate, under mu
+	timer          *time.Timer   // under mu
+	warm           bool          // a warm shell not activated yet (under mu)
+	foreground     bool          // started by Launch, or a warm shell activated for it
 	stdout, stderr *capture.Stream
 
 	// The parent's ends of the pipes; stdin is nil for /dev/null. The
@@ -265,6 +275,15 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	if err := checkWorkdir(s.Workdir); err != nil {
 		return nil, err
 	}
+	if c := e.takeWarm(s, timed); c != nil {
+		return c, nil
+	}
+	return e.start(s, timed, false)
+}
+
+// start starts bash for s: `bash -c s.Command`, or with warm the shell
+// that waits for its command on stdin (warm.go).
+func (e *Executor) start(s shell.Spec, timed, warm bool) (*command, error) {
 	maxOut := e.opts.MaxOutputBytes
 	if s.StdoutMaxBytes > 0 {
 		maxOut = s.StdoutMaxBytes
@@ -276,9 +295,12 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 		stdout: capture.NewStream(spill, "stdout", maxOut, e.opts.MaxSpillBytes),
 		stderr: capture.NewStream(spill, "stderr", e.opts.MaxOutputBytes, e.opts.MaxSpillBytes),
 		done:   make(chan struct{}),
+		spec:   s,
+		warm:   warm,
 	}
 	if timed {
 		c.timeout = s.Timeout
+		c.foreground = true
 	}
 	// Args[0] stays "bash" whatever the binary's path. PWD names the workdir as given, symlinks included, the way os/exec
 	// sets it for a command that inherits the environment; bash keeps it
@@ -302,7 +324,10 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	// zombie holding its pgid, for the default spawner) until the drain
 	// and any kill are over, so no kill signals a group whose id may have
 	// been reused.
-	if err := c.openPipes(s.Stdin != nil); err != nil {
+	if warm {
+		c.shell.Args = []string{"bash", "-c", warmScript, "bash"}
+	}
+	if err := c.openPipes(s.Stdin != nil || warm); err != nil {
 		c.stdout.Close()
 		c.stderr.Close()
 		return nil, &shell.SpawnError{Err: err}
@@ -317,6 +342,9 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 		c.stderr.Close()
 		return nil, shell.ErrClosed
 	}
+	if !warm {
+		c.shell.Started = time.Now()
+	}
 	child, err := e.spawner.Spawn(c.shell)
 	c.closePipes(false) // the child's ends: the child holds them now
 	if err != nil {
@@ -330,7 +358,12 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	e.live[c] = struct{}{}
 	e.wg.Add(1)
 	e.mu.Unlock()
-	c.startCopying(s.Stdin)
+	if warm {
+		c.startCopying(nil, false) // stdin is the command's, written by activate
+		go c.wait()
+		return c, nil
+	}
+	c.startCopying(s.Stdin, true)
 	if c.timeout > 0 {
 		c.timer = time.AfterFunc(c.timeout, func() { c.stop(causeTimeout, false) })
 	}
@@ -455,7 +488,7 @@ func (c *command) closePipes(parent bool) {
 
 // startCopying starts the goroutines that capture stdout and stderr and
 // write stdin.
-func (c *command) startCopying(stdin []byte) {
+func (c *command) startCopying(stdin []byte, writeStdin bool) {
 	c.drained = make(chan struct{})
 	var open atomic.Int32
 	open.Store(2)
@@ -473,7 +506,7 @@ func (c *command) startCopying(stdin []byte) {
 			}
 		})
 	}
-	if c.stdinW != nil {
+	if c.stdinW != nil && writeStdin {
 		// Written once, then closed. A child that never reads it and
 		// exits makes the write fail (EPIPE); one whose stdin outlives it
 		// is cut off when the drain ends.
@@ -507,9 +540,10 @@ func (c *command) wait() {
 	ws, exitErr := c.child.Wait()
 	c.mu.Lock()
 	c.shellExited = true
+	timer := c.timer // activate arms a warm shell's while it waits
 	c.mu.Unlock()
-	if c.timer != nil {
-		c.timer.Stop()
+	if timer != nil {
+		timer.Stop()
 	}
 	drained := false
 	if exitErr == nil {
@@ -565,6 +599,7 @@ func (c *command) wait() {
 	c.stderr.Close()
 	close(c.done)
 	c.e.forget(c)
+	c.e.prewarm(c)
 }
 
 // stop kills the command's group for cause, and what the command left

@@ -69,6 +69,11 @@ type Options struct {
 	// Pdeathsig. Nothing may be added to the command's files. Ignored
 	// when Spawner is set.
 	Wrap func(*exec.Cmd)
+	// Warm starts the next foreground command's bash ahead, once a
+	// foreground command has ended with nothing else of the executor's
+	// running, and runs that command in it when it fits: it then pays
+	// none of bash's start (docs/executor.md#warm-shells).
+	Warm bool
 }
 
 // ConfigError is a setting New refused.

@@ -91,6 +91,12 @@ type Command struct {
 	// Grace is the executor's delay between SIGTERM and SIGKILL, for
 	// the kills of what the command leaves running.
 	Grace time.Duration
+	// Started is when the command started, for an Annotator that keeps
+	// anything of a command's by its time (the contained provider's
+	// network denials): set by the executor before Spawn; a warm shell's
+	// (docs/executor.md#warm-shells) is reset when its command is given
+	// to it, and is the zero time until then.
+	Started time.Time
 }
 
 // Child is a shell a Spawner started: the leader of its own session and

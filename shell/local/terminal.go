@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -32,6 +33,7 @@ func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
 	if err := checkWorkdir(s.Workdir); err != nil {
 		return nil, err
 	}
+	e.takeWarm(s, false) // stopped: a warm shell runs beside no other command
 	e.startMu.RLock()
 	defer e.startMu.RUnlock()
 	if e.closed {
@@ -58,6 +60,7 @@ func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
 	spawn := func(tty *os.File) (term.Process, error) {
 		c := c
 		c.Stdin, c.Stdout, c.Stderr = tty, tty, tty
+		c.Started = time.Now()
 		ch, err := e.spawner.Spawn(c)
 		if a, ok := e.spawner.(Annotator); ok && err == nil {
 			// The spawner's findings are made once the program has

@@ -1,0 +1,69 @@
+//go:build linux
+
+package contained_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conch-dev/conch/internal/sandbox"
+	"github.com/conch-dev/conch/internal/testutil"
+	"github.com/conch-dev/conch/shell"
+	"github.com/conch-dev/conch/shell/contained"
+	"github.com/conch-dev/conch/shell/local"
+	"github.com/conch-dev/conch/shell/shelltest"
+)
+
+// TestWarmShellContained: under the default sandbox, a foreground
+// command runs in the warm shell its init started ahead
+// (docs/executor.md#warm-shells), inside the namespace, and its sandbox
+// denials are its own; Close leaves nothing.
+func TestWarmShellContained(t *testing.T) {
+	dir, err := os.MkdirTemp("/var/tmp", "conch-warm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	plan, err := sandbox.Policy{Workspace: dir, TempDirs: []string{os.TempDir()}}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	initOpts := initOptions()
+	initOpts.Sandbox = plan
+	marker := testutil.Marker(t)
+	ex, err := contained.New(&local.Options{Cwd: dir, SpillParent: t.TempDir(), Environ: testutil.Env(marker), Warm: true}, initOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := ex.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		testutil.AssertNoProcesses(t, marker)
+	})
+	runIn := func(command string) shell.Result {
+		return shelltest.MustRun(t, ex, shell.Request{Command: command, Workdir: dir, Owner: "s"})
+	}
+	runIn("true")
+	const probe = `tr '\0' ' ' </proc/$$/cmdline; echo; echo $$ $PPID`
+	var r shell.Result
+	testutil.WaitFor(t, 10*time.Second, "a command in a warm shell", func() bool {
+		r = runIn(probe)
+		return strings.Contains(r.Stdout.Text, "__conch_command")
+	})
+	if f := strings.Fields(strings.SplitN(r.Stdout.Text, "\n", 2)[1]); len(f) != 2 || f[1] != "1" {
+		t.Errorf("the warm shell's pid and parent: %q, want the init (1) as its parent", f)
+	}
+	testutil.WaitFor(t, 10*time.Second, "a denial in a warm shell", func() bool {
+		r = runIn("echo x > /etc/conch-warm-test; tr '\\0' ' ' </proc/$$/cmdline")
+		return strings.Contains(r.Stdout.Text, "__conch_command")
+	})
+	if r.Sandbox == nil || len(r.Sandbox.Denied) != 1 || r.Sandbox.Denied[0].Path != "/etc/conch-warm-test" {
+		t.Errorf("the warm shell's denial: %+v", r.Sandbox)
+	}
+	if r := runIn("true"); r.Sandbox == nil || len(r.Sandbox.Denied) != 0 {
+		t.Errorf("the next command was told of the previous one's denial: %+v", r.Sandbox)
+	}
+}

@@ -1,0 +1,183 @@
+package local
+
+import (
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/conch-dev/conch/shell"
+)
+
+// Warm shells (Options.Warm, docs/executor.md#warm-shells). bash spends
+// most of a short command's time starting (its exec, the dynamic linker,
+// its locale and environment): about 5 ms of a 6 ms `bash -c 'echo hi'`
+// here, against under 1 ms to run `echo hi` in a bash that has started.
+// So once a foreground command has ended, with nothing else of the
+// executor's running, the executor starts the next one's bash ahead, for
+// the same directory, environment, owner and sandbox: warmScript, which
+// reads its command from stdin and evals it. A foreground command that
+// fits it (warmable) gets that shell; any other start, and any other
+// command, stops it first, so a warm shell never runs beside another
+// command of the executor's (the init's ledger charges an orphan whose
+// parent it never saw to every command alive when it started:
+// docs/containment.md#killing-what-a-command-left).
+//
+// The command runs as under `bash -c`: $0 is "bash", stdin is /dev/null,
+// $SECONDS counts from its start, line numbers and errors read the same
+// (`bash: line 1: foo: command not found`). What differs: the shell's
+// own command line (/proc/<pid>/cmdline, ps) and $BASH_EXECUTION_STRING
+// show warmScript, and a syntax error would name `eval` rather than
+// `-c`, which is why a command bash's grammar (as mvdan.cc/sh parses it)
+// rejects goes to a cold `bash -c`, as does a command that names
+// BASH_EXECUTION_STRING.
+
+// warmScript is the warm shell's program: it reads the command from
+// stdin to its end, gives the command /dev/null as stdin and its own
+// $SECONDS, and runs it. The variable is unset before the command runs.
+const warmScript = `IFS= read -r -d '' __conch_command; exec </dev/null; SECONDS=0; eval "unset __conch_command; $__conch_command"`
+
+// maxWarmCommand bounds the command a warm shell takes: bash's read
+// builtin takes a pipe one byte per system call.
+const maxWarmCommand = 4 << 10
+
+// warmable reports whether s may run in a warm shell.
+func warmable(s shell.Spec) bool {
+	if s.Stdin != nil || len(s.Command) > maxWarmCommand || strings.ContainsRune(s.Command, 0) ||
+		strings.Contains(s.Command, "BASH_EXECUTION_STRING") {
+		return false
+	}
+	_, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(s.Command), "")
+	return err == nil
+}
+
+// sameShell reports whether a shell started for a may run b: everything
+// but the command and its timeout is the same.
+func sameShell(a, b shell.Spec) bool {
+	return a.Workdir == b.Workdir && a.StdoutMaxBytes == b.StdoutMaxBytes &&
+		maps.Equal(a.Env, b.Env) && maps.Equal(a.ManagedEnv, b.ManagedEnv) &&
+		a.Owner == b.Owner && a.Workspace == b.Workspace &&
+		reflect.DeepEqual(a.Narrowing, b.Narrowing) && slices.Equal(a.Grants, b.Grants)
+}
+
+// endWarm stops the warm shell of owner, once any start in flight has
+// ended, and keeps owner's from being started again (EndOwner).
+func (e *Executor) endWarm(owner string) {
+	e.mu.Lock()
+	if e.ended == nil {
+		e.ended = make(map[string]bool)
+	}
+	e.ended[owner] = true
+	e.awaitPrewarm()
+	w := e.warm
+	if w != nil && w.owner == owner {
+		e.warm = nil
+	} else {
+		w = nil
+	}
+	e.mu.Unlock()
+	if w != nil {
+		w.stop(causeKill, false)
+	}
+}
+
+// awaitPrewarm waits until no warm shell's start is in flight. mu is held,
+// and released while it waits.
+func (e *Executor) awaitPrewarm() {
+	for e.prewarming != nil {
+		ch := e.prewarming
+		e.mu.Unlock()
+		<-ch
+		e.mu.Lock()
+	}
+}
+
+// takeWarm returns the warm shell, activated for s, when s is a
+// foreground command (timed) it may run; otherwise it stops the warm
+// shell, if any, and returns nil. A start in flight is waited for.
+func (e *Executor) takeWarm(s shell.Spec, timed bool) *command {
+	e.mu.Lock()
+	e.awaitPrewarm()
+	w := e.warm
+	e.warm = nil
+	e.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	if timed && sameShell(w.spec, s) && warmable(s) && w.activate(s) {
+		return w
+	}
+	if w.owner != s.Owner {
+		// Another owner's: its commands are apart from this one's (the
+		// contained provider's run in another init), so this start need
+		// not wait for its end.
+		go w.stop(causeKill, false)
+		return nil
+	}
+	w.stop(causeKill, false)
+	return nil
+}
+
+// activate gives the warm shell c its command, s, unless it has ended or
+// is being stopped; it reports whether it did.
+func (c *command) activate(s shell.Spec) bool {
+	c.mu.Lock()
+	if !c.warm || c.shellExited || c.cause != causeNone || c.reaping {
+		c.mu.Unlock()
+		return false
+	}
+	c.warm = false
+	c.foreground = true
+	c.spec = s
+	c.shell.Args = []string{"bash", "-c", s.Command}
+	c.shell.Started = time.Now()
+	c.timeout = s.Timeout
+	if c.timeout > 0 {
+		c.timer = time.AfterFunc(c.timeout, func() { c.stop(causeTimeout, false) })
+	}
+	c.mu.Unlock()
+	// At most PIPE_BUF bytes (maxWarmCommand): written whole, at once.
+	_, err := c.stdinW.Write([]byte(s.Command))
+	c.stdinW.Close()
+	return err == nil // else the shell died meanwhile: the caller stops it
+}
+
+// prewarm starts the next foreground command's shell after c, a
+// foreground command that ended, when the executor runs nothing else and
+// has no warm shell.
+func (e *Executor) prewarm(c *command) {
+	// Not after a kill (an ended owner's among them), nor after a
+	// background task or a command with stdin.
+	if !e.opts.Warm || !c.foreground || c.causeOf() != causeNone || c.spec.Stdin != nil {
+		return
+	}
+	s := c.spec
+	s.Command, s.Timeout = "", 0
+	e.startMu.RLock()
+	defer e.startMu.RUnlock()
+	if e.closed {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.warm != nil || e.prewarming != nil || len(e.live) > 0 || e.ended[s.Owner] {
+		return
+	}
+	ch := make(chan struct{})
+	e.prewarming = ch
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		w, err := e.start(s, false, true)
+		e.mu.Lock()
+		if err == nil {
+			e.warm = w
+		}
+		e.prewarming = nil
+		e.mu.Unlock()
+		close(ch)
+	}()
+}

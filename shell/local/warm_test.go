@@ -1,0 +1,144 @@
+//go:build linux
+
+package local_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conch-dev/conch/internal/testutil"
+	"github.com/conch-dev/conch/shell"
+	"github.com/conch-dev/conch/shell/local"
+)
+
+// warmed runs a first command on ex, so that the next one finds a warm
+// shell, and waits until that shell has started.
+func warmed(t *testing.T, ex *local.Executor, dir string) {
+	t.Helper()
+	run(t, ex, shell.Request{Command: "true", Workdir: dir})
+	deadline := time.Now().Add(10 * time.Second)
+	for !ex.Warmed() {
+		if time.Now().After(deadline) {
+			t.Fatal("no warm shell 10 s after a foreground command ended")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestWarmShellRunsAsBashC: a command that a warm shell runs gives what
+// `bash -c` gives it (docs/executor.md#warm-shells): its output, its
+// errors and their line numbers, its exit, $0, $#, stdin, $SECONDS, the
+// shell options; and it did run in the warm shell (its shell's command
+// line is the warm script's).
+func TestWarmShellRunsAsBashC(t *testing.T) {
+	dir := t.TempDir()
+	warm, _ := newExec(t, &local.Options{Warm: true})
+	cold, _ := newExec(t, nil)
+	commands := []string{
+		"echo hi",
+		"echo $0 $# \"$*\"",
+		"foo",
+		"echo 1\necho $LINENO\nbad cmd\necho $?",
+		"exit 3",
+		"read x; echo \"[$x] $?\"",
+		"echo $SECONDS",
+		"echo \"$-\"",
+		"set -e; false; echo no",
+		"trap 'echo bye' EXIT; echo hi",
+		"echo \"${__conch_command-unset}\"",
+		"f() { echo $LINENO; caller; }; f",
+		"return",
+		"kill -TERM $$",
+		"printf 'a\\nb\\n' >&2; echo out",
+		"cd / && pwd",
+		"echo 'trailing'\n\n",
+		"x=1\\\n2; echo $x",
+	}
+	for _, c := range commands {
+		warmed(t, warm, dir)
+		w := run(t, warm, shell.Request{Command: c, Workdir: dir})
+		want := run(t, cold, shell.Request{Command: c, Workdir: dir})
+		if got, want := describe(w), describe(want); got != want {
+			t.Errorf("%q in a warm shell:\n%s\nunder bash -c:\n%s", c, got, want)
+		}
+	}
+	warmed(t, warm, dir)
+	r := run(t, warm, shell.Request{Command: `tr '\0' ' ' </proc/$$/cmdline`, Workdir: dir})
+	if !strings.Contains(r.Stdout.Text, "__conch_command") {
+		t.Errorf("the command did not run in a warm shell: its shell's command line is %q", r.Stdout.Text)
+	}
+}
+
+func describe(r shell.Result) string {
+	code := "none"
+	if r.ExitCode != nil {
+		code = fmt.Sprint(*r.ExitCode)
+	}
+	return fmt.Sprintf("exit %s signal %q\nstdout %q\nstderr %q", code, r.Signal, r.Stdout.Text, r.Stderr.Text)
+}
+
+// TestWarmShellColdWhenItMustBe: a command with stdin, one bash's grammar
+// rejects, a background task and a command for another directory do not
+// run in the warm shell, and what they give is bash -c's.
+func TestWarmShellColdWhenItMustBe(t *testing.T) {
+	dir, other := t.TempDir(), t.TempDir()
+	ex, _ := newExec(t, &local.Options{Warm: true})
+	const probe = `tr '\0' ' ' </proc/$$/cmdline`
+	isWarm := func(r shell.Result) bool { return strings.Contains(r.Stdout.Text, "__conch_command") }
+
+	warmed(t, ex, dir)
+	r := run(t, ex, shell.Request{Command: "echo a; )", Workdir: dir})
+	if !strings.Contains(r.Stderr.Text, "bash: -c: line 1: syntax error") {
+		t.Errorf("a syntax error: stderr %q, want bash -c's", r.Stderr.Text)
+	}
+	warmed(t, ex, dir)
+	if r := run(t, ex, shell.Request{Command: probe, Workdir: other}); isWarm(r) {
+		t.Error("a command for another directory ran in the warm shell of the first")
+	}
+	warmed(t, ex, dir)
+	if r := run(t, ex, shell.Request{Command: probe + "; cat", Workdir: dir, Stdin: []byte("in")}); isWarm(r) || !strings.HasSuffix(r.Stdout.Text, "in") {
+		t.Errorf("a command with stdin: %q", r.Stdout.Text)
+	}
+	warmed(t, ex, dir)
+	p := start(t, ex, shell.Request{Command: probe, Workdir: dir})
+	waitDone(t, p, 10*time.Second)
+	if out := p.Read().Stdout; strings.Contains(out, "__conch_command") {
+		t.Error("a background task ran in the warm shell")
+	}
+	if ex.Warmed() {
+		t.Error("a warm shell after a background task: it would run beside it")
+	}
+}
+
+// TestWarmShellTimeoutAndKill: a warm shell's command has its own timeout,
+// counted from its activation, and a kill takes it.
+func TestWarmShellTimeout(t *testing.T) {
+	dir := t.TempDir()
+	ex, _ := newExec(t, &local.Options{Warm: true})
+	warmed(t, ex, dir)
+	time.Sleep(300 * time.Millisecond) // the timeout counts from the command, not the shell
+	t0 := time.Now()
+	r := run(t, ex, shell.Request{Command: "sleep 5", Workdir: dir, Timeout: 200 * time.Millisecond})
+	if !r.TimedOut || time.Since(t0) > 3*time.Second {
+		t.Errorf("sleep 5 with a 200 ms timeout: TimedOut %v after %v", r.TimedOut, time.Since(t0))
+	}
+}
+
+// TestWarmShellEndOwner: ending the owner stops its warm shell, and no
+// other is started for it.
+func TestWarmShellEndOwner(t *testing.T) {
+	dir := t.TempDir()
+	ex, marker := newExec(t, &local.Options{Warm: true})
+	run(t, ex, shell.Request{Command: "true", Workdir: dir, Owner: "a"})
+	deadline := time.Now().Add(10 * time.Second)
+	for !ex.Warmed() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	ex.EndOwner("a")
+	if ex.Warmed() {
+		t.Error("a warm shell after EndOwner")
+	}
+	testutil.AssertNoProcesses(t, marker)
+}
