@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 
@@ -41,6 +42,22 @@ func floorServer(mode string) int {
 		return 1
 	}
 	return 0
+}
+
+// benchPause is $CONCH_BENCH_PAUSE_MS, an idle pause after every call
+// and spawn (default 0, back to back), for an agent's pace: a server's
+// work between calls (conch's warm shell, docs/executor.md#warm-shells)
+// then falls in no measurement.
+func benchPause(b *testing.B) time.Duration {
+	v := os.Getenv("CONCH_BENCH_PAUSE_MS")
+	if v == "" {
+		return 0
+	}
+	ms, err := strconv.Atoi(v)
+	if err != nil || ms < 0 {
+		b.Fatalf("CONCH_BENCH_PAUSE_MS=%q: want a number of milliseconds", v)
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // startFloor runs the floor server in mode on stdio and connects a client.
@@ -80,6 +97,7 @@ func BenchmarkEchoFloor(b *testing.B) {
 	}
 	took := make([][]time.Duration, len(servers))
 	var bare []time.Duration
+	pause := benchPause(b)
 	for b.Loop() {
 		for i, s := range servers {
 			t0 := time.Now()
@@ -87,12 +105,14 @@ func BenchmarkEchoFloor(b *testing.B) {
 				b.Fatalf("%s: echo hi: %q", s.name, got)
 			}
 			took[i] = append(took[i], time.Since(t0))
+			time.Sleep(pause)
 		}
 		t0 := time.Now()
 		if err := exec.Command("bash", "-c", "echo hi").Run(); err != nil {
 			b.Fatal(err)
 		}
 		bare = append(bare, time.Since(t0))
+		time.Sleep(pause)
 	}
 	pb := p50(bare)
 	b.ReportMetric(ms(pb), "bare-p50-ms")

@@ -6,6 +6,10 @@
 // milliseconds. The Go benchmark BenchmarkPeerEcho (bench/) runs it.
 //
 //   node echo.mjs <conch binary> <rounds>
+//
+// CONCH_BENCH_PAUSE_MS: an idle pause after every call (default 0, back
+// to back), for an agent's pace: a server's work between calls (conch's
+// warm shell, docs/executor.md#warm-shells) then falls in no measurement.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -47,8 +51,10 @@ async function once(s) {
   if (r.isError || !text.includes('hi')) throw new Error(`${s.name}: ${JSON.stringify(r)}`);
   return Number(t1 - t0) / 1e6;
 }
-for (let i = 0; i < 20; i++) for (const s of servers) await once(s);
-for (let i = 0; i < rounds; i++) for (const s of servers) s.times.push(await once(s));
+const pause = Number(process.env.CONCH_BENCH_PAUSE_MS || 0);
+const idle = () => new Promise((resolve) => setTimeout(resolve, pause));
+for (let i = 0; i < 20; i++) for (const s of servers) { await once(s); await idle(); }
+for (let i = 0; i < rounds; i++) for (const s of servers) { s.times.push(await once(s)); await idle(); }
 const pct = (a, p) => { const b = [...a].sort((x, y) => x - y); return b[Math.min(b.length - 1, Math.floor(b.length * p))]; };
 const out = {};
 for (const s of servers) {
