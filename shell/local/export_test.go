@@ -1,3 +1,5 @@
+//go:build linux
+
 package local
 
 // Warmed reports whether a warm shell waits for the next command.
