@@ -4,6 +4,7 @@ package contained_test
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -56,12 +57,20 @@ func TestWarmShellContained(t *testing.T) {
 	if f := strings.Fields(strings.SplitN(r.Stdout.Text, "\n", 2)[1]); len(f) != 2 || f[1] != "1" {
 		t.Errorf("the warm shell's pid and parent: %q, want the init (1) as its parent", f)
 	}
+	// A directory this user may write, outside the sandbox's writable
+	// roots: its refusal is the sandbox's.
+	out, err := os.MkdirTemp("/var/tmp", "conch-warm-out-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(out) })
+	denied := filepath.Join(out, "f")
 	testutil.WaitFor(t, 10*time.Second, "a denial in a warm shell", func() bool {
-		r = runIn("echo x > /etc/conch-warm-test; tr '\\0' ' ' </proc/$$/cmdline")
+		r = runIn("echo x > " + denied + "; tr '\\0' ' ' </proc/$$/cmdline")
 		return strings.Contains(r.Stdout.Text, "__conch_command")
 	})
-	if r.Sandbox == nil || len(r.Sandbox.Denied) != 1 || r.Sandbox.Denied[0].Path != "/etc/conch-warm-test" {
-		t.Errorf("the warm shell's denial: %+v", r.Sandbox)
+	if r.Sandbox == nil || len(r.Sandbox.Denied) != 1 || r.Sandbox.Denied[0].Path != denied {
+		t.Errorf("the warm shell's denial: %+v, want %s", r.Sandbox, denied)
 	}
 	if r := runIn("true"); r.Sandbox == nil || len(r.Sandbox.Denied) != 0 {
 		t.Errorf("the next command was told of the previous one's denial: %+v", r.Sandbox)

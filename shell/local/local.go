@@ -52,6 +52,12 @@ type Executor struct {
 	warm       *command
 	prewarming chan struct{}
 	ended      map[string]bool // owners EndOwner ended: no warm shell for them
+	// busy counts the starts in flight and the terminals running: no
+	// warm shell is started beside them.
+	busy int
+	// lastForeground is the shape of the last foreground command that
+	// ended (its Command and Timeout aside), for the next guess.
+	lastForeground *shell.Spec
 
 	closeOnce sync.Once
 	closeErr  error
@@ -275,6 +281,8 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	if err := checkWorkdir(s.Workdir); err != nil {
 		return nil, err
 	}
+	release := e.hold()
+	defer release()
 	if c := e.takeWarm(s, timed); c != nil {
 		return c, nil
 	}

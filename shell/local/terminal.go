@@ -33,10 +33,14 @@ func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
 	if err := checkWorkdir(s.Workdir); err != nil {
 		return nil, err
 	}
-	e.takeWarm(s, false) // stopped: a warm shell runs beside no other command
+	// A warm shell runs beside no other command: none is started while
+	// the terminal runs, and one waiting is stopped.
+	ended := e.hold()
+	e.takeWarm(s, false)
 	e.startMu.RLock()
 	defer e.startMu.RUnlock()
 	if e.closed {
+		ended()
 		return nil, shell.ErrClosed
 	}
 	raw := capture.NewStream(e.spill.For(s.Owner), "tty", e.opts.MaxOutputBytes, e.opts.MaxSpillBytes)
@@ -81,12 +85,14 @@ func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
 	}
 	t, err := term.Start(spawn, topts)
 	if err != nil {
+		ended()
 		raw.Close()
 		return nil, &shell.SpawnError{Err: err}
 	}
 	e.wg.Add(1) // Close waits for the terminal's release
 	go func() {
 		<-t.Done()
+		ended()
 		raw.Close()
 		e.wg.Done()
 	}()

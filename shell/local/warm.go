@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -29,18 +30,21 @@ import (
 // docs/containment.md#killing-what-a-command-left).
 //
 // The command runs as under `bash -c`: $0 is "bash", stdin is /dev/null,
-// $SECONDS counts from its start, line numbers and errors read the same
-// (`bash: line 1: foo: command not found`). What differs: the shell's
-// own command line (/proc/<pid>/cmdline, ps) and $BASH_EXECUTION_STRING
-// show warmScript, and a syntax error would name `eval` rather than
-// `-c`, which is why a command bash's grammar (as mvdan.cc/sh parses it)
-// rejects goes to a cold `bash -c`, as does a command that names
-// BASH_EXECUTION_STRING.
+// $SECONDS counts from its start, $_ and $BASH_EXECUTION_STRING are the
+// same, line numbers and errors read the same (`bash: line 1: foo:
+// command not found`). What differs: the shell's own command line
+// (/proc/<pid>/cmdline, ps) shows warmScript, `declare -p` lists
+// PIPESTATUS and a value for SECONDS, and a syntax error would name
+// `eval` rather than `-c`, which is why a command bash's grammar (as
+// mvdan.cc/sh parses it) rejects goes to a cold `bash -c`.
 
 // warmScript is the warm shell's program: it reads the command from
-// stdin to its end, gives the command /dev/null as stdin and its own
-// $SECONDS, and runs it. The variable is unset before the command runs.
-const warmScript = `IFS= read -r -d '' __conch_command; exec </dev/null; SECONDS=0; eval "unset __conch_command; $__conch_command"`
+// stdin to its end, gives the command /dev/null as stdin, its own
+// $SECONDS and $BASH_EXECUTION_STRING, and runs it, with the variables
+// it used unset and $_ as the shell started with it (from the
+// environment: shell-quoted into the eval'd text).
+const warmScript = `__conch_u=$_; IFS= read -r -d '' __conch_command; exec </dev/null; printf -v __conch_u %q "$__conch_u"; ` +
+	`SECONDS=0; BASH_EXECUTION_STRING=$__conch_command; eval "unset __conch_command __conch_u; : $__conch_u; $__conch_command"`
 
 // maxWarmCommand bounds the command a warm shell takes: bash's read
 // builtin takes a pipe one byte per system call.
@@ -48,8 +52,7 @@ const maxWarmCommand = 4 << 10
 
 // warmable reports whether s may run in a warm shell.
 func warmable(s shell.Spec) bool {
-	if s.Stdin != nil || len(s.Command) > maxWarmCommand || strings.ContainsRune(s.Command, 0) ||
-		strings.Contains(s.Command, "BASH_EXECUTION_STRING") {
+	if s.Stdin != nil || len(s.Command) > maxWarmCommand || strings.ContainsRune(s.Command, 0) {
 		return false
 	}
 	_, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(s.Command), "")
@@ -86,6 +89,22 @@ func (e *Executor) endWarm(owner string) {
 	}
 }
 
+// hold keeps warm shells from being started until the returned func is
+// called: a start is in flight, or a terminal runs.
+func (e *Executor) hold() (release func()) {
+	e.mu.Lock()
+	e.busy++
+	e.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			e.mu.Lock()
+			e.busy--
+			e.mu.Unlock()
+		})
+	}
+}
+
 // awaitPrewarm waits until no warm shell's start is in flight. mu is held,
 // and released while it waits.
 func (e *Executor) awaitPrewarm() {
@@ -112,15 +131,31 @@ func (e *Executor) takeWarm(s shell.Spec, timed bool) *command {
 	if timed && sameShell(w.spec, s) && warmable(s) && w.activate(s) {
 		return w
 	}
-	if w.owner != s.Owner {
-		// Another owner's: its commands are apart from this one's (the
-		// contained provider's run in another init), so this start need
-		// not wait for its end.
-		go w.stop(causeKill, false)
-		return nil
-	}
-	w.stop(causeKill, false)
+	w.discard()
 	return nil
+}
+
+// discard kills the warm shell c, which ran no command, without waiting:
+// its group (the shell alone) is killed, and nothing charged to it is
+// looked for. An orphan of another command's that the contained
+// provider's ledger charges to it too while it dies is not its to kill
+// (rule 4 charges such an orphan to every command alive when it
+// started): it stays the other command's.
+func (c *command) discard() {
+	c.mu.Lock()
+	if !c.warm || c.cause != causeNone || c.reaping {
+		c.mu.Unlock()
+		return
+	}
+	c.warm = false
+	c.cause = causeKill
+	done := make(chan struct{})
+	c.killDone = done
+	c.mu.Unlock()
+	go func() {
+		defer close(done) // wait() awaits it before the release
+		c.child.Terminate(0)
+	}()
 }
 
 // activate gives the warm shell c its command, s, unless it has ended or
@@ -165,7 +200,13 @@ func (e *Executor) prewarm(c *command) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.warm != nil || e.prewarming != nil || len(e.live) > 0 || e.ended[s.Owner] {
+	// The next command is guessed to be like this one: after a first
+	// command, or one like the command before it. Commands that change
+	// directory (or owner) one after another get none, rather than a
+	// shell started and stopped for each.
+	stable := e.lastForeground == nil || sameShell(*e.lastForeground, s)
+	e.lastForeground = &s
+	if !stable || e.warm != nil || e.prewarming != nil || len(e.live) > 0 || e.busy > 0 || e.ended[s.Owner] {
 		return
 	}
 	ch := make(chan struct{})

@@ -4,6 +4,7 @@ package local_test
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,17 +14,22 @@ import (
 	"github.com/conch-dev/conch/shell/local"
 )
 
-// warmed runs a first command on ex, so that the next one finds a warm
-// shell, and waits until that shell has started.
+// warmed runs `true` on ex in dir until the next command finds a warm
+// shell (a shell is started after a first command, or after a command
+// like the one before it), and waits until that shell has started.
 func warmed(t *testing.T, ex *local.Executor, dir string) {
 	t.Helper()
-	run(t, ex, shell.Request{Command: "true", Workdir: dir})
 	deadline := time.Now().Add(10 * time.Second)
-	for !ex.Warmed() {
-		if time.Now().After(deadline) {
-			t.Fatal("no warm shell 10 s after a foreground command ended")
+	for {
+		run(t, ex, shell.Request{Command: "true", Workdir: dir})
+		for wait := time.Now().Add(time.Second); time.Now().Before(wait); time.Sleep(time.Millisecond) {
+			if ex.Warmed() {
+				return
+			}
 		}
-		time.Sleep(time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatal("no warm shell 10 s after foreground commands ended")
+		}
 	}
 }
 
@@ -55,6 +61,8 @@ func TestWarmShellRunsAsBashC(t *testing.T) {
 		"cd / && pwd",
 		"echo 'trailing'\n\n",
 		"x=1\\\n2; echo $x",
+		"echo \"[$_]\"",
+		"echo \"$BASH_EXECUTION_STRING\"",
 	}
 	for _, c := range commands {
 		warmed(t, warm, dir)
@@ -141,4 +149,63 @@ func TestWarmShellEndOwner(t *testing.T) {
 		t.Error("a warm shell after EndOwner")
 	}
 	testutil.AssertNoProcesses(t, marker)
+}
+
+// TestWarmShellQuotesUnderscore: $_ as the shell starts with it comes from
+// the environment, which the warm shell's program quotes into the text it
+// evals: a value with quotes and substitutions is only a value.
+func TestWarmShellQuotesUnderscore(t *testing.T) {
+	dir := t.TempDir()
+	const hostile = "a b\"$(echo pwned)`echo pwned`'"
+	env := append(os.Environ(), "_="+hostile)
+	ex, _ := newExec(t, &local.Options{Warm: true, Environ: env})
+	warmed(t, ex, dir)
+	r := run(t, ex, shell.Request{Command: `echo "[$_]"; tr '\0' ' ' </proc/$$/cmdline`, Workdir: dir})
+	if !strings.HasPrefix(r.Stdout.Text, "["+hostile+"]\n") || !strings.Contains(r.Stdout.Text, "__conch_command") {
+		t.Errorf("$_ in a warm shell: %q", r.Stdout.Text)
+	}
+}
+
+// TestWarmShellNotBesideTerminal: a terminal stops the warm shell, and no
+// other is started while it runs; one is once it has ended.
+func TestWarmShellNotBesideTerminal(t *testing.T) {
+	dir := t.TempDir()
+	ex, _ := newExec(t, &local.Options{Warm: true})
+	warmed(t, ex, dir)
+	spec, err := ex.Resolve(shell.Request{Command: "read -r line", Workdir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := ex.StartTerminal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.Warmed() {
+		t.Error("a warm shell beside a terminal's start")
+	}
+	run(t, ex, shell.Request{Command: "true", Workdir: dir})
+	time.Sleep(200 * time.Millisecond)
+	if ex.Warmed() {
+		t.Error("a warm shell started beside a running terminal")
+	}
+	tm.Kill()
+	waitDone(t, tm, 10*time.Second)
+	warmed(t, ex, dir)
+}
+
+// TestWarmShellGuess: the next command is guessed to be like the last
+// one only when that one was like the one before it: commands that
+// change directory one after another start no shell that the next one
+// would stop.
+func TestWarmShellGuess(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	ex, _ := newExec(t, &local.Options{Warm: true})
+	warmed(t, ex, a)
+	run(t, ex, shell.Request{Command: "true", Workdir: b}) // stops a's
+	time.Sleep(300 * time.Millisecond)
+	if ex.Warmed() {
+		t.Error("a warm shell after a command unlike the one before it")
+	}
+	run(t, ex, shell.Request{Command: "true", Workdir: b})
+	warmed(t, ex, b)
 }
