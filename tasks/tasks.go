@@ -343,6 +343,11 @@ type task struct {
 	// leftoversGone: a count found nothing the settled work left running
 	// (none can come back).
 	leftoversGone bool
+	// forgotten: the owner forgot it (Options.MaxFinished). Its id leaves
+	// the runtime's table a moment later, under the runtime's lock;
+	// lookup checks this first, so that a task gone from List is gone
+	// from every call at once.
+	forgotten bool
 }
 
 // New returns a Runtime. opts may be nil.
@@ -561,6 +566,7 @@ func (o *owner) forgetOldestLocked() *task {
 	// the task alive.
 	o.tasks = slices.Delete(o.tasks, victim, victim+1)
 	o.finished--
+	t.forgotten = true
 	if t.noticePending {
 		t.noticePending = false
 		i := slices.Index(o.notices, t)
@@ -654,6 +660,13 @@ func (r *Runtime) lookup(owner, id string) (*task, error) {
 	t := r.ids[id]
 	o := r.owners[owner]
 	r.mu.RUnlock()
+	if t != nil {
+		t.owner.mu.Lock()
+		if t.forgotten {
+			t = nil
+		}
+		t.owner.mu.Unlock()
+	}
 	if t == nil {
 		return nil, &UnknownTaskError{ID: id, Yours: o.newestIDs(maxListedIDs)}
 	}
