@@ -70,6 +70,7 @@ func agentCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		stdout = out
 	}
 	log := c.newLogger(stderr)
+	c.warm = true // the far side's sessions run one command after another too
 	ex, enforces, err := c.agentExecutor(log)
 	if err != nil {
 		fmt.Fprintf(stderr, "conch agent: %v\n", err)

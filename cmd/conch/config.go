@@ -26,8 +26,8 @@ import (
 // config is the executor and tool settings every subcommand shares.
 type config struct {
 	// warm: the local executor starts each next foreground command's
-	// bash ahead (serve and acp, whose sessions run one command after
-	// another; not run, which runs one).
+	// bash ahead (serve, acp and agent, whose sessions run one command
+	// after another; not run, which runs one).
 	warm            bool
 	provider        choice
 	logLevel        logLevel

@@ -107,6 +107,23 @@ func Processes(marker string) []proc.Info {
 	return out
 }
 
+// Commands is Processes without the warm shells (docs/executor.md#warm-shells):
+// the bash that conch serve, acp or agent starts ahead for a session's
+// next command carries the test's marker as commands do, and a test that
+// counts what its commands run does not count it. Only for counts while
+// a test runs: at its end, AssertNoProcesses counts every process.
+func Commands(marker string) []proc.Info {
+	var out []proc.Info
+	for _, p := range Processes(marker) {
+		cmd, err := readWhole("/proc/" + strconv.Itoa(p.Pid) + "/cmdline")
+		if err == nil && bytes.Contains(cmd, []byte("__conch_command")) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 // carries reports whether p's environment or command line holds m. A
 // process in the middle of an exec shows neither for a moment (its new
 // memory has no arguments yet), then its new arguments a moment before

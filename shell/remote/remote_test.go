@@ -254,7 +254,7 @@ func TestCloseKillsEverything(t *testing.T) {
 		ex, marker, _ := newExec(t, tr, nil)
 		p := start(t, ex, shell.Request{Command: "trap '' TERM; sleep 30 & setsid sleep 30 & wait"})
 		deadline := time.Now().Add(10 * time.Second)
-		for len(testutil.Processes(marker)) < 3 && time.Now().Before(deadline) {
+		for len(testutil.Commands(marker)) < 3 && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		if err := ex.Close(); err != nil {

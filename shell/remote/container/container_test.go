@@ -61,7 +61,7 @@ func TestExecClientKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	shelltest.ReadUntil(t, p, func(r shell.ReadResult) bool { return r.Stdout == "started\n" })
-	testutil.WaitFor(t, 10*time.Second, "sleep 1000 runs", func() bool { return len(testutil.Processes(marker)) > 0 })
+	testutil.WaitFor(t, 10*time.Second, "sleep 1000 runs", func() bool { return len(testutil.Commands(marker)) > 0 })
 	killExecClient(t, ctr)
 	shelltest.WaitDone(t, p, 20*time.Second)
 	want := remote.LostMarker("box") + "\n"

@@ -65,7 +65,7 @@ func TestDocker(t *testing.T) {
 			t.Fatal(err)
 		}
 		shelltest.ReadUntil(t, p, func(r shell.ReadResult) bool { return r.Stdout == "/root\nin docker\n" })
-		testutil.WaitFor(t, 10*time.Second, "sleep 1000 runs", func() bool { return len(testutil.Processes(marker)) > 0 })
+		testutil.WaitFor(t, 10*time.Second, "sleep 1000 runs", func() bool { return len(testutil.Commands(marker)) > 0 })
 		killExecClient(t, ctr)
 		shelltest.WaitDone(t, p, 20*time.Second)
 		if r := p.Result(); !strings.HasSuffix(r.Stderr.Text, remote.LostMarker("dk")+"\n") || p.Status() != shell.StatusKilled {
@@ -118,7 +118,7 @@ func TestDockerTemplate(t *testing.T) {
 	if got := templateContainers(t, engine, name); len(got) != 1 {
 		t.Errorf("containers after a ended: %v, want b's alone", got)
 	}
-	if n := len(testutil.Processes(marker)); n != 0 {
+	if n := len(testutil.Commands(marker)); n != 0 {
 		t.Errorf("after a ended: %d processes of a left", n)
 	}
 

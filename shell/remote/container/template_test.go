@@ -195,12 +195,12 @@ func TestTemplateSessions(t *testing.T) {
 	if len(both) != 2 {
 		t.Fatalf("after b's first command: containers %v, want two", both)
 	}
-	testutil.WaitFor(t, 10*time.Second, "both sleeps run", func() bool { return len(testutil.Processes(marker)) == 2 })
+	testutil.WaitFor(t, 10*time.Second, "both sleeps run", func() bool { return len(testutil.Commands(marker)) == 2 })
 	ex.EndOwner("a")
 	if got := templateContainers(t, h.engine, name); len(got) != 1 || got[0] == first[0] {
 		t.Errorf("after a ended: containers %v, want b's alone (a's was %s)", got, first[0])
 	}
-	if n := len(testutil.Processes(marker)); n != 1 {
+	if n := len(testutil.Commands(marker)); n != 1 {
 		t.Errorf("after a ended: %d processes of the test, want b's sleep alone", n)
 	}
 	if r := run("b", "echo still"); r.Stdout.Text != "still\n" {

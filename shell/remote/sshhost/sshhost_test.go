@@ -70,7 +70,7 @@ func TestTwoHosts(t *testing.T) {
 	// The sleeps of the timed-out command were on h1: the escapee
 	// (setsid) too is gone once the agent's executor closed; this is
 	// checked at cleanup, and here for what the timeout killed.
-	if left := testutil.Processes(e1.marker); len(left) > 1 {
+	if left := testutil.Commands(e1.marker); len(left) > 1 {
 		t.Errorf("%d processes left on h1 after the timeout, want at most the setsid escapee", len(left))
 	}
 }
@@ -439,7 +439,7 @@ func TestContextCancelKillsRemoteCommand(t *testing.T) {
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		for len(testutil.Processes(ex.marker)) < 2 && ctx.Err() == nil {
+		for len(testutil.Commands(ex.marker)) < 2 && ctx.Err() == nil {
 			time.Sleep(5 * time.Millisecond)
 		}
 		cancel()
