@@ -192,6 +192,11 @@ func (c *config) unsandboxed(o *local.Options, initOpts nsinit.Options) shell.Ex
 		return nil
 	}
 	initOpts.Sandbox = &sandbox.Plan{Mode: sandbox.FullAccess, Network: sandbox.NetworkOn}
+	// No warm shell: each of its commands is a yes of the user's, once,
+	// and none would wait for the next out of the sandbox.
+	uo := *o
+	uo.Warm = false
+	o = &uo
 	// The init that learns what the host enforces is the first yes's
 	// owner's, kept for its command: one init start, not two.
 	return &lazyExecutor{start: func(owner string) (shell.Executor, error) {
