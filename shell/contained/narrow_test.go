@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/local"
@@ -31,18 +30,7 @@ func runIn(t *testing.T, ex shell.Executor, owner, ws, command string, n *shell.
 // executor's; an executor without a sandbox refuses a Narrowing.
 func TestNarrowedOwner(t *testing.T) {
 	marker := testutil.Marker(t)
-	// Outside /tmp, which the sandbox leaves writable.
-	base, err := os.MkdirTemp("/var/tmp", "conch-narrow-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	plan, err := sandbox.Policy{Workspace: base, TempDirs: []string{os.TempDir()}}.Resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := initOptions()
-	o.Sandbox = plan
+	base, o := sandboxedWorkspace(t, "conch-narrow-")
 	ex := newExecutor(t, marker, local.Options{}, o)
 	wsN, wsW := filepath.Join(base, "n"), filepath.Join(base, "w")
 	for _, d := range []string{wsN, wsW} {

@@ -48,6 +48,25 @@ func newExecutor(t *testing.T, marker string, o local.Options, initOpts *nsinit.
 	return ex
 }
 
+// sandboxedWorkspace makes a workspace outside /tmp (which the sandbox
+// leaves writable), removed at the end, and init options with the default
+// sandbox for it.
+func sandboxedWorkspace(t *testing.T, prefix string) (string, *nsinit.Options) {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	plan, err := sandbox.Policy{Workspace: dir, TempDirs: []string{os.TempDir()}}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := initOptions()
+	o.Sandbox = plan
+	return dir, o
+}
+
 // run runs command for owner in the foreground.
 func run(t *testing.T, ex shell.Executor, owner, command string) shell.Result {
 	t.Helper()

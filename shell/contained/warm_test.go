@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/shell"
 	"github.com/conch-dev/conch/shell/contained"
@@ -22,17 +21,7 @@ import (
 // (docs/executor.md#warm-shells), inside the namespace, and its sandbox
 // denials are its own; Close leaves nothing.
 func TestWarmShellContained(t *testing.T) {
-	dir, err := os.MkdirTemp("/var/tmp", "conch-warm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	plan, err := sandbox.Policy{Workspace: dir, TempDirs: []string{os.TempDir()}}.Resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	initOpts := initOptions()
-	initOpts.Sandbox = plan
+	dir, initOpts := sandboxedWorkspace(t, "conch-warm-")
 	marker := testutil.Marker(t)
 	ex, err := contained.New(&local.Options{Cwd: dir, SpillParent: t.TempDir(), Environ: testutil.Env(marker), Warm: true}, initOpts)
 	if err != nil {
