@@ -64,4 +64,33 @@ func TestWarmShellContained(t *testing.T) {
 	if r := runIn("true"); r.Sandbox == nil || len(r.Sandbox.Denied) != 0 {
 		t.Errorf("the next command was told of the previous one's denial: %+v", r.Sandbox)
 	}
+
+	// A hostile command leaves a process that waits for the next warm
+	// shell and writes a command of its own into that shell's stdin
+	// through /proc: the sandbox refuses the open, and the next command
+	// is the caller's. (The pattern is built in two parts, so that only
+	// warm shells' command lines hold it whole; this command's own shell
+	// is one, and is skipped.)
+	outcome := filepath.Join(dir, "inject")
+	runIn(`( p=__conch_; p=${p}command
+	  for i in $(seq 400); do
+	    for f in /proc/[0-9]*/cmdline; do
+	      [[ $(tr -d '\0' < "$f" 2>/dev/null) == *"$p"* ]] || continue
+	      pid=${f#/proc/}; pid=${pid%/cmdline}
+	      [ "$pid" = $$ ] || [ "$pid" = $BASHPID ] && continue # this command's own shells
+	      if printf 'echo INJECTED\0' > /proc/$pid/fd/0; then echo wrote; else echo refused; fi > ` + outcome + ` 2>&1
+	      exit
+	    done
+	    sleep 0.05
+	  done ) >/dev/null 2>&1 &`)
+	testutil.WaitFor(t, 30*time.Second, "the injector's try", func() bool {
+		b, err := os.ReadFile(outcome)
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	})
+	if b, _ := os.ReadFile(outcome); !strings.HasSuffix(string(b), "refused\n") {
+		t.Errorf("a leftover writing into the warm shell's stdin: %q, want it refused", b)
+	}
+	if r := runIn("echo mine; tr '\\0' ' ' </proc/$$/cmdline"); !strings.HasPrefix(r.Stdout.Text, "mine\n") || strings.Contains(r.Stdout.Text, "INJECTED") {
+		t.Errorf("the command after the injector's try printed %q", r.Stdout.Text)
+	}
 }

@@ -182,7 +182,9 @@ func (e *Executor) close() error {
 // owner's commands: seen while their parent lived, or started while only
 // this owner's commands ran; the others wait for Close.
 func (e *Executor) EndOwner(owner string) {
-	e.endWarm(owner)
+	if e.opts.Warm {
+		e.endWarm(owner)
+	}
 	e.mu.Lock()
 	var cmds []*command
 	for c := range e.live {
@@ -234,14 +236,17 @@ const (
 // command is one spawned bash and the capture of its output. It is the
 // shell.Process of Start and Launch.
 type command struct {
-	e              *Executor
-	owner          string
-	spec           shell.Spec // what it was started for (a warm shell's: its activation's)
+	e     *Executor
+	owner string
+	// shape is the shell's shape (its Spec without command, timeout and
+	// stdin: shapeOf) for a warm shell, and for a foreground command
+	// without stdin, whose end starts the next warm shell like it
+	// (warm.go); nil otherwise.
+	shape          *shell.Spec
 	child          Child
 	timeout        time.Duration // 0 for Start; a warm shell's is set by activate, under mu
 	timer          *time.Timer   // under mu
 	warm           bool          // a warm shell not activated yet (under mu)
-	foreground     bool          // started by Launch, or a warm shell activated for it
 	stdout, stderr *capture.Stream
 
 	// The parent's ends of the pipes; stdin is nil for /dev/null. The
@@ -281,10 +286,12 @@ func (e *Executor) spawn(s shell.Spec, timed bool) (*command, error) {
 	if err := checkWorkdir(s.Workdir); err != nil {
 		return nil, err
 	}
-	release := e.hold()
-	defer release()
-	if c := e.takeWarm(s, timed); c != nil {
-		return c, nil
+	if e.opts.Warm {
+		release := e.hold()
+		defer release()
+		if c := e.takeWarm(s, timed); c != nil {
+			return c, nil
+		}
 	}
 	return e.start(s, timed, false)
 }
@@ -303,12 +310,13 @@ func (e *Executor) start(s shell.Spec, timed, warm bool) (*command, error) {
 		stdout: capture.NewStream(spill, "stdout", maxOut, e.opts.MaxSpillBytes),
 		stderr: capture.NewStream(spill, "stderr", e.opts.MaxOutputBytes, e.opts.MaxSpillBytes),
 		done:   make(chan struct{}),
-		spec:   s,
 		warm:   warm,
 	}
 	if timed {
 		c.timeout = s.Timeout
-		c.foreground = true
+	}
+	if e.opts.Warm && (warm || timed && s.Stdin == nil) {
+		c.shape = shapeOf(s)
 	}
 	// Args[0] stays "bash" whatever the binary's path. PWD names the workdir as given, symlinks included, the way os/exec
 	// sets it for a command that inherits the environment; bash keeps it

@@ -35,8 +35,11 @@ func (e *Executor) StartTerminal(s shell.Spec) (shell.Terminal, error) {
 	}
 	// A warm shell runs beside no other command: none is started while
 	// the terminal runs, and one waiting is stopped.
-	ended := e.hold()
-	e.takeWarm(s, false)
+	ended := func() {}
+	if e.opts.Warm {
+		ended = e.hold()
+		e.takeWarm(s, false)
+	}
 	e.startMu.RLock()
 	defer e.startMu.RUnlock()
 	if e.closed {

@@ -29,6 +29,12 @@ import (
 // parent it never saw to every command alive when it started:
 // docs/containment.md#killing-what-a-command-left).
 //
+// The way in is a pipe on stdin, not a unix socket: bash reads ~/.bashrc
+// when its stdin is a socket (it takes itself for rshd's). So without a
+// sandbox a process of the same user may write into it through
+// /proc/<pid>/fd/0, as it may ptrace any later shell there; the sandbox
+// refuses that open (TestWarmShellContained).
+//
 // The command runs as under `bash -c`: $0 is "bash", stdin is /dev/null,
 // $SECONDS counts from its start, $_ and $BASH_EXECUTION_STRING are the
 // same, line numbers and errors read the same (`bash: line 1: foo:
@@ -57,6 +63,13 @@ func warmable(s shell.Spec) bool {
 	}
 	_, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(s.Command), "")
 	return err == nil
+}
+
+// shapeOf is s without its command, timeout and stdin: what a warm shell
+// is started for, and must match in the command it runs.
+func shapeOf(s shell.Spec) *shell.Spec {
+	s.Command, s.Timeout, s.Stdin = "", 0, nil
+	return &s
 }
 
 // sameShell reports whether a shell started for a may run b: everything
@@ -128,7 +141,7 @@ func (e *Executor) takeWarm(s shell.Spec, timed bool) *command {
 	if w == nil {
 		return nil
 	}
-	if timed && sameShell(w.spec, s) && warmable(s) && w.activate(s) {
+	if timed && sameShell(*w.shape, s) && warmable(s) && w.activate(s) {
 		return w
 	}
 	w.discard()
@@ -167,32 +180,46 @@ func (c *command) activate(s shell.Spec) bool {
 		return false
 	}
 	c.warm = false
-	c.foreground = true
-	c.spec = s
 	c.shell.Args = []string{"bash", "-c", s.Command}
 	c.shell.Started = time.Now()
 	c.timeout = s.Timeout
 	if c.timeout > 0 {
 		c.timer = time.AfterFunc(c.timeout, func() { c.stop(causeTimeout, false) })
 	}
+	timer := c.timer
 	c.mu.Unlock()
 	// At most PIPE_BUF bytes (maxWarmCommand): written whole, at once.
 	_, err := c.stdinW.Write([]byte(s.Command))
 	c.stdinW.Close()
-	return err == nil // else the shell died meanwhile: the caller stops it
+	if err != nil {
+		// No reader: the shell died after the check above (its wait
+		// closes the pipe). Its end is its own; the command runs cold.
+		if timer != nil {
+			timer.Stop()
+		}
+		return false
+	}
+	return true
+}
+
+// stillWarm reports whether c is a warm shell that was given no command.
+func (c *command) stillWarm() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.warm
 }
 
 // prewarm starts the next foreground command's shell after c, a
 // foreground command that ended, when the executor runs nothing else and
 // has no warm shell.
 func (e *Executor) prewarm(c *command) {
-	// Not after a kill (an ended owner's among them), nor after a
-	// background task or a command with stdin.
-	if !e.opts.Warm || !c.foreground || c.causeOf() != causeNone || c.spec.Stdin != nil {
+	// Only after a foreground command without stdin that ended by
+	// itself: not after a kill (an ended owner's among them), a
+	// background task, or a warm shell that ran nothing.
+	if c.shape == nil || c.causeOf() != causeNone || c.stillWarm() {
 		return
 	}
-	s := c.spec
-	s.Command, s.Timeout = "", 0
+	s := c.shape
 	e.startMu.RLock()
 	defer e.startMu.RUnlock()
 	if e.closed {
@@ -204,8 +231,8 @@ func (e *Executor) prewarm(c *command) {
 	// command, or one like the command before it. Commands that change
 	// directory (or owner) one after another get none, rather than a
 	// shell started and stopped for each.
-	stable := e.lastForeground == nil || sameShell(*e.lastForeground, s)
-	e.lastForeground = &s
+	stable := e.lastForeground == nil || sameShell(*e.lastForeground, *s)
+	e.lastForeground = s
 	if !stable || e.warm != nil || e.prewarming != nil || len(e.live) > 0 || e.busy > 0 || e.ended[s.Owner] {
 		return
 	}
@@ -214,7 +241,7 @@ func (e *Executor) prewarm(c *command) {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		w, err := e.start(s, false, true)
+		w, err := e.start(*s, false, true)
 		e.mu.Lock()
 		if err == nil {
 			e.warm = w

@@ -209,3 +209,25 @@ func TestWarmShellGuess(t *testing.T) {
 	run(t, ex, shell.Request{Command: "true", Workdir: b})
 	warmed(t, ex, b)
 }
+
+// TestWarmShellReadsNoRcFile: a warm shell reads no rc file, as bash -c
+// does not: with stdin a socket, bash would take itself for rshd's and
+// read ~/.bashrc (at a shell level below 2); its way in is a pipe.
+func TestWarmShellReadsNoRcFile(t *testing.T) {
+	dir, home := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(home+"/.bashrc", []byte("echo RC-READ\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SHLVL=") && !strings.HasPrefix(kv, "HOME=") {
+			env = append(env, kv)
+		}
+	}
+	ex, _ := newExec(t, &local.Options{Warm: true, Environ: append(env, "HOME="+home)})
+	warmed(t, ex, dir)
+	r := run(t, ex, shell.Request{Command: `echo hi; tr '\0' ' ' </proc/$$/cmdline`, Workdir: dir})
+	if !strings.HasPrefix(r.Stdout.Text, "hi\n") || !strings.Contains(r.Stdout.Text, "__conch_command") {
+		t.Errorf("a warm shell with ~/.bashrc: %q", r.Stdout.Text)
+	}
+}
