@@ -268,6 +268,12 @@ func testCancel(t *testing.T, tr transport) {
 	}
 }
 
+// ticks prints five ticks in 2.5 s by the clock, each sleeping until its
+// half second since the start: a plain `sleep 0.5` five times adds up
+// five forks' scheduling delays under load (2.9-3.5 s seen beside CPU
+// burners). The TypeScript client's script runs the same command.
+const ticks = `s=${EPOCHREALTIME/[.,]/}; for i in 1 2 3 4 5; do echo tick; d=$((s + i*500000 - ${EPOCHREALTIME/[.,]/})); ((d < 0)) && d=0; printf -v f %06d $d; sleep 0.$f; done`
+
 func testProgress(t *testing.T, tr transport) {
 	type note struct {
 		at     time.Time
@@ -281,7 +287,7 @@ func testProgress(t *testing.T, tr transport) {
 		mu.Unlock()
 	}}
 	cs, _ := tr.start(t, serverOptions{marker: testutil.Marker(t), client: copts})
-	params := &mcp.CallToolParams{Name: "bash", Arguments: bash("for i in 1 2 3 4 5; do echo tick; sleep 0.5; done")}
+	params := &mcp.CallToolParams{Name: "bash", Arguments: bash(ticks)}
 	params.SetProgressToken("progress-1")
 	r, err := cs.CallTool(t.Context(), params)
 	if err != nil {

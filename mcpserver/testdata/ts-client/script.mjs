@@ -33,6 +33,11 @@ const YIELD_MS = 3000;
 const TOKEN = 'ts-client-token';
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'conch-ts-'));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// Five ticks in 2.5 s by the clock, each sleeping until its half second
+// since the start: a plain `sleep 0.5` five times adds up five forks'
+// scheduling delays under load (2.9-3.5 s seen beside CPU burners), and
+// past 3 s the progress scenario's call is moved to the background.
+const TICKS = 's=${EPOCHREALTIME/[.,]/}; for i in 1 2 3 4 5; do echo tick; d=$((s + i*500000 - ${EPOCHREALTIME/[.,]/})); ((d < 0)) && d=0; printf -v f %06d $d; sleep 0.$f; done';
 const bash = (command, extra = {}) => ({ command, description: 'Run a test command', ...extra });
 
 // Only what the TS stdio client passes by default, plus what the Go test
@@ -185,7 +190,7 @@ async function scenarios(client, seen, tag) {
 
   // Progress: the client's onprogress makes it send a progress token.
   const progress = [];
-  r = await call(client, 'bash', bash('for i in 1 2 3 4 5; do echo tick; sleep 0.5; done'), {
+  r = await call(client, 'bash', bash(TICKS), {
     onprogress: (p) => progress.push({ at: Date.now(), progress: p.progress, message: p.message }),
   });
   out.progress = {
