@@ -51,7 +51,6 @@ type Executor struct {
 	// flight has ended. Both guarded by mu.
 	warm       *command
 	prewarming chan struct{}
-	ended      map[string]bool // owners EndOwner ended: no warm shell for them
 	// busy counts the starts in flight and the terminals running: no
 	// warm shell is started beside them.
 	busy int
@@ -182,9 +181,6 @@ func (e *Executor) close() error {
 // owner's commands: seen while their parent lived, or started while only
 // this owner's commands ran; the others wait for Close.
 func (e *Executor) EndOwner(owner string) {
-	if e.opts.Warm {
-		e.endWarm(owner)
-	}
 	e.mu.Lock()
 	var cmds []*command
 	for c := range e.live {
@@ -198,6 +194,15 @@ func (e *Executor) EndOwner(owner string) {
 		wg.Go(func() { c.stop(causeKill, false) })
 	}
 	wg.Wait()
+	if e.opts.Warm {
+		// A command starts the next one's shell before it is done
+		// (prewarm): once the owner's are done, none of them can start
+		// another after endWarm.
+		for _, c := range cmds {
+			<-c.done
+		}
+		e.endWarm(owner)
+	}
 	// The owner's sweep comes after the stops, which take each running
 	// command's group and leftovers: run alongside them it would signal
 	// the same groups again (a TERM trap would run twice). The Spawner's
@@ -613,9 +618,11 @@ func (c *command) wait() {
 	}
 	c.stdout.Close()
 	c.stderr.Close()
+	// The next command's shell is started, or not, before this one is
+	// done: EndOwner, once its owner's commands are done, finds it.
+	c.e.prewarm(c)
 	close(c.done)
 	c.e.forget(c)
-	c.e.prewarm(c)
 }
 
 // stop kills the command's group for cause, and what the command left

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -82,13 +83,9 @@ func sameShell(a, b shell.Spec) bool {
 }
 
 // endWarm stops the warm shell of owner, once any start in flight has
-// ended, and keeps owner's from being started again (EndOwner).
+// ended (EndOwner).
 func (e *Executor) endWarm(owner string) {
 	e.mu.Lock()
-	if e.ended == nil {
-		e.ended = make(map[string]bool)
-	}
-	e.ended[owner] = true
 	e.awaitPrewarm()
 	w := e.warm
 	if w != nil && w.owner == owner {
@@ -202,6 +199,11 @@ func (c *command) activate(s shell.Spec) bool {
 	return true
 }
 
+// prewarmHook, when set (by a test), runs in prewarm once c is known to
+// be a command after which a shell may be started: the moment a loaded
+// machine may hold it there.
+var prewarmHook atomic.Pointer[func()]
+
 // stillWarm reports whether c is a warm shell that was given no command.
 func (c *command) stillWarm() bool {
 	c.mu.Lock()
@@ -219,6 +221,9 @@ func (e *Executor) prewarm(c *command) {
 	if c.shape == nil || c.causeOf() != causeNone || c.stillWarm() {
 		return
 	}
+	if h := prewarmHook.Load(); h != nil {
+		(*h)()
+	}
 	s := c.shape
 	e.startMu.RLock()
 	defer e.startMu.RUnlock()
@@ -233,7 +238,11 @@ func (e *Executor) prewarm(c *command) {
 	// shell started and stopped for each.
 	stable := e.lastForeground == nil || sameShell(*e.lastForeground, *s)
 	e.lastForeground = s
-	if !stable || e.warm != nil || e.prewarming != nil || len(e.live) > 0 || e.busy > 0 || e.ended[s.Owner] {
+	others := len(e.live)
+	if _, ok := e.live[c]; ok {
+		others-- // c itself, not yet forgotten
+	}
+	if !stable || e.warm != nil || e.prewarming != nil || others > 0 || e.busy > 0 {
 		return
 	}
 	ch := make(chan struct{})

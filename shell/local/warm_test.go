@@ -151,6 +151,49 @@ func TestWarmShellEndOwner(t *testing.T) {
 	testutil.AssertNoProcesses(t, marker)
 }
 
+// TestWarmShellEndOwnerRace: an owner's command that ends by itself as
+// EndOwner runs leaves no warm shell behind it (the shell would start the
+// ended owner's boundary again: a contained spawner's new init), and the
+// executor keeps nothing per ended owner: the owner's later commands warm
+// again. The command is held where it decides on the next shell while
+// EndOwner runs.
+func TestWarmShellEndOwnerRace(t *testing.T) {
+	dir := t.TempDir()
+	ex, _ := newExec(t, &local.Options{Warm: true})
+	held := make(chan struct{}, 1)
+	local.SetPrewarmHook(t, func() {
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		time.Sleep(50 * time.Millisecond)
+	})
+	for range 3 {
+		spec, err := ex.Resolve(shell.Request{Command: "true", Workdir: dir, Owner: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := ex.Launch(spec) // a foreground command
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-held:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the command never came to start the next shell")
+		}
+		ex.EndOwner("a")
+		waitDone(t, p, 10*time.Second)
+		for range 50 {
+			if ex.Warmed() {
+				t.Fatal("a warm shell after EndOwner")
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	warmed(t, ex, dir)
+}
+
 // TestWarmShellQuotesUnderscore: $_ as the shell starts with it comes from
 // the environment, which the warm shell's program quotes into the text it
 // evals: a value with quotes and substitutions is only a value.
