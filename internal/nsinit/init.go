@@ -89,6 +89,9 @@ func Main() int {
 	// The init holds little: a few records per command. A low GC target
 	// keeps its resident memory near the runtime's floor.
 	debug.SetGCPercent(20)
+	// Its reaper, kills and counts scan its /proc again and again, a
+	// session's few processes: their stat files stay open between scans.
+	proc.KeepStatFiles()
 	s.serve()
 	return 0
 }

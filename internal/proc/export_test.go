@@ -2,6 +2,8 @@
 
 package proc
 
+import "golang.org/x/sys/unix"
+
 // ParseStat exposes the /proc/<pid>/stat parser to the tests.
 var ParseStat = parseStat
 
@@ -48,4 +50,33 @@ func (t *Tracker) AddEscapee(sid, root int, owner string, gone uint64) {
 	}
 	registry.seq++
 	registry.sessions[sid] = &sessionEntry{tracker: t, owner: owner, root: root, seq: registry.seq, leaderGone: gone}
+}
+
+// KeptStatFiles reports the stat files kept open for the next scan, and
+// DropStatFiles closes them and stops keeping them.
+func KeptStatFiles() map[int]int {
+	f := keptStatFiles.Load()
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := make(map[int]int, len(f.fds))
+	for pid, sf := range f.fds {
+		m[pid] = sf.fd
+	}
+	return m
+}
+
+func DropStatFiles() {
+	f := keptStatFiles.Swap(nil)
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, sf := range f.fds {
+		unix.Close(sf.fd)
+	}
+	f.fds = nil
 }

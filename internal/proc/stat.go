@@ -89,11 +89,13 @@ func stat(pid int, buf []byte) (Info, error) {
 // what it has, so a read that leaves room in buf is the end of the file:
 // no second read to see EOF (a scan makes one system call fewer per
 // process). A read that fills buf is read on from, until EOF or buf is
-// full.
+// full. It reads from the file's start (pread), whatever was read of it
+// before: a stat file kept open (KeepStatFiles) is read again at each
+// scan.
 func readFull(fd int, buf []byte) (int, error) {
 	n := 0
 	for n < len(buf) {
-		m, err := unix.Read(fd, buf[n:])
+		m, err := unix.Pread(fd, buf[n:], int64(n))
 		if err == unix.EINTR {
 			continue
 		}
@@ -213,6 +215,11 @@ func scan() ([]Info, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proc: scan: %w", err)
 	}
+	kept := keptStatFiles.Load()
+	if kept != nil {
+		kept.begin()
+		defer kept.end()
+	}
 	var buf [statBufSize]byte
 	infos := make([]Info, 0, len(names))
 	for _, name := range names {
@@ -223,7 +230,12 @@ func scan() ([]Info, error) {
 		if err != nil {
 			continue
 		}
-		info, err := stat(pid, buf[:])
+		var info Info
+		if kept != nil {
+			info, err = kept.stat(pid, buf[:])
+		} else {
+			info, err = stat(pid, buf[:])
+		}
 		if err != nil {
 			if exhausted(err) {
 				// A process we could not read, not one that is gone: a
