@@ -226,3 +226,26 @@ func FuzzLastLines(f *testing.F) {
 		}
 	})
 }
+
+// TestForgottenBeforeTheTable: a task its owner forgot is unknown to
+// every call at once, also in the moment before its id leaves the
+// runtime's table (the owner's lock, then the runtime's).
+func TestForgottenBeforeTheTable(t *testing.T) {
+	r := newRuntime(t, nil)
+	h, info := startManual(t, r, "a", "bash", "forgotten")
+	h.finish(exit0)
+	settle(t, r, "a", info.ID)
+	r.mu.RLock()
+	tk := r.ids[info.ID]
+	r.mu.RUnlock()
+	tk.owner.mu.Lock()
+	tk.forgotten = true // as forgetOldestLocked leaves it, still in r.ids
+	tk.owner.mu.Unlock()
+	var unknown *UnknownTaskError
+	if _, _, err := r.Read("a", info.ID); !errors.As(err, &unknown) {
+		t.Fatalf("Read: %v, want unknown task", err)
+	}
+	if _, _, err := r.Kill("a", info.ID, "test"); !errors.As(err, &unknown) {
+		t.Fatalf("Kill: %v, want unknown task", err)
+	}
+}

@@ -662,10 +662,11 @@ func (r *Runtime) lookup(owner, id string) (*task, error) {
 	r.mu.RUnlock()
 	if t != nil {
 		t.owner.mu.Lock()
-		if t.forgotten {
+		forgotten := t.forgotten
+		t.owner.mu.Unlock()
+		if forgotten {
 			t = nil
 		}
-		t.owner.mu.Unlock()
 	}
 	if t == nil {
 		return nil, &UnknownTaskError{ID: id, Yours: o.newestIDs(maxListedIDs)}
