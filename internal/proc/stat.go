@@ -61,28 +61,46 @@ func Stat(pid int) (Info, error) {
 }
 
 func stat(pid int, buf []byte) (Info, error) {
-	path := "/proc/" + strconv.Itoa(pid) + "/stat"
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := openStat(pid)
+	if err != nil {
+		return Info{}, err
+	}
+	info, err := readStat(fd, pid, buf)
+	unix.Close(fd)
+	return info, err
+}
+
+// openStat opens /proc/<pid>/stat; ErrNotExist when there is no such
+// process.
+func openStat(pid int) (int, error) {
+	fd, err := unix.Open(statPath(pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if err == unix.ENOENT || err == unix.ESRCH {
-			return Info{}, ErrNotExist
+			return -1, ErrNotExist
 		}
-		return Info{}, fmt.Errorf("proc: open %s: %w", path, err)
+		return -1, fmt.Errorf("proc: open %s: %w", statPath(pid), err)
 	}
+	return fd, nil
+}
+
+// readStat reads and parses pid's stat file open at fd; ErrNotExist once
+// the process was reaped.
+func readStat(fd, pid int, buf []byte) (Info, error) {
 	n, err := readFull(fd, buf)
-	unix.Close(fd)
 	if err != nil {
 		if err == unix.ESRCH {
 			return Info{}, ErrNotExist
 		}
-		return Info{}, fmt.Errorf("proc: read %s: %w", path, err)
+		return Info{}, fmt.Errorf("proc: read %s: %w", statPath(pid), err)
 	}
 	info, err := parseStat(buf[:n])
 	if err != nil {
-		return Info{}, fmt.Errorf("proc: parse %s: %w", path, err)
+		return Info{}, fmt.Errorf("proc: parse %s: %w", statPath(pid), err)
 	}
 	return info, nil
 }
+
+func statPath(pid int) string { return "/proc/" + strconv.Itoa(pid) + "/stat" }
 
 // readFull reads the stat line whole. procfs serves it through seq_file,
 // which copies a record whole when the buffer holds it and then returns

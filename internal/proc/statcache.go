@@ -3,7 +3,6 @@
 package proc
 
 import (
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -62,33 +61,24 @@ func (f *statFiles) end() {
 // stat is stat(pid, buf) through a kept file, between begin and end.
 func (f *statFiles) stat(pid int, buf []byte) (Info, error) {
 	if sf, ok := f.fds[pid]; ok {
-		n, err := readFull(sf.fd, buf)
-		if err == nil {
-			if info, err := parseStat(buf[:n]); err == nil {
-				sf.gen = f.gen
-				f.fds[pid] = sf
-				return info, nil
-			}
+		if info, err := readStat(sf.fd, pid, buf); err == nil {
+			sf.gen = f.gen
+			f.fds[pid] = sf
+			return info, nil
 		}
-		// Reaped (ESRCH): the pid may be another process's by now.
+		// Reaped (ErrNotExist): the pid may be another process's by now.
 		unix.Close(sf.fd)
 		delete(f.fds, pid)
 	}
-	if len(f.fds) >= maxStatFiles {
-		return stat(pid, buf)
-	}
-	path := "/proc/" + strconv.Itoa(pid) + "/stat"
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := openStat(pid)
 	if err != nil {
-		return stat(pid, buf) // its errors, as a scan without kept files has them
+		return Info{}, err
 	}
-	n, err := readFull(fd, buf)
-	if err == nil {
-		if info, err := parseStat(buf[:n]); err == nil {
-			f.fds[pid] = statFile{fd: fd, gen: f.gen}
-			return info, nil
-		}
+	info, err := readStat(fd, pid, buf)
+	if err != nil || len(f.fds) >= maxStatFiles {
+		unix.Close(fd)
+		return info, err
 	}
-	unix.Close(fd)
-	return stat(pid, buf)
+	f.fds[pid] = statFile{fd: fd, gen: f.gen}
+	return info, nil
 }

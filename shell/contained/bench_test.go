@@ -166,20 +166,11 @@ func rss(tb testing.TB, pid int) int64 {
 //
 //	go test -run '^$' -bench SessionStart -benchtime 50x ./shell/contained/
 func BenchmarkSessionStart(b *testing.B) {
-	dir, err := os.MkdirTemp("/var/tmp", "conch-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(dir) })
-	plan, err := sandbox.Policy{Workspace: dir, TempDirs: []string{os.TempDir()}}.Resolve()
-	if err != nil {
-		b.Fatal(err)
-	}
+	dir, sandboxed := sandboxedWorkspace(b, "conch-bench-")
 	var exs []*local.Executor
 	for _, spare := range []bool{false, true} {
-		o := initOptions()
-		o.Sandbox = plan
-		ex, err := contained.NewWith(&local.Options{Cwd: dir, SpillParent: b.TempDir()}, o, &contained.Options{Spare: spare})
+		o := *sandboxed
+		ex, err := contained.NewWith(&local.Options{Cwd: dir, SpillParent: b.TempDir()}, &o, &contained.Options{Spare: spare})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -51,7 +51,7 @@ func newExecutor(t *testing.T, marker string, o local.Options, initOpts *nsinit.
 // sandboxedWorkspace makes a workspace outside /tmp (which the sandbox
 // leaves writable), removed at the end, and init options with the default
 // sandbox for it.
-func sandboxedWorkspace(t *testing.T, prefix string) (string, *nsinit.Options) {
+func sandboxedWorkspace(t testing.TB, prefix string) (string, *nsinit.Options) {
 	t.Helper()
 	dir, err := os.MkdirTemp("/var/tmp", prefix)
 	if err != nil {
