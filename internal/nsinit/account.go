@@ -20,8 +20,9 @@ import (
 //  2. a process whose parent was charged is charged to the same commands,
 //     even if it left the group and session (setsid), and it keeps that
 //     charge after its parent exits and it is re-parented to the init;
-//  3. a process still in the process group or session of a command the
-//     server holds is charged to that command;
+//  3. a process still in the process group of a command the server
+//     holds (or in the session of a terminal's program, the only
+//     commands that lead a session) is charged to that command;
 //  4. an orphan seen for the first time, its parent already gone (the
 //     middle process of a double fork that exited between two scans), is
 //     charged to every command that could have started it: spawned

@@ -8,7 +8,8 @@
 // (the server and the host's processes are not in it), and then serves
 // requests over a unix socket: spawn a command (argv, environment,
 // directory, and its stdin, stdout and stderr passed as descriptors) in
-// a new session and process group, signal its group, report its raw
+// a process group of its own in the init's session (a terminal's
+// program: in a session of its own), signal its group, report its raw
 // wait status, kill everything it left behind, and reap every process
 // of the namespace.
 //

@@ -291,9 +291,16 @@ func (s *initState) spawn(m *message, fds []int) {
 		s.c.send(reply)
 		return
 	}
-	// A terminal's stdin becomes the controlling terminal of the new
-	// session (TIOCSCTTY on descriptor 0 in the child).
-	sys := &syscall.SysProcAttr{Setsid: true, Setctty: m.Terminal}
+	// A command leads a process group of its own in the init's session,
+	// which has no controlling terminal. Not a session of its own: where
+	// the kernel's autogroups are on, every new session is a new
+	// scheduling group, and under load each command's first run waited
+	// for that group's turn among the machine's others (1.6-2.5x a bare
+	// spawn at load 7, against 1.2-1.4x in the init's session:
+	// docs/containment.md#spawning-and-waiting). A terminal's program does
+	// get a new session, whose controlling terminal the terminal becomes
+	// (TIOCSCTTY on descriptor 0 in the child).
+	sys := &syscall.SysProcAttr{Setsid: m.Terminal, Setpgid: !m.Terminal, Setctty: m.Terminal}
 	tasks := fds[3:]
 	if m.Cgroup {
 		// Born in its cgroup (clone3's CLONE_INTO_CGROUP): nothing it

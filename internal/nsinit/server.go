@@ -557,8 +557,9 @@ func (i *Init) OpenPTY() (master, slave *os.File, err error) {
 // and may be closed once Spawn returns.
 type Command = proc.Command
 
-// Spawn starts c in a new session and process group inside the
-// namespace. The returned Child must be released (Child.Release) once the
+// Spawn starts c in a process group of its own inside the namespace, in
+// the init's session, which has no controlling terminal (c.Terminal: in
+// a new session, whose controlling terminal c's stdin becomes). The returned Child must be released (Child.Release) once the
 // caller is done with it.
 func (i *Init) Spawn(c Command) (*Child, error) {
 	i.nullMu.RLock()

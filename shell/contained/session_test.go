@@ -4,6 +4,7 @@ package contained_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -282,5 +283,44 @@ func TestFailedInitFailsTheCommand(t *testing.T) {
 	}
 	if r := run(t, ex, "F", "echo ok"); r.Stdout.Text != "ok\n" {
 		t.Errorf("another owner after the failure: %q %q", r.Stdout.Text, r.Stderr.Text)
+	}
+}
+
+// TestCommandGroup: a piped command leads a process group of its own in
+// the init's session, which has no controlling terminal; a terminal's
+// program leads a session of its own, the terminal's
+// (docs/containment.md#spawning-and-waiting). With warm shells too,
+// which the init spawns the same way ahead of their command.
+func TestCommandGroup(t *testing.T) {
+	const ids = `set -- $(</proc/$$/stat); echo "pid=$1 pgid=$5 sid=$6"; if (: </dev/tty) 2>/dev/null; then echo tty; else echo no-tty; fi`
+	parse := func(t *testing.T, out string) (pid, pgid, sid int, tty string) {
+		t.Helper()
+		var line string
+		line, tty, _ = strings.Cut(strings.TrimSpace(out), "\n")
+		tty = strings.TrimSpace(tty)
+		if _, err := fmt.Sscanf(line, "pid=%d pgid=%d sid=%d", &pid, &pgid, &sid); err != nil {
+			t.Fatalf("%q: %v", out, err)
+		}
+		return
+	}
+	for _, warm := range []bool{false, true} {
+		t.Run(fmt.Sprintf("warm=%v", warm), func(t *testing.T) {
+			ex := newExecutor(t, testutil.Marker(t), local.Options{Warm: warm}, nil)
+			groups := map[int]bool{}
+			for range 3 {
+				pid, pgid, sid, tty := parse(t, shelltest.MustRun(t, ex, shell.Request{Command: ids}).Stdout.Text)
+				if pgid != pid || sid != 1 || tty != "no-tty" {
+					t.Errorf("piped command: pid %d, group %d, session %d, %s; want a group of its own in the init's session 1, no terminal", pid, pgid, sid, tty)
+				}
+				groups[pgid] = true
+			}
+			if len(groups) != 3 {
+				t.Errorf("three commands in groups %v, want three groups", groups)
+			}
+			pid, pgid, sid, tty := parse(t, terminalRun(t, ex, ids, ""))
+			if pgid != pid || sid != pid || tty != "tty" {
+				t.Errorf("terminal's program: pid %d, group %d, session %d, %s; want a session of its own with the terminal", pid, pgid, sid, tty)
+			}
+		})
 	}
 }
