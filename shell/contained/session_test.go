@@ -324,3 +324,77 @@ func TestCommandGroup(t *testing.T) {
 		})
 	}
 }
+
+// TestJoinedGroup: a process that moves itself into another running
+// command's process group before the init saw it, its parent gone (a
+// double fork), is charged to that command. Where cgroups are writable,
+// its own command's kill still takes it (it stays in that command's
+// cgroup); without, it outlives that kill and dies with the other's
+// (docs/containment.md#spawning-and-waiting, docs/security.md).
+func TestJoinedGroup(t *testing.T) {
+	for _, withCgroup := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cgroup=%v", withCgroup), func(t *testing.T) {
+			io := initOptions()
+			if withCgroup {
+				cg := nsinit.ProbeCgroup()
+				if !cg.Writable {
+					t.Skip("cgroup v2 is not writable here (root, or a delegated subtree)")
+				}
+				io.Cgroup = cg.Dir
+			}
+			ex := newExecutor(t, testutil.Marker(t), local.Options{Grace: 300 * time.Millisecond}, io)
+			dir := t.TempDir()
+			start := func(command string) shell.Process {
+				t.Helper()
+				spec, err := ex.Resolve(shell.Request{Command: command, Workdir: dir})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := ex.Start(spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p
+			}
+			run := func(command string) string {
+				t.Helper()
+				return strings.TrimSpace(shelltest.MustRun(t, ex, shell.Request{Command: command, Workdir: dir}).Stdout.Text)
+			}
+			waitFile := func(name string, p shell.Process) {
+				t.Helper()
+				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+					if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil && len(b) > 0 {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%s not written: %+v", name, p.Read())
+					}
+				}
+			}
+			b := start("echo $$ > b.pid; sleep 600")
+			// The joiner writes a.pid once its parent is gone (it was
+			// re-parented to the init): no look can have seen its parent.
+			waitFile("b.pid", b)
+			a := start(`( perl -e 'setpgrp(0, $ARGV[0]) or die "setpgrp: $!\n"; select(undef, undef, undef, 0.01) while getppid() != 1; open(F, ">", "a.tmp"); print F $$; close F; rename("a.tmp", "a.pid"); sleep 600' "$(<b.pid)" & ); sleep 600`)
+			waitFile("a.pid", a)
+			if got, want := run(`set -- $(</proc/$(<a.pid)/stat); echo $5`), run("cat b.pid"); got != want {
+				t.Fatalf("the joiner's group %q, want the other command's %q", got, want)
+			}
+			alive := `kill -0 $(<a.pid) 2>/dev/null && echo alive || echo gone`
+			a.Kill()
+			<-a.Done()
+			got := run(alive)
+			if withCgroup && got != "gone" || !withCgroup && got != "alive" {
+				t.Errorf("after its own command's kill the joiner is %s", got)
+			}
+			if b.Status() != shell.StatusRunning {
+				t.Errorf("the other command: %v, want it running", b.Status())
+			}
+			b.Kill()
+			<-b.Done()
+			if got := run(alive); got != "gone" {
+				t.Errorf("after the other command's kill the joiner is %s", got)
+			}
+		})
+	}
+}
