@@ -112,11 +112,26 @@ func (s *initState) account(infos []proc.Info) {
 		}
 	}
 	for pid, c := range s.cmds {
-		c.groupSeen = groups[pid]
-		if c.released && !live[c] {
+		// A scan is not a snapshot: it lists the pids, then reads each.
+		// A fork loop's member listed alive may have forked and exited
+		// by its read, its child born after the listing: the scan then
+		// sees nothing of the group. The kernel knows better: a group
+		// with a member (a zombie included) answers a signal 0, and its
+		// id is no other process's meanwhile. Without this, a released
+		// command was forgotten there, and every later generation of its
+		// loop was nobody's (counted 0, never killed: one CI run's
+		// LeftoverForkLoop).
+		c.groupSeen = groups[pid] || c.released && groupExists(pid)
+		if c.released && !live[c] && !c.groupSeen {
 			delete(s.cmds, pid)
 		}
 	}
+}
+
+// groupExists reports whether process group pgid has a member, a zombie
+// included (kill(2) with signal 0 to the group).
+func groupExists(pgid int) bool {
+	return pgid > 1 && unix.Kill(-pgid, 0) != unix.ESRCH
 }
 
 // chargeNew returns the commands that started p, seen for the first time;

@@ -45,7 +45,9 @@ func (s *initState) countLeftovers(c *command) int {
 		switch {
 		case live > 0:
 			return live
-		case traces == 0:
+		case traces == 0 && !(c.released && c.groupSeen):
+			// Nothing charged to it alive or dying, and its group gone
+			// (a scan may miss a fork loop's member: see account).
 			return 0
 		case try == countScans-1:
 			return 1

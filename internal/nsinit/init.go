@@ -581,10 +581,11 @@ func (s *initState) killLeftovers(c *command) error {
 			proc.Signal(p, unix.SIGKILL)
 			// Its group too, in one go: a fork-and-exit loop has forked
 			// and gone since the scan, but its children stay in the
-			// group. A group made by one of c's processes holds only
-			// c's descendants (no other command's process can join a
-			// session it did not start), but for another command's own
-			// group, to which c's may be charged by rule 4.
+			// group. A group made by one of c's processes holds c's
+			// descendants, and whatever another command's process moved
+			// into it (setpgid, within the init's session: its own
+			// doing); not another command's own group, to which c's may
+			// be charged by rule 4.
 			if o := s.cmds[p.Pgid]; p.Pgid > 1 && (o == nil || o == c) {
 				unix.Kill(-p.Pgid, unix.SIGKILL)
 			}
