@@ -59,7 +59,12 @@ func TestSparedDaemons(t *testing.T) {
 	running := startSession(t, marker, "sleep 1000 & wait")
 	tr.Add(running.Process.Pid, "")
 	done := waitAsync(running)
-	engine := startSession(t, marker, "setsid "+daemon+" 1001 & setsid sleep 1002 & setsid "+impostors[0]+" & setsid "+impostors[1]+" &")
+	// The daemon becomes one 300 ms after it was re-parented to us: the
+	// scans of that time (the exit of the re-parented `sleep 0.1` makes
+	// one) see a shell, not a spared executable, and charge its session
+	// to the running command, as a scan that meets a daemon in the middle
+	// of its exec does (one CI run's failure).
+	engine := startSession(t, marker, "setsid sh -c 'sleep 0.3; exec "+daemon+" 1001' & setsid sleep 0.1 & setsid sleep 1002 & setsid "+impostors[0]+" & setsid "+impostors[1]+" &")
 	if err := proc.WaitCmd(engine); err != nil {
 		t.Fatal(err)
 	}

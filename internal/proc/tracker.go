@@ -614,6 +614,13 @@ func (t *Tracker) collectLocked(s *snapshot, self int, sc scope, held map[int]in
 		}
 		in[i] = true
 		p := s.infos[i]
+		if p.PPid == self && p.Alive() && isSpared(p.Pid) {
+			// A daemon SpareDaemons spares, and what it runs, though its
+			// session was charged to a command: a scan met it before
+			// its exec made it the daemon (a shell, or the middle of the
+			// exec), and a session's charge is for good.
+			continue
+		}
 		switch {
 		case p.Pgid == sc.skipGroup:
 		case p.Alive():
