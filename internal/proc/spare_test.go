@@ -75,10 +75,22 @@ func TestSparedDaemons(t *testing.T) {
 	if tr.MayHaveLeftovers(running.Process.Pid) != true {
 		t.Error("MayHaveLeftovers with an unowned escapee = false")
 	}
+	// A command of ours whose shell runs the spared executable itself is
+	// a command, not the engine's daemon: a kill takes it. (Started after
+	// the escapees, which stay the running command's alone.)
+	execd := startSession(t, marker, "exec "+daemon+" 1004")
+	tr.Add(execd.Process.Pid, "")
+	execdDone := waitAsync(execd)
+	testutil.WaitFor(t, 5*time.Second, "the command's exec", func() bool {
+		return len(withCmdline(marker, daemon+" 1004")) == 1
+	})
 
 	tr.KillAll(100 * time.Millisecond)
 	if err := recv(t, done); !signalled(err, syscall.SIGTERM) {
 		t.Errorf("the tracked command: Wait = %v, want killed by SIGTERM", err)
+	}
+	if err := recv(t, execdDone); !signalled(err, syscall.SIGTERM) {
+		t.Errorf("the tracked command that runs the spared executable: Wait = %v, want killed by SIGTERM", err)
 	}
 	if n := len(withCmdline(marker, "sleep 1002")); n != 0 {
 		t.Error("KillAll left the escapee of an unspared executable")

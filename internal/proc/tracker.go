@@ -614,11 +614,12 @@ func (t *Tracker) collectLocked(s *snapshot, self int, sc scope, held map[int]in
 		}
 		in[i] = true
 		p := s.infos[i]
-		if p.PPid == self && p.Alive() && isSpared(p.Pid) {
+		if p.PPid == self && p.Alive() && !isClaimed(p.Pid) && isSpared(p.Pid) {
 			// A daemon SpareDaemons spares, and what it runs, though its
 			// session was charged to a command: a scan met it before
 			// its exec made it the daemon (a shell, or the middle of the
-			// exec), and a session's charge is for good.
+			// exec), and a session's charge is for good. Not a command's
+			// own shell (claimed), whatever it runs.
 			continue
 		}
 		switch {
