@@ -559,8 +559,9 @@ type Command = proc.Command
 
 // Spawn starts c in a process group of its own inside the namespace, in
 // the init's session, which has no controlling terminal (c.Terminal: in
-// a new session, whose controlling terminal c's stdin becomes). The returned Child must be released (Child.Release) once the
-// caller is done with it.
+// a new session, whose controlling terminal c's stdin becomes). The
+// returned Child must be released (Child.Release) once the caller is
+// done with it.
 func (i *Init) Spawn(c Command) (*Child, error) {
 	i.nullMu.RLock()
 	defer i.nullMu.RUnlock()
