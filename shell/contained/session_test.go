@@ -346,15 +346,7 @@ func TestJoinedGroup(t *testing.T) {
 			dir := t.TempDir()
 			start := func(command string) shell.Process {
 				t.Helper()
-				spec, err := ex.Resolve(shell.Request{Command: command, Workdir: dir})
-				if err != nil {
-					t.Fatal(err)
-				}
-				p, err := ex.Start(spec)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return p
+				return shelltest.MustStart(t, ex, shell.Request{Command: command, Workdir: dir})
 			}
 			run := func(command string) string {
 				t.Helper()
