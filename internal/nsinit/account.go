@@ -81,7 +81,12 @@ func (s *initState) account(infos []proc.Info) {
 	}
 	byPid := make(map[int]procKey, len(infos))
 	seen := make(map[procKey]bool, len(infos))
-	live := make(map[*command]bool)
+	// Commands with something in this scan, alive or a zombie: a fork
+	// loop's scan may list its live generation, then find it gone by its
+	// read, its child born after the listing, and see only the zombies of
+	// the generations since the previous scan (the look reaps them after
+	// this): the command is kept for its loop's next generation.
+	present := make(map[*command]bool)
 	for _, p := range infos {
 		if p.Pid == 1 {
 			continue
@@ -94,10 +99,8 @@ func (s *initState) account(infos []proc.Info) {
 			owners = s.chargeNew(p, byPid)
 			s.owners[k] = owners
 		}
-		if p.Alive() {
-			for _, c := range owners {
-				live[c] = true
-			}
+		for _, c := range owners {
+			present[c] = true
 		}
 	}
 	for k := range s.owners {
@@ -122,7 +125,7 @@ func (s *initState) account(infos []proc.Info) {
 		// loop was nobody's (counted 0, never killed: one CI run's
 		// LeftoverForkLoop).
 		c.groupSeen = groups[pid] || c.released && groupExists(pid)
-		if c.released && !live[c] && !c.groupSeen {
+		if c.released && !present[c] && !c.groupSeen {
 			delete(s.cmds, pid)
 		}
 	}

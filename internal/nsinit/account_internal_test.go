@@ -41,3 +41,44 @@ func TestGroupPastTheScan(t *testing.T) {
 		t.Fatalf("a released command whose group is gone: kept %v, group seen %v; want neither", s.cmds[pgid] == c, c.groupSeen)
 	}
 }
+
+// TestLoopPastTheScan: a fork loop that left the command's group (setsid)
+// and whose every generation exits right after its fork may show a scan
+// nothing alive, only the zombies of the generations since the previous
+// scan (the live one listed, then gone by its read, its child born after
+// the listing). Those zombies are the command's: it is kept, and the
+// loop's next generation, seen alive by the next scan, is charged to it.
+// It used to be forgotten there, and the loop was nobody's (counted 0,
+// never killed: TestLeftoversCount, once, in a full run of the package).
+func TestLoopPastTheScan(t *testing.T) {
+	const pgid = 1 << 30 // no such group: past any pid_max
+	c := &command{pid: pgid, exited: true, released: true, start: nowTicks() - 1}
+	s := &initState{cmds: map[int]*command{pgid: c}, owners: make(map[procKey][]*command)}
+	gen := func(pid int, state byte) proc.Info {
+		return proc.Info{Pid: pid, PPid: 1, Pgid: 500, Sid: 500, State: state, StartTime: nowTicks()}
+	}
+	first := gen(501, 'R')
+	s.owners[keyOf(first)] = []*command{c}
+	s.account([]proc.Info{first})
+
+	dead, next := first, gen(502, 'Z')
+	dead.State = 'Z'
+	s.account([]proc.Info{dead, next})
+	if s.cmds[pgid] != c {
+		t.Fatal("a released command whose loop a scan saw only as zombies: forgotten; want kept")
+	}
+	if !chargedTo(s.owners[keyOf(next)], c) {
+		t.Fatalf("the loop's zombie seen first: charged to %v; want the command", s.owners[keyOf(next)])
+	}
+
+	live := gen(503, 'R')
+	s.account([]proc.Info{live})
+	if !chargedTo(s.owners[keyOf(live)], c) {
+		t.Errorf("the loop's next generation: charged to %v; want the command", s.owners[keyOf(live)])
+	}
+
+	s.account(nil) // nothing of it left
+	if s.cmds[pgid] != nil {
+		t.Error("a released command with nothing left: kept; want forgotten")
+	}
+}
