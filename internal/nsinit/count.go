@@ -22,27 +22,23 @@ const countScans = 4
 func (s *initState) countLeftovers(c *command) int {
 	delay := time.Millisecond
 	for try := 0; ; try++ {
-		infos, err := proc.Scan() // unlocked, as killLeftovers's
-		if err != nil {
-			return 0
-		}
-		s.mu.Lock()
-		s.account(infos)
 		live, traces := 0, 0
-		for _, p := range infos {
-			if p.Pid == 1 || p.Pid == c.pid && p.StartTime == c.start || !chargedTo(s.owners[keyOf(p)], c) {
-				continue
+		err := s.look(func(infos []proc.Info) {
+			for _, p := range infos {
+				if p.Pid == 1 || p.Pid == c.pid && p.StartTime == c.start || !chargedTo(s.owners[keyOf(p)], c) {
+					continue
+				}
+				switch {
+				case p.Alive():
+					live++
+				case p.PPid == 1:
+					traces++ // reaped by the look, after the scan
+				}
 			}
-			switch {
-			case p.Alive():
-				live++
-			case p.PPid == 1:
-				traces++
-			}
-		}
-		s.reapZombies(infos)
-		s.mu.Unlock()
+		})
 		switch {
+		case err != nil:
+			return 0
 		case live > 0:
 			return live
 		case traces == 0 && !(c.released && c.groupSeen):

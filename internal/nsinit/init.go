@@ -3,7 +3,6 @@
 package nsinit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -125,6 +124,9 @@ type initState struct {
 	mu     sync.Mutex
 	cmds   map[int]*command       // by pid: commands not yet forgotten
 	owners map[procKey][]*command // every process seen, and whom it is charged to
+	// fresh: a look begun then has been accounted and its zombies
+	// reaped: a SIGCHLD that came before needs no look of its own.
+	fresh time.Time
 
 	// home are the session's tasks files in the cgroup v1 hierarchies of
 	// the limits, where the spawner thread returns after each fork.
@@ -381,7 +383,7 @@ func (s *initState) serve() {
 		}
 		closeFDs(fds)
 		switch m.Op {
-		case opTerminate, opLeftovers, opCount:
+		case opTerminate, opLeftovers, opStop, opCount:
 			go s.answer(m) // they wait: other requests go on meanwhile
 		default:
 			s.answer(m)
@@ -418,13 +420,27 @@ func (s *initState) answer(m *message) {
 		return
 	case m.Op == opLeftovers:
 		if c != nil {
-			if err := s.killLeftovers(c); err != nil {
+			if err := s.killLeftovers(c, 0); err != nil {
 				reply.Err = err.Error()
 			}
 		}
 	case m.Op == opCount:
 		if c != nil {
 			reply.Count = s.countLeftovers(c)
+		}
+	case m.Op == opStop:
+		// Released: its group id may name another group by now, and
+		// what it left is charged to it.
+		empty := 0
+		if held {
+			if _, clean := s.terminate(c, m.Grace, false); clean {
+				empty = 1
+			}
+		}
+		if c != nil {
+			if err := s.killLeftovers(c, empty); err != nil {
+				reply.Err = err.Error()
+			}
 		}
 	case !held:
 		// Its zombie was reaped: its group id may name another group.
@@ -436,17 +452,22 @@ func (s *initState) answer(m *message) {
 	case m.Op == opAlive:
 		reply.Alive = proc.GroupAlive(c.pid)
 	case m.Op == opTerminate:
-		reply.Escalated = proc.TerminateContext(context.Background(), c.pid, m.Grace)
+		reply.Escalated, _ = s.terminate(c, m.Grace, true)
 	default:
 		reply.Err = fmt.Sprintf("nsinit: unknown operation %q", m.Op)
 	}
 	s.c.send(reply)
 }
 
+// reaperPause is how long the reaper waits after a SIGCHLD before it
+// looks, for a kill's look to make its own needless (see reaper).
+const reaperPause = 2 * time.Millisecond
+
 // reaper reaps the namespace's zombies, reports the exits of commands and
 // keeps the ledger of who started what, on every SIGCHLD.
 func (s *initState) reaper(chld <-chan os.Signal) {
 	for range chld {
+		t := time.Now()
 		s.mu.Lock()
 		// Exits first: reporting one needs no scan, and the server waits
 		// for it.
@@ -456,21 +477,48 @@ func (s *initState) reaper(chld <-chan os.Signal) {
 			}
 		}
 		s.mu.Unlock()
+		// In a burst of kills, each kill's looks account and reap as this
+		// one would, and a SIGCHLD comes with every death: a look begun
+		// after the signal makes this one needless. A short pause lets
+		// one come (and more signals gather into this one); a burst of
+		// kills made a fifth of its looks here.
+		time.Sleep(reaperPause)
+		s.mu.Lock()
+		needless := !s.fresh.Before(t)
+		s.mu.Unlock()
+		if needless {
+			continue
+		}
 		// The scan runs unlocked, so as not to hold up the next spawn.
 		// It may then miss a command spawned meanwhile (the next scan
 		// finds it) or show a zombie reaped meanwhile, whose pid a new
 		// process may hold by now: waiting for an unheld pid of ours
 		// WNOHANG is harmless whoever holds it, and held commands are
 		// looked up under the lock.
-		infos, err := proc.Scan()
-		if err != nil {
-			continue
-		}
-		s.mu.Lock()
-		s.account(infos)
-		s.reapZombies(infos)
-		s.mu.Unlock()
+		s.look(func([]proc.Info) {})
 	}
+}
+
+// look scans the namespace's /proc and, with mu held, brings the ledger
+// up to date with the scan (account), reaps the zombies that are not
+// held (reapZombies) and calls then, unless the scan failed, whose error
+// it returns. The scan runs unlocked: concurrent looks share one
+// (proc.Scan), and a spawn is not held up by it.
+func (s *initState) look(then func(infos []proc.Info)) error {
+	t := time.Now()
+	infos, err := proc.Scan()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.account(infos)
+	s.reapZombies(infos)
+	if t.After(s.fresh) {
+		s.fresh = t
+	}
+	then(infos)
+	return nil
 }
 
 // reapZombies reaps every zombie child of the init but the commands the
@@ -550,56 +598,136 @@ func exitStatus(pid int) (int, error) {
 
 var errNotExited = errors.New("nsinit: not exited")
 
+// terminate stops c's process group as proc.TerminateContext does:
+// SIGTERM, SIGKILL if a member is alive after grace, and then, with wait,
+// a bounded wait until none is. It reports whether a member was alive at
+// the SIGKILL, and whether its last look found nothing of c alive, in
+// its group or out of it: killLeftovers, which follows without wait,
+// counts that look as the first of its two empty ones.
+//
+// Its looks are the ledger's scans, one a look, shared with the other
+// kills of a burst and with the reaper, and accounted (what the group
+// forks while it dies is charged at once); proc.GroupAlive confirms a
+// "gone" with a second scan, against a member forked during the first by
+// one that then exited. Such a member is in the group, which the SIGKILL
+// takes whatever the look said, and killLeftovers's next look finds it.
+// c is held (mu not held).
+func (s *initState) terminate(c *command, grace time.Duration, wait bool) (escalated, clean bool) {
+	if err := unix.Kill(-c.pid, unix.SIGTERM); err != nil {
+		return false, false // never ESRCH while c's zombie is kept
+	}
+	alive, clean := s.waitGroupGone(c, grace)
+	unix.Kill(-c.pid, unix.SIGKILL)
+	if alive && wait {
+		s.waitGroupGone(c, proc.KillWait)
+	}
+	return alive, clean
+}
+
+// waitGroupGone looks at c's group until it has no live member (false)
+// or d has passed (true: still alive), pausing between looks (pause).
+// clean: the last look found nothing of c alive, its group or else.
+func (s *initState) waitGroupGone(c *command, d time.Duration) (alive, clean bool) {
+	deadline := time.Now().Add(d)
+	delay := time.Millisecond // most cooperative groups are gone by then
+	var members []proc.Info
+	for {
+		pause(members, &delay, deadline)
+		members = members[:0]
+		others := false
+		err := s.look(func(infos []proc.Info) {
+			for _, p := range infos {
+				switch {
+				case p.Pid == 1 || !p.Alive():
+				case p.Pgid == c.pid:
+					members = append(members, p)
+				case chargedTo(s.owners[keyOf(p)], c):
+					others = true
+				}
+			}
+		})
+		alive = err != nil || len(members) > 0 // /proc unreadable: not proved gone
+		if !alive || !time.Now().Before(deadline) {
+			return alive, !alive && !others
+		}
+	}
+}
+
+// goneWait bounds a pause's wait for the processes it was given: a look
+// follows, for what they started meanwhile that is not among them.
+const goneWait = 100 * time.Millisecond
+
+// pause waits before a kill's next look: until ps, what the previous look
+// found alive and the kill waits for, have exited (at most goneWait), so
+// that a burst of kills on a loaded machine looks again once where it
+// looked at every tick of its backoff while they died; and at least
+// *delay, doubled each time up to 8 ms, so that what forks faster than it
+// dies is not looked at in a busy loop. Never past deadline.
+func pause(ps []proc.Info, delay *time.Duration, deadline time.Time) {
+	t := time.Now()
+	floor := t.Add(*delay)
+	*delay = min(2**delay, 8*time.Millisecond)
+	if len(ps) > 0 {
+		if left := deadline.Sub(t); left > 0 {
+			proc.WaitGone(ps, min(left, goneWait)) // without pidfds: the floor alone
+		}
+	}
+	if floor.After(deadline) {
+		floor = deadline
+	}
+	if wait := time.Until(floor); wait > 0 {
+		time.Sleep(wait)
+	}
+}
+
 // killLeftovers SIGKILLs everything charged to c, again and again, until
 // two scans in a row find nothing of it alive (a process forked between
 // a scan and the kills is found by the next one), or KillWait has passed.
-func (s *initState) killLeftovers(c *command) error {
+// empty is how many such scans were just made (terminate's last look).
+func (s *initState) killLeftovers(c *command, empty int) error {
 	deadline := time.Now().Add(proc.KillWait)
 	delay := time.Millisecond
-	for empty := 0; empty < 2; {
+	var killed []proc.Info
+	for empty < 2 {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("nsinit: kill leftovers of %d: still alive after %v", c.pid, proc.KillWait)
 		}
-		// Scanned unlocked, as the reaper does (see there), so that the
-		// kills of a burst can share their scans.
-		infos, err := proc.Scan()
+		killed = killed[:0]
+		err := s.look(func(infos []proc.Info) {
+			if !c.released {
+				// Its group first, at once: a member forked since the
+				// scan is in it.
+				unix.Kill(-c.pid, unix.SIGKILL)
+			}
+			for _, p := range infos {
+				// A held command's group is its own: a member charged to
+				// another command (setpgid) is waited for too.
+				if p.Pid == 1 || !p.Alive() || !chargedTo(s.owners[keyOf(p)], c) && (c.released || p.Pgid != c.pid) {
+					continue
+				}
+				proc.Signal(p, unix.SIGKILL)
+				// Its group too, in one go: a fork-and-exit loop has
+				// forked and gone since the scan, but its children stay
+				// in the group. A group made by one of c's processes
+				// holds c's descendants, and whatever another command's
+				// process moved into it (setpgid, within the init's
+				// session: its own doing); not another command's own
+				// group, to which c's may be charged by rule 4.
+				if o := s.cmds[p.Pgid]; p.Pgid > 1 && (o == nil || o == c) {
+					unix.Kill(-p.Pgid, unix.SIGKILL)
+				}
+				killed = append(killed, p)
+			}
+		})
 		if err != nil {
 			return fmt.Errorf("nsinit: kill leftovers of %d: %w", c.pid, err)
 		}
-		s.mu.Lock()
-		s.account(infos)
-		n := 0
-		if !c.released {
-			// Its group first, at once: a member forked since the scan
-			// is in it.
-			unix.Kill(-c.pid, unix.SIGKILL)
-		}
-		for _, p := range infos {
-			if p.Pid == 1 || !p.Alive() || !chargedTo(s.owners[keyOf(p)], c) {
-				continue
-			}
-			proc.Signal(p, unix.SIGKILL)
-			// Its group too, in one go: a fork-and-exit loop has forked
-			// and gone since the scan, but its children stay in the
-			// group. A group made by one of c's processes holds c's
-			// descendants, and whatever another command's process moved
-			// into it (setpgid, within the init's session: its own
-			// doing); not another command's own group, to which c's may
-			// be charged by rule 4.
-			if o := s.cmds[p.Pgid]; p.Pgid > 1 && (o == nil || o == c) {
-				unix.Kill(-p.Pgid, unix.SIGKILL)
-			}
-			n++
-		}
-		s.reapZombies(infos)
-		s.mu.Unlock()
-		if n == 0 {
+		if len(killed) == 0 {
 			empty++
 			continue
 		}
 		empty = 0
-		time.Sleep(delay)
-		delay = min(2*delay, 8*time.Millisecond)
+		pause(killed, &delay, deadline)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ package nsinit_test
 
 import (
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -278,4 +279,109 @@ func TestNonDumpableDuringStart(t *testing.T) {
 	starts.Wait()
 	close(stop)
 	flips.Wait()
+}
+
+// TestStop: Stop is the executor's kill in one request: the group gets
+// SIGTERM and the grace (a trap runs, nothing is SIGKILLed that ended by
+// then), then everything the command left outside it is killed, and Stop
+// returns once all is gone. A group that ignores SIGTERM is SIGKILLed
+// after the grace, not before. After Release, only the leftovers are
+// taken: another command of the session lives on.
+func TestStop(t *testing.T) {
+	const grace = 400 * time.Millisecond
+	t.Run("graceful", func(t *testing.T) {
+		marker := clean(t)
+		in := startInit(t)
+		ch, stdout, _ := spawn(t, in, marker, `trap 'echo got-term; exit 3' TERM; (setsid sleep 600 &); sleep 600 & echo ready; wait`)
+		testutil.WaitFor(t, 10*time.Second, "three sleeps", func() bool { return len(testutil.Processes(marker)) >= 3 })
+		t0 := time.Now()
+		if err := ch.Stop(grace); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(t0); d >= grace {
+			t.Errorf("Stop took %v; the group ended on SIGTERM, within the grace %v", d, grace)
+		}
+		if left := testutil.Processes(marker); len(left) != 0 {
+			t.Errorf("Stop returned with %d processes alive", len(left))
+		}
+		if ws := wait(t, ch); ws.ExitStatus() != 3 {
+			t.Errorf("status %v; want the trap's exit 3", ws)
+		}
+		ch.Release()
+		if got := stdout.text(t); got != "ready\ngot-term\n" {
+			t.Errorf("output %q; want the trap's line after ready", got)
+		}
+	})
+	t.Run("ignoring TERM", func(t *testing.T) {
+		marker := clean(t)
+		in := startInit(t)
+		ch, stdout, _ := spawn(t, in, marker, `trap "" TERM; (setsid sleep 600 &); sleep 600 & echo ready; wait`)
+		testutil.WaitFor(t, 10*time.Second, "three sleeps", func() bool { return len(testutil.Processes(marker)) >= 3 })
+		t0 := time.Now()
+		if err := ch.Stop(grace); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(t0); d < grace {
+			t.Errorf("Stop took %v; want SIGKILL after the grace %v", d, grace)
+		}
+		if left := testutil.Processes(marker); len(left) != 0 {
+			t.Errorf("Stop returned with %d processes alive", len(left))
+		}
+		if ws := wait(t, ch); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			t.Errorf("status %v, want SIGKILL", ws)
+		}
+		ch.Release()
+		stdout.text(t)
+	})
+	t.Run("cgroup", func(t *testing.T) {
+		// Its kill follows the request, and settles the count as
+		// KillLeftovers's does (TestLeftoversAfterKillAll).
+		marker := clean(t)
+		in, _ := cgroupInit(t)
+		ch, stdout, _ := spawn(t, in, marker, escapees)
+		testutil.WaitFor(t, 10*time.Second, "three sleeps", func() bool { return len(testutil.Processes(marker)) >= 3 })
+		if err := ch.Stop(grace); err != nil {
+			t.Fatal(err)
+		}
+		if left := testutil.Processes(marker); len(left) != 0 {
+			t.Errorf("Stop returned with %d processes alive", len(left))
+		}
+		wait(t, ch)
+		ch.Release()
+		stdout.text(t)
+		if err := in.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := ch.Leftovers(); n != 0 || err != nil {
+			t.Errorf("Leftovers after Stop, the init closed: %d, %v; want 0, nil", n, err)
+		}
+	})
+	t.Run("after release", func(t *testing.T) {
+		marker := clean(t)
+		in := startInit(t)
+		ch, stdout, _ := spawn(t, in, marker, escapees)
+		wait(t, ch)
+		testutil.WaitFor(t, 10*time.Second, "three sleeps", func() bool { return len(testutil.Processes(marker)) >= 3 })
+		ch.Release()
+		other := testutil.Marker(t)
+		och, ostdout, _ := spawn(t, in, other, "sleep 600")
+		testutil.WaitFor(t, 10*time.Second, "the other command's sleep", func() bool { return len(testutil.Processes(other)) == 1 })
+		if err := ch.Stop(grace); err != nil {
+			t.Fatal(err)
+		}
+		if left := testutil.Processes(marker); len(left) != 0 {
+			t.Errorf("Stop after Release left %d processes", len(left))
+		}
+		if n := len(testutil.Processes(other)); n != 1 {
+			t.Errorf("the other command: %d processes, want its sleep alive", n)
+		}
+		if err := och.Stop(grace); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, och)
+		och.Release()
+		stdout.text(t)
+		ostdout.text(t)
+		testutil.AssertNoProcesses(t, other)
+	})
 }

@@ -775,16 +775,38 @@ func (c *Child) Terminate(grace time.Duration) (escalated bool, err error) {
 // double fork) and the orphans charged to it, and returns once they are
 // gone. It may be called before or after Release.
 func (c *Child) KillLeftovers() error {
+	return c.sweep(&message{Op: opLeftovers, Pid: c.Pid}, true)
+}
+
+// Stop is Terminate, then KillLeftovers, in one request to the init (the
+// executor's kill, shell/local's Stopper): its looks at the group are the
+// init's scans, which then look for the leftovers. With a cgroup, the
+// cgroup's kill comes after it, for what the init could not charge to
+// the command (a process of its that joined another command's group
+// before the init saw it). Like KillLeftovers, it may be called after
+// Release, and then only takes the leftovers.
+func (c *Child) Stop(grace time.Duration) error {
+	return c.sweep(&message{Op: opStop, Pid: c.Pid, Grace: grace}, false)
+}
+
+// sweep sends m, a request that kills what the command left, with the
+// command's cgroup's kill before it (first) or after it.
+func (c *Child) sweep(m *message, first bool) error {
 	if c.allKilled.Load() {
 		c.removeCgroups() // if the first one found them still populated
 		return nil
 	}
-	if c.cgroup != "" {
+	if c.cgroup != "" && first {
 		if err := kill(c.cgroup); err != nil {
 			return err
 		}
 	}
-	_, err := c.i.call(&message{Op: opLeftovers, Pid: c.Pid})
+	_, err := c.i.call(m)
+	if c.cgroup != "" && !first {
+		if kerr := kill(c.cgroup); err == nil {
+			err = kerr
+		}
+	}
 	c.removeCgroups()
 	if err == nil && c.cgroup != "" {
 		c.allKilled.Store(true)

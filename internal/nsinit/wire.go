@@ -45,6 +45,7 @@ const (
 	opAlive     = "alive"     // Pid → Alive: a member of its group still runs
 	opTerminate = "terminate" // Pid, Grace → Escalated
 	opLeftovers = "leftovers" // Pid: kill everything the command started
+	opStop      = "stop"      // Pid, Grace: terminate, then leftovers, in one request (a held command's group first; a released one's leftovers only)
 	opRelease   = "release"   // Pid: the server is done with the command
 	opCount     = "count"     // Pid → Count: the live processes charged to the command, its shell aside
 	opExit      = "exit"      // init → server event: Pid, Status (raw wait status)

@@ -645,6 +645,10 @@ func (c *command) stop(cause int32, async bool) bool {
 		// The group first, then what the command left outside it,
 		// looked for once the group is gone (it may have made more
 		// while it died).
+		if s, ok := c.child.(Stopper); ok {
+			s.Stop(c.e.opts.Grace)
+			return
+		}
 		c.child.Terminate(c.e.opts.Grace)
 		c.child.KillLeftovers()
 	}

@@ -127,6 +127,13 @@ type Child interface {
 	Release()
 }
 
+// Stopper is implemented by a Child that makes the executor's kill,
+// Terminate and then KillLeftovers, in one step for less: the contained
+// provider's, in one request to its init (docs/containment.md#killing-what-a-command-left).
+type Stopper interface {
+	Stop(grace time.Duration) error
+}
+
 // LeftoverCounter is implemented by Children that can count what the
 // command left running once its shell was released (shell.Leftovers).
 type LeftoverCounter interface {
