@@ -99,11 +99,13 @@ type Command struct {
 	Started time.Time
 }
 
-// Child is a shell a Spawner started: the leader of its own session and
-// process group. The executor calls Wait once, Terminate and
-// KillLeftovers while no Release is in flight, and Release once, last,
-// after Wait returned and every kill finished; *nsinit.Child has this
-// shape.
+// Child is a shell a Spawner started: the leader of its own process
+// group, and of its own session but for the contained provider's
+// commands without a terminal (in its init's session:
+// docs/containment.md#spawning-and-waiting). The executor calls Wait
+// once, Terminate and KillLeftovers (or Stop, for a Stopper) while no
+// Release is in flight, and Release once, last, after Wait returned and
+// every kill finished; *nsinit.Child has this shape.
 type Child interface {
 	// Wait waits for the shell to exit and returns its wait status (an
 	// exit code or the signal that ended it) without releasing it: its
