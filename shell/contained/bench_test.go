@@ -13,9 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/conch-dev/conch/internal/proc"
 	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/shell"
@@ -389,16 +391,62 @@ func BenchmarkTaskKillBurst(b *testing.B) {
 			ts.EndSession("burst-" + strconv.Itoa(o))
 		}
 	}
+	b.StopTimer()
+	bare := bareKillBurst(b, marker, owners*perOwner)
 	slices.Sort(settles)
-	pct := func(p int) float64 { return float64(settles[(len(settles)-1)*p/100].Microseconds()) / 1000 }
-	b.ReportMetric(pct(50), "p50-ms")
-	b.ReportMetric(pct(99), "p99-ms")
+	pct := func(d []time.Duration, p int) float64 { return float64(d[(len(d)-1)*p/100].Microseconds()) / 1000 }
+	b.ReportMetric(pct(settles, 50), "p50-ms")
+	b.ReportMetric(pct(settles, 99), "p99-ms")
+	b.ReportMetric(pct(bare, 50), "bare-p50-ms")
+	b.ReportMetric(pct(bare, 99), "bare-p99-ms")
+	b.ReportMetric(pct(settles, 99)/pct(bare, 99), "p99-ratio")
 	b.ReportMetric(killBusy.Seconds()/float64(b.N), "kill-busy-cpu-s")
 	// Of it: this process (the tools, the tasks, the executor's side of
 	// every init), the inits, and the rest (the commands' own exits in the
 	// kernel, the burners, the machine).
 	b.ReportMetric(killSelf.Seconds()/float64(b.N), "kill-server-cpu-s")
 	b.ReportMetric(killInits.Seconds()/float64(b.N), "kill-inits-cpu-s")
+}
+
+// bareKillBurst is BenchmarkTaskKillBurst's baseline, in the same run:
+// n bare shells of the same command, each leading a session of its own,
+// all stopped at once as the burst's are (SIGTERM to the group) and
+// waited for. It returns the time from each one's SIGTERM to its reaped
+// exit, sorted: what the machine's own process exits cost at that load.
+func bareKillBurst(b *testing.B, marker string, n int) []time.Duration {
+	cmds := make([]*exec.Cmd, n)
+	for i := range cmds {
+		// "; :": bash would exec a last simple command in its place; a
+		// task's shell waits for its sleep.
+		cmd := exec.Command("bash", "-c", "for i in {1..200}; do echo $i; done; sleep 60; :")
+		cmd.Env = testutil.Env(marker)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := proc.StartCmd(cmd); err != nil {
+			b.Fatal(err)
+		}
+		cmds[i] = cmd
+	}
+	// Each one's sleep started, as the burst's tasks had printed.
+	testutil.WaitFor(b, time.Minute, "the bare shells' sleeps", func() bool {
+		return len(testutil.Processes(marker)) >= 2*n
+	})
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var ds []time.Duration
+	for _, cmd := range cmds {
+		wg.Go(func() {
+			t0 := time.Now()
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+			proc.WaitCmd(cmd)
+			d := time.Since(t0)
+			mu.Lock()
+			ds = append(ds, d)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	slices.Sort(ds)
+	return ds
 }
 
 // processCPU is the CPU time (user and system) process pid has used.
