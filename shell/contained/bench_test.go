@@ -414,6 +414,10 @@ func BenchmarkTaskKillBurst(b *testing.B) {
 // waited for. It returns the time from each one's SIGTERM to its reaped
 // exit, sorted: what the machine's own process exits cost at that load.
 func bareKillBurst(b *testing.B, marker string, n int) []time.Duration {
+	// Not beside the ends of the burst's sessions (their inits' exits).
+	testutil.WaitFor(b, time.Minute, "the sessions' processes to go", func() bool {
+		return len(testutil.Processes(marker)) == 0
+	})
 	cmds := make([]*exec.Cmd, n)
 	for i := range cmds {
 		// "; :": bash would exec a last simple command in its place; a
@@ -437,8 +441,11 @@ func bareKillBurst(b *testing.B, marker string, n int) []time.Duration {
 		wg.Go(func() {
 			t0 := time.Now()
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-			proc.WaitCmd(cmd)
+			// Its exit, seen in the poller: a thousand waits blocked in
+			// wait4 would take a thread each, the baseline's own cost.
+			proc.WaitGone([]proc.Info{{Pid: cmd.Process.Pid}}, time.Minute)
 			d := time.Since(t0)
+			proc.WaitCmd(cmd)
 			mu.Lock()
 			ds = append(ds, d)
 			mu.Unlock()
