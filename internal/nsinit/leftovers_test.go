@@ -3,6 +3,8 @@
 package nsinit_test
 
 import (
+	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -84,35 +86,45 @@ func TestLeftoversAfterKillAll(t *testing.T) {
 }
 
 // TestKillLeftoversAfterRelease: leftovers stay charged to their command
-// after its zombie was reaped.
+// after its zombie was reaped, for KillLeftovers and for Stop.
 func TestKillLeftoversAfterRelease(t *testing.T) {
-	marker := clean(t)
-	in := startInit(t)
-	ch, stdout, _ := spawn(t, in, marker, escapees)
-	wait(t, ch)
-	testutil.WaitFor(t, 10*time.Second, "three sleeps", func() bool { return len(testutil.Processes(marker)) >= 3 })
-	ch.Release()
-	// Another command runs meanwhile, and must survive.
-	other := testutil.Marker(t)
-	och, ostdout, _ := spawn(t, in, other, "sleep 600")
-	// Seen running first: between fork and exec it does not carry its
-	// marker yet, and would pass for dead.
-	testutil.WaitFor(t, 10*time.Second, "the other command's sleep", func() bool { return len(testutil.Processes(other)) == 1 })
-	if err := ch.KillLeftovers(); err != nil {
-		t.Fatal(err)
+	for _, k := range []struct {
+		name string
+		kill func(*nsinit.Child) error
+	}{
+		{"KillLeftovers", (*nsinit.Child).KillLeftovers},
+		{"Stop", func(ch *nsinit.Child) error { return ch.Stop(time.Second) }},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			marker := clean(t)
+			in := startInit(t)
+			ch, stdout, _ := spawn(t, in, marker, escapees)
+			wait(t, ch)
+			testutil.WaitFor(t, 10*time.Second, "three sleeps", func() bool { return len(testutil.Processes(marker)) >= 3 })
+			ch.Release()
+			// Another command runs meanwhile, and must survive.
+			other := testutil.Marker(t)
+			och, ostdout, _ := spawn(t, in, other, "sleep 600")
+			// Seen running first: between fork and exec it does not carry
+			// its marker yet, and would pass for dead.
+			testutil.WaitFor(t, 10*time.Second, "the other command's sleep", func() bool { return len(testutil.Processes(other)) == 1 })
+			if err := k.kill(ch); err != nil {
+				t.Fatal(err)
+			}
+			if left := testutil.Processes(marker); len(left) != 0 {
+				t.Errorf("%s after Release left %d processes", k.name, len(left))
+			}
+			if n := len(testutil.Processes(other)); n != 1 {
+				t.Errorf("the other command: %d processes, want its sleep alive", n)
+			}
+			och.Terminate(time.Second)
+			wait(t, och)
+			och.Release()
+			stdout.text(t)
+			ostdout.text(t)
+			testutil.AssertNoProcesses(t, other)
+		})
 	}
-	if left := testutil.Processes(marker); len(left) != 0 {
-		t.Errorf("KillLeftovers after Release left %d processes", len(left))
-	}
-	if n := len(testutil.Processes(other)); n != 1 {
-		t.Errorf("the other command: %d processes, want its sleep alive", n)
-	}
-	och.Terminate(time.Second)
-	wait(t, och)
-	och.Release()
-	stdout.text(t)
-	ostdout.text(t)
-	testutil.AssertNoProcesses(t, other)
 }
 
 // TestKillLeftoversForkLoop: a fork-and-exit loop that ignores SIGTERM
@@ -285,15 +297,18 @@ func TestNonDumpableDuringStart(t *testing.T) {
 // SIGTERM and the grace (a trap runs, nothing is SIGKILLed that ended by
 // then), then everything the command left outside it is killed, and Stop
 // returns once all is gone. A group that ignores SIGTERM is SIGKILLed
-// after the grace, not before. After Release, only the leftovers are
-// taken: another command of the session lives on.
+// after the grace, not before. After Release it takes the leftovers
+// alone (TestKillLeftoversAfterRelease).
 func TestStop(t *testing.T) {
 	const grace = 400 * time.Millisecond
 	t.Run("graceful", func(t *testing.T) {
 		marker := clean(t)
 		in := startInit(t)
-		ch, stdout, _ := spawn(t, in, marker, `trap 'echo got-term; exit 3' TERM; (setsid sleep 600 &); sleep 600 & echo ready; wait`)
-		testutil.WaitFor(t, 10*time.Second, "three sleeps", func() bool { return len(testutil.Processes(marker)) >= 3 })
+		// Stopped once its echo ran (the trap's line follows it).
+		ready := filepath.Join(t.TempDir(), "ready")
+		ch, stdout, _ := spawn(t, in, marker, `trap 'echo got-term; exit 3' TERM; (setsid sleep 600 &); sleep 600 & echo ready; : > `+ready+`; wait`)
+		testutil.WaitFor(t, 10*time.Second, "the echo", func() bool { _, err := os.Stat(ready); return err == nil })
+		testutil.WaitFor(t, 10*time.Second, "the shell and its sleeps", func() bool { return len(testutil.Processes(marker)) >= 3 })
 		t0 := time.Now()
 		if err := ch.Stop(grace); err != nil {
 			t.Fatal(err)
@@ -355,33 +370,5 @@ func TestStop(t *testing.T) {
 		if n, err := ch.Leftovers(); n != 0 || err != nil {
 			t.Errorf("Leftovers after Stop, the init closed: %d, %v; want 0, nil", n, err)
 		}
-	})
-	t.Run("after release", func(t *testing.T) {
-		marker := clean(t)
-		in := startInit(t)
-		ch, stdout, _ := spawn(t, in, marker, escapees)
-		wait(t, ch)
-		testutil.WaitFor(t, 10*time.Second, "three sleeps", func() bool { return len(testutil.Processes(marker)) >= 3 })
-		ch.Release()
-		other := testutil.Marker(t)
-		och, ostdout, _ := spawn(t, in, other, "sleep 600")
-		testutil.WaitFor(t, 10*time.Second, "the other command's sleep", func() bool { return len(testutil.Processes(other)) == 1 })
-		if err := ch.Stop(grace); err != nil {
-			t.Fatal(err)
-		}
-		if left := testutil.Processes(marker); len(left) != 0 {
-			t.Errorf("Stop after Release left %d processes", len(left))
-		}
-		if n := len(testutil.Processes(other)); n != 1 {
-			t.Errorf("the other command: %d processes, want its sleep alive", n)
-		}
-		if err := och.Stop(grace); err != nil {
-			t.Fatal(err)
-		}
-		wait(t, och)
-		och.Release()
-		stdout.text(t)
-		ostdout.text(t)
-		testutil.AssertNoProcesses(t, other)
 	})
 }
