@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/conch-dev/conch/internal/nsinit"
 	"github.com/conch-dev/conch/internal/sandbox"
 	"github.com/conch-dev/conch/internal/testutil"
 	"github.com/conch-dev/conch/shell"
@@ -159,6 +160,12 @@ func sandboxedTools(tb testing.TB, marker, ws string, plan *sandbox.Plan) *tools
 	tb.Helper()
 	initOpts := initOptions()
 	initOpts.Sandbox = plan
+	return toolsWith(tb, marker, ws, initOpts)
+}
+
+// toolsWith is sandboxedTools with the inits' options whole.
+func toolsWith(tb testing.TB, marker, ws string, initOpts *nsinit.Options) *tools.Toolset {
+	tb.Helper()
 	ex, err := contained.New(&local.Options{Cwd: ws, SpillParent: tb.TempDir(), Environ: testutil.Env(marker)}, initOpts)
 	if err != nil {
 		tb.Fatalf("contained.New: %v", err)
