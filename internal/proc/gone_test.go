@@ -31,13 +31,13 @@ func TestWaitGone(t *testing.T) {
 	if d := time.Since(t0); d < 200*time.Millisecond {
 		t.Errorf("WaitGone of two live sleeps returned after %v, before its 200ms", d)
 	}
+	t0 = time.Now() // before the kills' clock starts
 	go func() {
 		time.Sleep(100 * time.Millisecond)
 		proc.Signal(sleeps[0], unix.SIGKILL)
 		time.Sleep(100 * time.Millisecond)
 		proc.Signal(sleeps[1], unix.SIGKILL)
 	}()
-	t0 = time.Now()
 	if ok, err := proc.WaitGone(sleeps, 10*time.Second); !ok || err != nil {
 		t.Fatalf("WaitGone of two killed sleeps: %v, %v; want true, nil", ok, err)
 	}
