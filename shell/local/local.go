@@ -550,7 +550,6 @@ func (e *Executor) forget(c *command) {
 	e.mu.Lock()
 	delete(e.live, c)
 	e.mu.Unlock()
-	e.wg.Done()
 }
 
 // wait follows the shell to its end: its exit, then the drain of its
@@ -621,8 +620,13 @@ func (c *command) wait() {
 	// The next command's shell is started, or not, before this one is
 	// done: EndOwner, once its owner's commands are done, finds it.
 	c.e.prewarm(c)
-	close(c.done)
+	// Out of the live commands before it is done: a next command that
+	// ended before this goroutine ran again counted it as still running
+	// and started no warm shell (TestWarmShellContained's leftover once
+	// waited 30 s in CI for a warm shell to try its injection on).
 	c.e.forget(c)
+	close(c.done)
+	c.e.wg.Done()
 }
 
 // stop kills the command's group for cause, and what the command left
