@@ -349,8 +349,8 @@ func TestStop(t *testing.T) {
 		stdout.text(t)
 	})
 	t.Run("cgroup", func(t *testing.T) {
-		// Its kill follows the request, and settles the count as
-		// KillLeftovers's does (TestLeftoversAfterKillAll).
+		// Terminate, the cgroup's kill and the ledger's sweep: the
+		// count is settled as KillLeftovers's (TestLeftoversAfterKillAll).
 		marker := clean(t)
 		in, _ := cgroupInit(t)
 		ch, stdout, _ := spawn(t, in, marker, escapees)

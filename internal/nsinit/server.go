@@ -775,42 +775,37 @@ func (c *Child) Terminate(grace time.Duration) (escalated bool, err error) {
 // double fork) and the orphans charged to it, and returns once they are
 // gone. It may be called before or after Release.
 func (c *Child) KillLeftovers() error {
-	return c.sweep(&message{Op: opLeftovers, Pid: c.Pid}, true)
-}
-
-// Stop is Terminate, then KillLeftovers, in one request to the init (the
-// executor's kill, shell/local's Stopper): its looks at the group are the
-// init's scans, which then look for the leftovers. With a cgroup, the
-// cgroup's kill comes after it, for what the init could not charge to
-// the command (a process of its that joined another command's group
-// before the init saw it). Like KillLeftovers, it may be called after
-// Release, and then only takes the leftovers.
-func (c *Child) Stop(grace time.Duration) error {
-	return c.sweep(&message{Op: opStop, Pid: c.Pid, Grace: grace}, false)
-}
-
-// sweep sends m, a request that kills what the command left, with the
-// command's cgroup's kill before it (first) or after it.
-func (c *Child) sweep(m *message, first bool) error {
 	if c.allKilled.Load() {
 		c.removeCgroups() // if the first one found them still populated
 		return nil
 	}
-	if c.cgroup != "" && first {
+	if c.cgroup != "" {
 		if err := kill(c.cgroup); err != nil {
 			return err
 		}
 	}
-	_, err := c.i.call(m)
-	if c.cgroup != "" && !first {
-		if kerr := kill(c.cgroup); err == nil {
-			err = kerr
-		}
-	}
+	_, err := c.i.call(&message{Op: opLeftovers, Pid: c.Pid})
 	c.removeCgroups()
 	if err == nil && c.cgroup != "" {
 		c.allKilled.Store(true)
 	}
+	return err
+}
+
+// Stop is Terminate, then KillLeftovers, in one request to the init (the
+// executor's kill, shell/local's Stopper): its looks at the group are the
+// init's scans, which then look for the leftovers. With a cgroup it is
+// the two requests: the cgroup's kill must come between them (after the
+// group's grace, before the ledger's sweep), where it takes a fork loop
+// in one step that the sweep could chase until proc.KillWait. Like
+// KillLeftovers, it may be called after Release, and then only takes
+// the leftovers.
+func (c *Child) Stop(grace time.Duration) error {
+	if c.cgroup != "" || c.allKilled.Load() {
+		c.Terminate(grace) // fails after Release: the leftovers remain
+		return c.KillLeftovers()
+	}
+	_, err := c.i.call(&message{Op: opStop, Pid: c.Pid, Grace: grace})
 	return err
 }
 
