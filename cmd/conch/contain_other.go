@@ -41,3 +41,6 @@ func (c *config) executor(o *local.Options, log *slog.Logger) (shell.Executor, e
 	}
 	return localProvider(o, enf)
 }
+
+// endPrestart does nothing: only Linux starts an init ahead.
+func endPrestart() {}

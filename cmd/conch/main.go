@@ -46,6 +46,7 @@ func main() {
 	code := Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stopProfile()
 	stop()
+	endPrestart()
 	os.Exit(code)
 }
 

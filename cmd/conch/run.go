@@ -97,6 +97,8 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	c.configFile = set.file
 	c.firstOwner = runSession.ID
 	st, err := c.build(log)
+	// An init started ahead and not taken by the stack is not needed.
+	endPrestart()
 	if err != nil {
 		fmt.Fprintf(stderr, "conch run: %v\n", err)
 		return exitUsage

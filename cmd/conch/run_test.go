@@ -235,3 +235,25 @@ func BenchmarkRunTrue(b *testing.B) {
 	b.ReportMetric(float64(off.Microseconds())/1000, "off-ms")
 	b.ReportMetric(float64(on)/float64(off), "ratio")
 }
+
+// TestRunInitAheadClosed: conch run starts its session's init while it
+// starts (package prestart), before it has read its configuration file.
+// When that file turns containment off, the init is ended once the stack
+// is built: the command, which runs on the host, finds no idle init
+// among conch's children.
+func TestRunInitAheadClosed(t *testing.T) {
+	t.Parallel()
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	cfg := t.TempDir()
+	writeFile(t, filepath.Join(cfg, "conch", "config.toml"), "[containment]\nmode = \"off\"\n")
+	cmd := testutil.Conch(t, marker, "run", "--", "ps -o args= --ppid $PPID")
+	cmd.Env = append(cmd.Env, "XDG_CONFIG_HOME="+cfg)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("conch run: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "ps -o args=") || strings.Contains(string(out), "__init") {
+		t.Errorf("conch's children, as the command saw them:\n%s\nwant the command's shell alone, no init", out)
+	}
+}

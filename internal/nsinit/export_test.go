@@ -13,7 +13,7 @@ func SetStartTimeout(d time.Duration) func() {
 }
 
 // Pid is the spare's process, for a test.
-func (s *Spare) Pid() int { return s.cmd.Process.Pid }
+func (s *Spare) Pid() int { return s.proc.Pid }
 
 // DelayExited makes the spare's end known d after its reaper saw it, as
 // when the reaper's goroutine has not run yet: for a test of a spare that

@@ -28,7 +28,16 @@ const helperEnv = "NSINIT_TEST_HELPER"
 // TestMain dispatches the helpers, and otherwise makes the test binary
 // what the server is: a child subreaper running the orphan reaper.
 func TestMain(m *testing.M) {
+	// The init package prestart started for a helper run with a conch
+	// run's arguments (prestart_test.go), as conch's entry runs it.
+	if len(os.Args) == 2 && os.Args[1] == nsinit.HelperArg {
+		os.Exit(nsinit.Main())
+	}
 	switch os.Getenv(helperEnv) {
+	case "prestart-start":
+		os.Exit(prestartStartHelper())
+	case "prestart-close":
+		os.Exit(prestartCloseHelper())
 	case "init":
 		os.Exit(nsinit.Main())
 	case "init-slow-tail":

@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/conch-dev/conch/internal/prestart"
 )
 
 // ErrUnavailable matches (errors.Is) every *UnavailableError.
@@ -119,7 +121,7 @@ func tryNamespaces(flags uintptr) error {
 		bin = "/bin/true"
 	}
 	cmd := exec.Command(bin)
-	a := namespaceAttr()
+	a := prestart.Attr()
 	a.Cloneflags = flags
 	a.AmbientCaps = nil
 	a.Setsid = false

@@ -8,15 +8,15 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/conch-dev/conch/internal/cachelayer"
 	"github.com/conch-dev/conch/internal/frame"
+	"github.com/conch-dev/conch/internal/prestart"
 	"github.com/conch-dev/conch/internal/proc"
 	"github.com/conch-dev/conch/internal/sandbox"
 )
@@ -83,7 +83,7 @@ type Options struct {
 }
 
 // HelperArg is the hidden subcommand on which conch's binary runs Main.
-const HelperArg = "__init"
+const HelperArg = prestart.HelperArg
 
 // ErrClosed is returned by the methods of an Init that was closed, and of
 // its Children.
@@ -97,7 +97,7 @@ var ErrInitExited = errors.New("nsinit: the init exited")
 // spawning the commands of one session. Its methods are safe for
 // concurrent use.
 type Init struct {
-	cmd      *exec.Cmd
+	proc     *os.Process
 	c        *conn
 	readDone chan struct{} // closed when the reader has ended
 
@@ -225,7 +225,7 @@ func Start(opts *Options) (*Init, error) {
 // started, waiting for the policy Start sends it. Those steps are most
 // of an init's start (docs/containment.md#spare-inits).
 type Spare struct {
-	cmd    *exec.Cmd
+	proc   *os.Process
 	ours   *os.File
 	netNS  bool
 	exited chan struct{} // closed once the process was reaped
@@ -248,7 +248,7 @@ func StartSpare(opts *Options) (*Spare, error) {
 // Close kills a spare no Start took and waits until it is gone.
 func (s *Spare) Close() {
 	s.ours.Close()
-	s.cmd.Process.Kill()
+	s.proc.Kill()
 	<-s.exited
 }
 
@@ -292,7 +292,7 @@ func startProcess(o Options) (*Spare, error) {
 	}
 	cmd.Stderr = o.Stderr
 	cmd.ExtraFiles = []*os.File{theirs}
-	cmd.SysProcAttr = namespaceAttr()
+	cmd.SysProcAttr = prestart.Attr()
 	netNS := newNetNS(o)
 	if netNS {
 		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
@@ -308,13 +308,16 @@ func startProcess(o Options) (*Spare, error) {
 		proc.WaitCmd(cmd)
 		close(exited)
 	}()
-	s := &Spare{cmd: cmd, ours: ours, netNS: netNS, exited: exited}
+	s := &Spare{proc: cmd.Process, ours: ours, netNS: netNS, exited: exited}
 	return s, nil
 }
 
 // start starts the init, or finishes o.Spare's start; v1 are the cgroup
 // v1 hierarchies of the limits, whose session tasks files it is given.
 func start(o Options, v1 []*cgroups, cache *cachelayer.Session) (*Init, error) {
+	if o.Spare == nil {
+		o.Spare = prestarted(o)
+	}
 	if p := o.Spare; p != nil {
 		if p.fits(o) {
 			i, err := finish(o, p, v1, cache)
@@ -334,20 +337,39 @@ func start(o Options, v1 []*cgroups, cache *cachelayer.Session) (*Init, error) {
 	return finish(o, p, v1, cache)
 }
 
+// prestarted is the init's process package prestart started as this
+// process began (conch run's), as a spare, if o starts its init as conch
+// does its own: nil otherwise, or when there is none.
+func prestarted(o Options) *Spare {
+	if o.Path != selfExe || !slices.Equal(o.Args, []string{HelperArg}) || len(o.Env) > 0 || o.Stderr != io.Writer(os.Stderr) {
+		return nil
+	}
+	ap := prestart.Take(proc.Claim)
+	if ap == nil {
+		return nil
+	}
+	exited := make(chan struct{})
+	go func() {
+		ap.Proc.Wait()
+		proc.Release(ap.Proc.Pid)
+		close(exited)
+	}()
+	return &Spare{proc: ap.Proc, ours: ap.Conn, netNS: ap.NetNS, exited: exited}
+}
+
 // errSpareGone is finish's error for a spare that could not take its
 // policy: its process is gone, and Start starts a fresh one.
 var errSpareGone = errors.New("nsinit: the spare init is gone")
 
 // finish sends the init p its policy and waits until it is ready.
 func finish(o Options, p *Spare, v1 []*cgroups, cache *cachelayer.Session) (*Init, error) {
-	cmd := p.cmd
 	c, err := newConn(p.ours)
 	if err != nil {
 		p.Close()
 		return nil, err
 	}
 	i := &Init{
-		cmd:      cmd,
+		proc:     p.proc,
 		c:        c,
 		readDone: make(chan struct{}),
 		children: make(map[int]*Child),
@@ -362,7 +384,7 @@ func finish(o Options, p *Spare, v1 []*cgroups, cache *cachelayer.Session) (*Ini
 	// An init that never says it is ready (a mount stuck on a dead
 	// network file system, say) is killed: the session's first command
 	// and its end wait on this start.
-	stuck := time.AfterFunc(startTimeout, func() { cmd.Process.Kill() })
+	stuck := time.AfterFunc(startTimeout, func() { p.proc.Kill() })
 	pol := o.policy()
 	if cache != nil {
 		pol.CacheSession = cache.Dir
@@ -399,7 +421,7 @@ func finish(o Options, p *Spare, v1 []*cgroups, cache *cachelayer.Session) (*Ini
 		closeFDs(fds)
 		i.closeNetwork()
 		c.close()
-		cmd.Process.Kill() // an init that failed exits by itself; one that answered wrong may not
+		p.proc.Kill() // an init that failed exits by itself; one that answered wrong may not
 		<-i.exited
 		return nil, unavailable(fmt.Errorf("nsinit: start: %w", err))
 	}
@@ -407,51 +429,14 @@ func finish(o Options, p *Spare, v1 []*cgroups, cache *cachelayer.Session) (*Ini
 	return i, nil
 }
 
-// selfExe names the file this process runs. It is resolved by the kernel
-// in the child between fork and exec (the child's /proc/self is a copy of
-// this process, whose executable the kernel holds): a rename over the
-// binary's path changes nothing it names, and the running file cannot be
-// written in place (ETXTBSY) while this process runs it.
-const selfExe = "/proc/self/exe"
+// selfExe names the file this process runs (prestart.SelfExe).
+const selfExe = prestart.SelfExe
 
 // startTimeout bounds the wait for a new init's first answer.
 var startTimeout = 10 * time.Second
 
-// namespaceAttr starts the init in new user, PID and mount namespaces,
-// as pid 1, in a session of its own, mapping this process's uid and gid
-// to themselves so that `id -u` and file owners read the same inside.
-// Root maps every id it has to itself (identityMap); another user can map only its own, and
-// must give up setgroups. A non-root init needs CAP_SYS_ADMIN (to mount
-// /proc), CAP_SETPCAP (to shrink the commands' bounding set) and
-// CAP_SYS_PTRACE (for the sandbox's supervisor to read a command that
-// made itself non-dumpable, as ssh-agent does) and CAP_DAC_OVERRIDE (for
-// overlayfs) after exec, which only ambient capabilities carry; the
-// spawner thread clears them before it runs a command, and CAP_SYS_PTRACE
-// leaves its bounding set.
-func namespaceAttr() *syscall.SysProcAttr {
-	uid, gid := os.Getuid(), os.Getgid()
-	a := &syscall.SysProcAttr{
-		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS,
-		Setsid:     true,
-		Pdeathsig:  syscall.SIGKILL,
-	}
-	if uid == 0 {
-		a.UidMappings, a.GidMappings = identityMap("/proc/self/uid_map"), identityMap("/proc/self/gid_map")
-		a.GidMappingsEnableSetgroups = setgroupsAllowed()
-		return a
-	}
-	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	// CAP_DAC_OVERRIDE: overlayfs works in its work directory, which it
-	// makes mode 0, with the credentials of whoever mounted it (the
-	// cache layer: docs/sandbox.md#the-cache-layer). CAP_NET_ADMIN: the
-	// session's network namespace and its TUN device (network_linux.go).
-	a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_SYS_PTRACE, unix.CAP_DAC_OVERRIDE, unix.CAP_NET_ADMIN}
-	return a
-}
-
 // Pid returns the init's pid (outside its namespace).
-func (i *Init) Pid() int { return i.cmd.Process.Pid }
+func (i *Init) Pid() int { return i.proc.Pid }
 
 // read dispatches the init's replies and events until the socket ends.
 func (i *Init) read() {

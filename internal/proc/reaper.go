@@ -14,6 +14,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/conch-dev/conch/internal/prestart"
 )
 
 // ReaperFunc is the function the orphan reaper goroutine runs, for leak
@@ -159,6 +161,7 @@ func LockSpawn() (unlock func()) {
 // not held by a child between fork and exec (of spawns that use
 // LockSpawn). It must not be called while holding LockSpawn.
 func WaitSpawns() {
+	prestart.Wait()
 	spawnMu.Lock()
 	spawnMu.Unlock()
 }
@@ -187,9 +190,15 @@ func Release(pid int) {
 
 func isClaimed(pid int) bool {
 	claimMu.Lock()
-	defer claimMu.Unlock()
-	return claimed[pid] > 0
+	c := claimed[pid] > 0
+	claimMu.Unlock()
+	// The init package prestart started is its taker's to wait for.
+	return c || prestart.Pending(pid)
 }
+
+// Claim is claim for a child this process started without StartCmd: the
+// init package prestart started, when nsinit takes it.
+func Claim(pid int) { claim(pid) }
 
 // StartCmd starts cmd under LockSpawn and claims its pid: the way to start
 // a child that leaves our process group. Pair it with WaitCmd.
@@ -292,6 +301,9 @@ var dumpMu sync.Mutex
 // through /proc, nor write to its open files. It waits for a StartCmd that
 // made the process dumpable for its child's start to end.
 func NonDumpable() error {
+	// An unprivileged start writes its child's id maps while this
+	// process is dumpable.
+	prestart.Wait()
 	dumpMu.Lock()
 	defer dumpMu.Unlock()
 	return unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
