@@ -272,3 +272,22 @@ func TestOutputClosedAtExit(t *testing.T) {
 		}
 	}
 }
+
+// TestInitSurvivesEverySignal: a command sends the init every signal
+// (SIGKILL and SIGSTOP included, which the kernel keeps from a PID
+// namespace's init inside it), and the init goes on serving: the next
+// command runs and its exit is reported.
+func TestInitSurvivesEverySignal(t *testing.T) {
+	marker := clean(t)
+	in := startInit(t)
+	ws, out, errOut := run(t, in, marker, `for s in $(seq 1 64); do kill -$s 1 2>/dev/null; done; echo sent`)
+	if ws.ExitStatus() != 0 || out != "sent\n" {
+		t.Fatalf("status %v, stdout %q, stderr %q", ws, out, errOut)
+	}
+	// Signals are delivered asynchronously: give a fatal one time to act.
+	time.Sleep(100 * time.Millisecond)
+	ws, out, errOut = run(t, in, marker, "echo alive; exit 4")
+	if ws.ExitStatus() != 4 || out != "alive\n" {
+		t.Fatalf("after the signals: status %v, stdout %q, stderr %q", ws, out, errOut)
+	}
+}
