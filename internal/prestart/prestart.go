@@ -101,12 +101,32 @@ func wanted(args []string) (netNS, ok bool) {
 		return false, false
 	}
 	// The session's network namespace: every network mode but "on",
-	// whose default is "on" under full-access and "public" otherwise.
-	netNS = flags["network"] != "on"
-	if _, given := flags["network"]; !given && flags["sandbox"] == "full-access" {
+	// whose default is "on" under full-access and "public" otherwise;
+	// and the default "public" runs as "on" where this user cannot open
+	// the TUN device (egress.Probe).
+	network, given := flags["network"]
+	switch {
+	case !given && flags["sandbox"] == "full-access":
+		network = "on"
+	case !given:
+		network = "public"
+	}
+	netNS = network != "on"
+	if network == "public" && !given && !tunUsable() {
 		netNS = false
 	}
 	return netNS, true
+}
+
+// tunUsable reports whether this process can open the TUN device, as
+// egress.Probe does.
+var tunUsable = func() bool {
+	fd, err := syscall.Open("/dev/net/tun", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	syscall.Close(fd)
+	return true
 }
 
 // start clones and executes the init, as nsinit starts one.

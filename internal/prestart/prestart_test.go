@@ -8,6 +8,8 @@ import "testing"
 // which network namespace: a conch run on the defaults does, one that
 // turns containment off does not.
 func TestWanted(t *testing.T) {
+	usable := true
+	tunUsable = func() bool { return usable }
 	for _, tc := range []struct {
 		args      []string
 		ok, netNS bool
@@ -37,9 +39,25 @@ func TestWanted(t *testing.T) {
 		{[]string{HelperArg}, false, false},
 		{nil, false, false},
 	} {
+		usable = true
 		netNS, ok := wanted(tc.args)
 		if ok != tc.ok || netNS != tc.netNS {
 			t.Errorf("wanted(%q) = netNS %v, ok %v; want %v, %v", tc.args, netNS, ok, tc.netNS, tc.ok)
+		}
+	}
+	// Without a usable TUN device the default network runs as "on";
+	// one given explicitly refuses to start (the init is closed then).
+	usable = false
+	for _, tc := range []struct {
+		args  []string
+		netNS bool
+	}{
+		{[]string{"run", "--", "true"}, false},
+		{[]string{"run", "--network", "off", "--", "true"}, true},
+		{[]string{"run", "--network", "public", "--", "true"}, true},
+	} {
+		if netNS, ok := wanted(tc.args); !ok || netNS != tc.netNS {
+			t.Errorf("without a TUN device, wanted(%q) = netNS %v, ok %v; want %v, true", tc.args, netNS, ok, tc.netNS)
 		}
 	}
 }
