@@ -88,9 +88,6 @@ func Begin(root string) (*Session, error) {
 		lock.Close()
 		return nil, fmt.Errorf("cache layer: lock %s: %w", lock.Name(), err)
 	}
-	// The boot it was made in: a session that a crash of the machine
-	// interrupted is dropped, not committed (sweep).
-	lock.WriteString(bootID())
 	if !takeSpare(root, dir) {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			lock.Close()
@@ -127,8 +124,7 @@ func (s *Session) Close() error {
 }
 
 // sweep commits the sessions under root whose lock no one holds: their
-// server died before it could. One made in an earlier boot of the
-// machine is removed instead.
+// server died before it could.
 func sweep(root string) {
 	locks, _ := filepath.Glob(filepath.Join(root, "sessions", "*.lock"))
 	for _, l := range locks {
@@ -137,15 +133,7 @@ func sweep(root string) {
 			continue
 		}
 		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
-			session := strings.TrimSuffix(l, ".lock")
-			if b, _ := os.ReadFile(l); len(b) > 0 && string(b) != bootID() {
-				// Made before the machine last started: what its
-				// commands wrote may not have reached the disk whole
-				// (the overlays are volatile), so none of it is kept.
-				removeAll(session)
-			} else {
-				commit(root, session)
-			}
+			commit(root, strings.TrimSuffix(l, ".lock"))
 			os.Remove(l)
 		}
 		f.Close()
@@ -166,15 +154,7 @@ func commit(root, session string) error {
 	}
 	ents, _ := os.ReadDir(session)
 	var errs []error
-	merged := ents
-	if err := syncWritten(session, ents); err != nil {
-		// What the session wrote may not be on the disk whole: it is
-		// dropped (keepOrRemove empties the upper directories), not
-		// merged.
-		errs = append(errs, fmt.Errorf("sync: %w", err))
-		merged = nil
-	}
-	for _, e := range merged {
+	for _, e := range ents {
 		upper := filepath.Join(session, e.Name(), "upper")
 		if _, err := os.Lstat(upper); err != nil {
 			continue
@@ -197,40 +177,6 @@ func commit(root, session string) error {
 	return nil
 }
 
-// syncWritten writes to the disk what the session's commands wrote, if
-// they wrote anything, before the commit links it into the shared layer:
-// the overlays are volatile (no sync at their unmount), and a crash
-// after the commit must not leave torn files in the layer every session
-// reads.
-func syncWritten(session string, ents []os.DirEntry) error {
-	written := false
-	for _, e := range ents {
-		if left, err := os.ReadDir(filepath.Join(session, e.Name(), "upper")); err == nil && len(left) > 0 {
-			written = true
-			break
-		}
-	}
-	if !written {
-		return nil
-	}
-	fd, err := unix.Open(session, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	return unix.Syncfs(fd)
-}
-
-// bootID names this boot of the machine ("" where the kernel does not
-// say).
-func bootID() string {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
-
 // keepOrRemove keeps a committed session's directories as a spare for
 // the next Begin, or removes them when maxSpares are kept already (or
 // they cannot be emptied). What merge left in an upper directory (the
@@ -243,12 +189,6 @@ func keepOrRemove(root, session string, ents []os.DirEntry) error {
 	if len(kept) < maxSpares && os.MkdirAll(spare, 0o700) == nil {
 		emptied := true
 		for _, e := range ents {
-			// The overlay's own work directory, which holds its
-			// volatile mount's mark: the next mount over it would be
-			// refused while the mark is there, and makes it anew.
-			if err := removeAll(filepath.Join(session, e.Name(), "work", "work")); err != nil {
-				emptied = false
-			}
 			upper := filepath.Join(session, e.Name(), "upper")
 			if left, err := os.ReadDir(upper); err == nil && len(left) > 0 {
 				if removeAll(upper) != nil || os.Mkdir(upper, 0o700) != nil {

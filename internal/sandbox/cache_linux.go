@@ -90,12 +90,6 @@ func overlay(dir, shared, session string) error {
 	if err := unix.FsconfigSetFlag(fd, "userxattr"); err != nil {
 		return fmt.Errorf("userxattr: %w", err)
 	}
-	// No sync of the upper file system at the unmount (Linux 5.10): each
-	// overlay's unmount synced the whole of it, eight a session, on the
-	// path of every session's end (docs/sandbox.md#the-cache-layer).
-	// The commit syncs what it keeps (cachelayer), and a session a crash
-	// interrupted is dropped, not committed. Older kernels go without.
-	unix.FsconfigSetFlag(fd, "volatile")
 	if err := unix.FsconfigCreate(fd); err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
