@@ -88,6 +88,9 @@ func Begin(root string) (*Session, error) {
 		lock.Close()
 		return nil, fmt.Errorf("cache layer: lock %s: %w", lock.Name(), err)
 	}
+	// The boot it was made in: a session that a crash of the machine
+	// interrupted is dropped, not committed (sweep).
+	lock.WriteString(bootID())
 	if !takeSpare(root, dir) {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			lock.Close()
@@ -124,7 +127,8 @@ func (s *Session) Close() error {
 }
 
 // sweep commits the sessions under root whose lock no one holds: their
-// server died before it could.
+// server died before it could. One made in an earlier boot of the
+// machine (a crash) is removed instead.
 func sweep(root string) {
 	locks, _ := filepath.Glob(filepath.Join(root, "sessions", "*.lock"))
 	for _, l := range locks {
@@ -133,7 +137,16 @@ func sweep(root string) {
 			continue
 		}
 		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
-			commit(root, strings.TrimSuffix(l, ".lock"))
+			session := strings.TrimSuffix(l, ".lock")
+			if b, _ := os.ReadFile(l); len(b) > 0 && string(b) != bootID() {
+				// Made before the machine last started: its overlays
+				// were never unmounted (which syncs them), so what its
+				// commands wrote and did not sync may be torn. None of
+				// it is kept.
+				removeAll(session)
+			} else {
+				commit(root, session)
+			}
 			os.Remove(l)
 		}
 		f.Close()
@@ -175,6 +188,16 @@ func commit(root, session string) error {
 		return fmt.Errorf("cache layer: commit %s: %w", session, err)
 	}
 	return nil
+}
+
+// bootID names this boot of the machine ("" where the kernel does not
+// say).
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // keepOrRemove keeps a committed session's directories as a spare for

@@ -1,0 +1,57 @@
+//go:build linux
+
+package cachelayer
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestSweepDropsAnEarlierBoot: a session whose server died is committed
+// by the next Begin, unless it was made before the machine last started,
+// when what its commands wrote may be torn: then it is removed.
+func TestSweepDropsAnEarlierBoot(t *testing.T) {
+	if bootID() == "" {
+		t.Skip("the kernel gives no boot id")
+	}
+	for _, tc := range []struct {
+		name, boot string
+		kept       bool
+	}{
+		{"this boot", bootID(), true},
+		{"an earlier boot", "00000000-0000-0000-0000-000000000000", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			s, err := Begin(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const cache = "/home/u/.cache/go-build"
+			upper := Upper(s.Dir, cache)
+			if err := os.MkdirAll(upper, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(upper, "f"), []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(s.lock.Name(), []byte(tc.boot), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s.lock.Close() // the server died: its lock is free, nothing committed
+			next, err := Begin(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer next.Close()
+			_, err = os.Stat(filepath.Join(Shared(root, cache), "f"))
+			if kept := err == nil; kept != tc.kept {
+				t.Errorf("the dead session's file in the shared layer: %v, want %v", kept, tc.kept)
+			}
+			if _, err := os.Stat(s.Dir); err == nil {
+				t.Errorf("the dead session's directory %s is still there", s.Dir)
+			}
+		})
+	}
+}
