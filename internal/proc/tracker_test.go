@@ -127,6 +127,25 @@ func TestTrackerKillAllEmptyIsFast(t *testing.T) {
 // adopted orphan), and still leaves a child that is not one alone.
 func TestTrackerNothingToTakeNoScan(t *testing.T) {
 	clean(t)
+	// The premise: this process has no child. An earlier test's may
+	// still be exiting on a loaded machine: its SIGCHLD sends the orphan
+	// reaper to scan /proc for it (counted below), and KillAll rightly
+	// scans while it is a zombie. A CI run beside two CPU burners once
+	// counted one scan here.
+	self := os.Getpid()
+	logged := false
+	testutil.WaitFor(t, 10*time.Second, "no child of this process", func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", self, self))
+		kids := strings.Fields(string(b))
+		if len(kids) > 0 && !logged {
+			logged = true
+			for _, k := range kids {
+				st, _ := os.ReadFile("/proc/" + k + "/stat")
+				t.Logf("waiting for a child left by an earlier test: %s", st)
+			}
+		}
+		return err == nil && len(kids) == 0
+	})
 	tr := proc.NewTracker()
 	before := proc.Scans()
 	tr.KillOwner("nobody", time.Second)
