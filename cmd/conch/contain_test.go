@@ -53,14 +53,15 @@ func runWrapped(t *testing.T, marker string, wrap func(*exec.Cmd), args ...strin
 }
 
 // TestRunContained: with --containment require a command sees only the
-// processes of its namespace (the init as pid 1, not the server), and
-// keeps the user id of the server.
+// processes of its namespace (the init as pid 1, not the server), keeps
+// the user id of the server, and does not inherit the init's runtime
+// settings (a Go program run with GOGC=off would never collect).
 func TestRunContained(t *testing.T) {
 	t.Parallel()
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
 	out, errOut, code := testutil.RunConch(t, marker, "run", "--containment", "require", "--",
-		`id -u; for p in /proc/[0-9]*; do echo "${p#/proc/}: $(tr '\0' ' ' <$p/cmdline)"; done`)
+		`id -u; echo "${GOGC-unset} ${GOMAXPROCS-unset}"; for p in /proc/[0-9]*; do echo "${p#/proc/}: $(tr '\0' ' ' <$p/cmdline)"; done`)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
@@ -68,7 +69,10 @@ func TestRunContained(t *testing.T) {
 	if lines[0] != strconv.Itoa(os.Getuid()) {
 		t.Errorf("id -u inside: %s, want %d", lines[0], os.Getuid())
 	}
-	procs := lines[1:]
+	if len(lines) < 2 || lines[1] != "unset unset" {
+		t.Fatalf("GOGC and GOMAXPROCS inside: %q, want both unset\n%s", lines[1:2], out)
+	}
+	procs := lines[2:]
 	if len(procs) == 0 || len(procs) > 4 || !strings.HasPrefix(procs[0], "1: ") || !strings.HasSuffix(procs[0], " __init ") {
 		t.Fatalf("the namespace's processes, want the init as 1 and the command's own:\n%s", strings.Join(procs, "\n"))
 	}

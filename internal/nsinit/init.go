@@ -26,6 +26,10 @@ import (
 // (the first of exec.Cmd.ExtraFiles).
 const initFD = 3
 
+// gcAfter is how long after it is ready the init collects its garbage
+// at all (Main).
+const gcAfter = time.Second
+
 // Main is the init: the program the server's binary runs when it was
 // re-executed by Start (conch dispatches it from a hidden subcommand,
 // tests from TestMain). It returns the process's exit status, once the
@@ -49,13 +53,15 @@ func Main() int {
 	// its P for up to 10 ms, the Go runtime's sysmon polling all along.
 	// With one, sysmon takes the P back within a tick or two, and nothing
 	// spins: a command under the default sandbox runs about 5% faster
-	// (docs/containment.md#the-init-runs-on-one-p).
+	// (docs/containment.md#the-init-runs-on-one-p). conch's init has it
+	// from its start (prestart.Env): this call is then free, and serves
+	// an init started with another environment.
 	runtime.GOMAXPROCS(1)
 	// Started as /proc/self/exe, it would be called "exe" in ps.
 	setName(filepath.Base(os.Args[0]))
 	// No collection while it sets up: at its running target (below) the
 	// set-up's allocations would trigger several, on the path of the
-	// session's first command.
+	// session's first command. conch's init starts so (prestart.Env).
 	debug.SetGCPercent(-1)
 	// Descriptors the server's own parent leaked to it without
 	// close-on-exec reached the init through the exec: they must not
@@ -91,8 +97,13 @@ func Main() int {
 		return 1
 	}
 	// The init holds little: a few records per command. A low GC target
-	// keeps its resident memory near the runtime's floor.
-	debug.SetGCPercent(20)
+	// keeps its resident memory near the runtime's floor. Set at once,
+	// it collected the set-up's garbage (all of the heap) at the first
+	// request's first allocation, on the path of the session's first
+	// command (2 ms of a `conch run -- true` here); a second after ready
+	// the session is at rest, or busy enough that one collection is
+	// noise.
+	time.AfterFunc(gcAfter, func() { debug.SetGCPercent(20) })
 	// Its reaper, kills and counts scan its /proc again and again, a
 	// session's few processes: their stat files stay open between scans.
 	proc.KeepStatFiles()

@@ -36,8 +36,8 @@ func TestPrestart(t *testing.T) {
 		// (--network off: whatever the TUN device allows this user,
 		// which decides the default's) does not fit a Start without a
 		// network; one started without (--network on) does.
-		{"taken", "prestart-start", []string{"run", "--network", "on", "--", "true"}, "netns=false adopted=true leftover=false ran=ok gone=true"},
-		{"not fitting", "prestart-start", []string{"run", "--network", "off", "--", "true"}, "netns=true adopted=false leftover=false ran=ok gone=true"},
+		{"taken", "prestart-start", []string{"run", "--network", "on", "--", "true"}, "netns=false adopted=true env=GOMAXPROCS=1,GOGC=off leftover=false ran=ok gone=true"},
+		{"not fitting", "prestart-start", []string{"run", "--network", "off", "--", "true"}, "netns=true adopted=false env=GOMAXPROCS=1,GOGC=off leftover=false ran=ok gone=true"},
 		{"not taken", "prestart-close", []string{"run", "--network", "off", "--", "true"}, "netns=true own-namespaces=true gone=true"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,7 +55,8 @@ func TestPrestart(t *testing.T) {
 }
 
 // prestartStartHelper starts an init with the options conch gives its
-// own (no network) and reports whether it is the one started ahead.
+// own (no network) and reports whether it is the one started ahead, and
+// its environment (its runtime's settings: prestart.Env), either way.
 func prestartStartHelper() int {
 	ahead, netNS, err := aheadInit()
 	if err != nil {
@@ -67,6 +68,8 @@ func prestartStartHelper() int {
 		fmt.Println("Start:", err)
 		return 1
 	}
+	environ, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", in.Pid()))
+	env := strings.Join(strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00"), ",")
 	ran := "ok"
 	if ch, err := in.Spawn(nsinit.Command{Path: bashPath, Args: []string{"bash", "-c", "exit 3"}, Dir: "/"}); err != nil {
 		ran = err.Error()
@@ -79,7 +82,7 @@ func prestartStartHelper() int {
 	leftover := prestart.Take(func(int) {}) != nil
 	adopted := in.Pid() == ahead
 	in.Close()
-	fmt.Printf("netns=%v adopted=%v leftover=%v ran=%s gone=%v\n", netNS, adopted, leftover, ran, gone(ahead))
+	fmt.Printf("netns=%v adopted=%v env=%s leftover=%v ran=%s gone=%v\n", netNS, adopted, env, leftover, ran, gone(ahead))
 	return 0
 }
 

@@ -34,7 +34,7 @@ type Options struct {
 	// Args are the arguments after the program name.
 	Args []string
 	// Env is the init's own environment (commands get theirs with each
-	// Spawn).
+	// Spawn); nil means prestart.Env, its Go runtime's settings.
 	Env []string
 	// Stderr receives what the init writes on its standard error (a Go
 	// runtime crash, say); nil discards it.
@@ -288,7 +288,7 @@ func startProcess(o Options) (*Spare, error) {
 	}
 	cmd.Env = o.Env
 	if cmd.Env == nil {
-		cmd.Env = []string{}
+		cmd.Env = prestart.Env
 	}
 	cmd.Stderr = o.Stderr
 	cmd.ExtraFiles = []*os.File{theirs}
