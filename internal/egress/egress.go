@@ -118,25 +118,35 @@ type question struct {
 // init opened inside the namespace by address (it takes them):
 // allow_local's, forwarded to the same address and port on the host, and
 // those of conch's own ports (Options.Own), whose connections are
-// refused.
+// refused. It is Prepare, then Attach.
 func New(tun *os.File, listeners map[string]*os.File, opts *Options) (*Session, error) {
+	s, err := Prepare(opts)
+	if err != nil {
+		closeAll(tun, listeners)
+		return nil, err
+	}
+	if err := s.Attach(tun, listeners); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Prepare makes a session's stack before its device exists: gVisor's
+// stack and its handlers, about a millisecond of CPU, which a server
+// spends beside its init's set-up rather than after it, on the path of
+// the session's first command (docs/sandbox.md#the-egress-stack-is-made-beside-the-inits-set-up).
+// Attach gives it the device; Close drops it unattached.
+func Prepare(opts *Options) (*Session, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
-	fail := func(err error) (*Session, error) {
-		tun.Close()
-		for _, f := range listeners {
-			f.Close()
-		}
-		return nil, err
-	}
 	if !o.Policy.Mode.Filtered() {
-		return fail(fmt.Errorf("egress: mode %q is not a filtered mode", o.Policy.Mode))
+		return nil, fmt.Errorf("egress: mode %q is not a filtered mode", o.Policy.Mode)
 	}
 	rules, err := o.Policy.Compile()
 	if err != nil {
-		return fail(fmt.Errorf("egress: %w", err))
+		return nil, fmt.Errorf("egress: %w", err)
 	}
 	if o.Resolver == nil {
 		o.Resolver = net.DefaultResolver
@@ -148,14 +158,23 @@ func New(tun *os.File, listeners map[string]*os.File, opts *Options) (*Session, 
 		o.AskTimeout = 10 * time.Minute
 	}
 	s := &Session{
-		opts: o, rules: rules, res: o.Resolver, names: newNames(), tun: tun,
+		opts: o, rules: rules, res: o.Resolver, names: newNames(),
 		conns: make(map[net.Conn]struct{}), granted: make(map[string]bool), declined: make(map[string]bool),
 		asking: make(map[string]*question), cache: make(map[string]resolved),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if err := s.startStack(); err != nil {
-		s.cancel()
-		return fail(err)
+	s.stack = newStack(s)
+	return s, nil
+}
+
+// Attach starts s's stack on tun and serves listeners, as New says (it
+// takes both). On an error s is closed.
+func (s *Session) Attach(tun *os.File, listeners map[string]*os.File) error {
+	s.tun = tun
+	if err := s.attachDevice(); err != nil {
+		closeAll(nil, listeners)
+		s.Close()
+		return err
 	}
 	for addr, f := range listeners {
 		if err := s.serveListener(addr, f); err != nil {
@@ -163,16 +182,26 @@ func New(tun *os.File, listeners map[string]*os.File, opts *Options) (*Session, 
 			for _, g := range listeners {
 				g.Close()
 			}
-			return nil, err
+			return err
 		}
 	}
-	return s, nil
+	return nil
 }
 
-// startStack runs gVisor's stack on the device: every address is
-// accepted (promiscuous) and may be answered from (spoofing), so that
-// the stack terminates each connection as its destination would.
-func (s *Session) startStack() error {
+// closeAll closes tun (when not nil) and listeners.
+func closeAll(tun *os.File, listeners map[string]*os.File) {
+	if tun != nil {
+		tun.Close()
+	}
+	for _, f := range listeners {
+		f.Close()
+	}
+}
+
+// newStack makes gVisor's stack for s: every address is accepted
+// (promiscuous) and may be answered from (spoofing), so that the stack
+// terminates each connection as its destination would.
+func newStack(s *Session) *stack.Stack {
 	st := stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
@@ -193,21 +222,23 @@ func (s *Session) startStack() error {
 	st.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
 	ufwd := udp.NewForwarder(st, s.handleUDP)
 	st.SetTransportProtocolHandler(udp.ProtocolNumber, ufwd.HandlePacket)
-	s.stack = st
+	return st
+}
+
+// attachDevice puts the stack on s.tun.
+func (s *Session) attachDevice() error {
+	st := s.stack
 	ep, err := fdbased.New(&fdbased.Options{FDs: []int{int(s.tun.Fd())}, MTU: uint32(s.opts.MTU)})
 	if err != nil {
-		st.Destroy()
 		return fmt.Errorf("egress: the device: %w", err)
 	}
 	st.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: 1}, {Destination: header.IPv6EmptySubnet, NIC: 1}})
 	if e := st.CreateNICWithOptions(1, ep, stack.NICOptions{Disabled: true}); e != nil {
-		st.Destroy()
 		return fmt.Errorf("egress: the device: %s", e)
 	}
 	st.SetPromiscuousMode(1, true)
 	st.SetSpoofing(1, true)
 	if e := st.EnableNIC(1); e != nil {
-		st.Destroy()
 		return fmt.Errorf("egress: the device: %s", e)
 	}
 	return nil
@@ -235,6 +266,9 @@ func (s *Session) Close() error {
 	s.wg.Wait()
 	s.stack.Wait()
 	s.stack.Destroy()
+	if s.tun == nil { // prepared, never attached
+		return nil
+	}
 	return s.tun.Close()
 }
 

@@ -287,3 +287,20 @@ func TestLoopback(t *testing.T) {
 		denial{"127.0.0.1", own.port, egress.ReasonOwnServer},
 		denial{netlab.Host.String(), own.port, egress.ReasonOwnServer})
 }
+
+// TestPrepareUnattached: a stack prepared for a session whose init never
+// came (its start failed) closes without a device and leaves no
+// goroutine; a policy that is not filtered is refused before any stack.
+func TestPrepareUnattached(t *testing.T) {
+	defer testutil.VerifyNoLeaks(t)
+	eg, err := egress.Prepare(&egress.Options{Policy: netpolicy.Policy{Mode: netpolicy.Public}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eg.Close(); err != nil {
+		t.Errorf("Close of a prepared session: %v", err)
+	}
+	if _, err := egress.Prepare(&egress.Options{Policy: netpolicy.Policy{Mode: netpolicy.On}}); err == nil || !strings.Contains(err.Error(), "not a filtered mode") {
+		t.Errorf("Prepare with mode on: %v, want not a filtered mode", err)
+	}
+}

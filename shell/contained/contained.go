@@ -424,13 +424,17 @@ func (s *spawner) startInit(owner, workspace string, n *shell.SandboxNarrowing, 
 	if o.Network, err = initNetwork(o.Sandbox); err != nil {
 		return nil, nil, nil, err
 	}
+	prepared := s.prepareEgress(owner, o.Sandbox)
 	o.Spare = s.spares.take()
 	in, err := nsinit.Start(&o)
 	s.spares.refillSoon()
 	if err != nil {
+		if eg, _ := prepared(); eg != nil {
+			eg.Close()
+		}
 		return nil, nil, nil, &startError{err}
 	}
-	eg, err := s.startEgress(owner, in, o.Sandbox)
+	eg, err := startEgress(in, prepared)
 	if err != nil {
 		in.Close()
 		return nil, nil, nil, fmt.Errorf("contained: the session's network: %w", err)

@@ -92,20 +92,48 @@ func initNetwork(plan *sandbox.Plan) (*nsinit.Network, error) {
 	return &nsinit.Network{TUN: true, Listen: listen, Resolv: egress.ResolvConf("/etc/resolv.conf")}, nil
 }
 
-// startEgress serves the network of owner's new init in: nil when the
-// plan's network is not filtered.
-func (s *spawner) startEgress(owner string, in *nsinit.Init, plan *sandbox.Plan) (*egress.Session, error) {
+// prepareEgress makes the egress stack of a session with plan beside
+// its init's start (egress.Prepare), and returns how to wait for it: nil
+// when plan's network is not filtered.
+func (s *spawner) prepareEgress(owner string, plan *sandbox.Plan) func() (*egress.Session, error) {
 	if plan == nil || !plan.Filtered() {
-		return nil, nil
+		return func() (*egress.Session, error) { return nil, nil }
+	}
+	type prepared struct {
+		eg  *egress.Session
+		err error
+	}
+	ch := make(chan prepared, 1)
+	go func() {
+		eg, err := egress.Prepare(&egress.Options{
+			Policy: plan.Net,
+			Asker:  func() shell.NetworkAsker { return s.net.asker(owner) },
+		})
+		ch <- prepared{eg, err}
+	}()
+	return func() (*egress.Session, error) {
+		p := <-ch
+		return p.eg, p.err
+	}
+}
+
+// startEgress attaches the prepared egress to the network device and
+// listeners the init made, which it takes (nil, nil when the session's
+// network is not filtered).
+func startEgress(in *nsinit.Init, prepared func() (*egress.Session, error)) (*egress.Session, error) {
+	eg, err := prepared()
+	if eg == nil || err != nil {
+		return nil, err
 	}
 	n := in.TakeNetwork()
 	if n.TUN == nil {
+		eg.Close()
 		return nil, fmt.Errorf("contained: network: the init made no device")
 	}
-	return egress.New(n.TUN, n.Listeners, &egress.Options{
-		Policy: plan.Net,
-		Asker:  func() shell.NetworkAsker { return s.net.asker(owner) },
-	})
+	if err := eg.Attach(n.TUN, n.Listeners); err != nil {
+		return nil, err
+	}
+	return eg, nil
 }
 
 // narrowNetwork applies the network part of a project's narrowing.
