@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
 	"github.com/conch-dev/conch/internal/testutil"
@@ -255,5 +256,43 @@ func TestRunInitAheadClosed(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "ps -o args=") || strings.Contains(string(out), "__init") {
 		t.Errorf("conch's children, as the command saw them:\n%s\nwant the command's shell alone, no init", out)
+	}
+}
+
+// TestRunLeavesTerminal: conch run started from a terminal (its session
+// has a controlling terminal, the user's) runs the contained command,
+// and a background process the command leaves, where /dev/tty opens for
+// neither: the init shares the server's session and leaves its terminal
+// as it starts (docs/containment.md#spawning-and-waiting). The premise
+// is checked first: under that terminal, /dev/tty opens for a shell.
+func TestRunLeavesTerminal(t *testing.T) {
+	t.Parallel()
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	master, slave, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Close()
+	defer slave.Close()
+	const probe = `if (: </dev/tty) 2>/dev/null; then echo tty; else echo no-tty; fi`
+	inTerminal := func(cmd *exec.Cmd) string {
+		t.Helper()
+		cmd.Stdin = slave
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got := inTerminal(exec.Command("bash", "-c", probe)); got != "tty" {
+		t.Fatalf("a shell under the terminal: %q, want tty (the test's premise)", got)
+	}
+	for _, containment := range []string{"require", "off"} {
+		got := inTerminal(testutil.Conch(t, marker, "run", "--containment", containment, "--", probe+"; ("+probe+") &\nwait"))
+		if got != "no-tty\nno-tty" {
+			t.Errorf("--containment %s: the command and its background process printed %q, want no-tty twice", containment, got)
+		}
 	}
 }

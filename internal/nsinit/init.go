@@ -3,6 +3,7 @@
 package nsinit
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -111,6 +113,49 @@ func Main() int {
 	return 0
 }
 
+// leaveTerminal detaches the init, and so every command it forks, from
+// the controlling terminal of the session it shares with the server (the
+// user's terminal, for a server started from a shell or by an editor in
+// one): /dev/tty then opens for none of them. The init is not the
+// session's leader, so TIOCNOTTY clears its own tie to the terminal and
+// nothing else (no signal to the terminal's processes). The kernel's
+// word, /proc/self/stat's tty_nr, says whether it is gone.
+func leaveTerminal() error {
+	tty, err := controllingTTY()
+	if err != nil || tty == 0 {
+		return err
+	}
+	fd, err := unix.Open("/dev/tty", unix.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err == nil {
+		err = unix.IoctlSetInt(fd, unix.TIOCNOTTY, 0)
+		unix.Close(fd)
+	}
+	if err != nil {
+		return fmt.Errorf("init: leave the controlling terminal: %w", err)
+	}
+	if tty, err = controllingTTY(); err == nil && tty != 0 {
+		err = fmt.Errorf("init: the controlling terminal (device %#x) is still the init's", tty)
+	}
+	return err
+}
+
+// controllingTTY is this process's controlling terminal's device number,
+// 0 for none (proc(5): stat's seventh field).
+func controllingTTY() (int, error) {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0, fmt.Errorf("init: controlling terminal: %w", err)
+	}
+	// After the command name, which may hold spaces and ')': state, ppid,
+	// pgrp, session, tty_nr.
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 5 {
+		return 0, fmt.Errorf("init: controlling terminal: /proc/self/stat: %q", b)
+	}
+	return strconv.Atoi(f[4])
+}
+
 // closeOnExecFrom marks every descriptor from first on close-on-exec.
 func closeOnExecFrom(first int) error {
 	const closeRangeCloexec = 1 << 2 // CLOSE_RANGE_CLOEXEC, Linux 5.11
@@ -193,6 +238,9 @@ func (s *initState) setUp(m *message) (unenforced []string, cacheLayer string, e
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return nil, "", fmt.Errorf("init: mount /proc: %w", err)
+	}
+	if err := leaveTerminal(); err != nil {
+		return nil, "", err
 	}
 	if m.Dir != "" {
 		root := m.SpillRoot

@@ -124,7 +124,7 @@ func tryNamespaces(flags uintptr) error {
 	a := prestart.Attr()
 	a.Cloneflags = flags
 	a.AmbientCaps = nil
-	a.Setsid = false
+	a.Setpgid = false // in this process's group: no orphan reaper takes it
 	cmd.SysProcAttr = a
 	if err := cmd.Run(); err != nil {
 		return unavailable(err)

@@ -221,7 +221,11 @@ func Close() {
 }
 
 // Attr starts an init in new user, PID and mount namespaces, as pid 1,
-// in a session of its own, mapping this process's uid and gid to
+// in a process group of its own in this process's session (its
+// scheduling group: a session of its own cost every contained command
+// two wake-ups across groups under load; the init leaves the session's
+// controlling terminal at its start: docs/containment.md#spawning-and-waiting),
+// mapping this process's uid and gid to
 // themselves so that `id -u` and file owners read the same inside. Root
 // maps every id it has to itself (identityMap); another user can map
 // only its own, and must give up setgroups. A non-root init needs
@@ -235,7 +239,7 @@ func Attr() *syscall.SysProcAttr {
 	uid, gid := os.Getuid(), os.Getgid()
 	a := &syscall.SysProcAttr{
 		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS,
-		Setsid:     true,
+		Setpgid:    true,
 		Pdeathsig:  syscall.SIGKILL,
 	}
 	if uid == 0 {

@@ -287,7 +287,9 @@ func TestFailedInitFailsTheCommand(t *testing.T) {
 }
 
 // TestCommandGroup: a piped command leads a process group of its own in
-// the init's session, which has no controlling terminal; a terminal's
+// the init's session, the server's (outside the namespace: 0 inside),
+// with no controlling terminal (TestRunLeavesTerminal gives the server
+// one); a terminal's
 // program leads a session of its own, the terminal's
 // (docs/containment.md#spawning-and-waiting). With warm shells too,
 // which the init spawns the same way ahead of their command.
@@ -309,8 +311,8 @@ func TestCommandGroup(t *testing.T) {
 			groups := map[int]bool{}
 			for range 3 {
 				pid, pgid, sid, tty := parse(t, shelltest.MustRun(t, ex, shell.Request{Command: ids}).Stdout.Text)
-				if pgid != pid || sid != 1 || tty != "no-tty" {
-					t.Errorf("piped command: pid %d, group %d, session %d, %s; want a group of its own in the init's session 1, no terminal", pid, pgid, sid, tty)
+				if pgid != pid || sid != 0 || tty != "no-tty" {
+					t.Errorf("piped command: pid %d, group %d, session %d, %s; want a group of its own in the server's session (0 in the namespace), no terminal", pid, pgid, sid, tty)
 				}
 				groups[pgid] = true
 			}
