@@ -12,6 +12,14 @@ func SetStartTimeout(d time.Duration) func() {
 	return func() { startTimeout = old }
 }
 
+// DelayStartCheck makes a start wait d between its init's answer and its
+// check against the start timeout, for a test, and returns what restores
+// it.
+func DelayStartCheck(d time.Duration) func() {
+	startAnswered = func() { time.Sleep(d) }
+	return func() { startAnswered = nil }
+}
+
 // Pid is the spare's process, for a test.
 func (s *Spare) Pid() int { return s.proc.Pid }
 

@@ -233,6 +233,30 @@ func TestStartGivesUpOnASilentInit(t *testing.T) {
 	}
 }
 
+// TestStartAnsweredAtTheTimeout: an init whose answer was read as its
+// start timed out is either ready, and runs a command, or its start
+// fails; never a ready init that the timeout killed (the session's first
+// spawn then failed with ErrInitExited).
+func TestStartAnsweredAtTheTimeout(t *testing.T) {
+	marker := clean(t)
+	defer nsinit.SetStartTimeout(3 * time.Second)()
+	defer nsinit.DelayStartCheck(4 * time.Second)()
+	in, err := nsinit.Start(initOptions())
+	if err != nil {
+		if !strings.Contains(err.Error(), "no answer within 3s") {
+			t.Errorf("Start = %v, want the timeout's error", err)
+		}
+		return
+	}
+	defer in.Close()
+	ch, err := in.Spawn(nsinitCommand(marker, "true", nil, nil, nil))
+	if err != nil {
+		t.Fatalf("Start succeeded, then its first spawn: %v", err)
+	}
+	wait(t, ch)
+	ch.Release()
+}
+
 // TestOutputClosedAtExit: once a command's exit is reported, the init
 // holds no copy of its descriptors, even when its thread is slow to end
 // the spawn (as on a loaded machine): a copy kept would hold the

@@ -384,7 +384,17 @@ func finish(o Options, p *Spare, v1 []*cgroups, cache *cachelayer.Session) (*Ini
 	// An init that never says it is ready (a mount stuck on a dead
 	// network file system, say) is killed: the session's first command
 	// and its end wait on this start.
-	stuck := time.AfterFunc(startTimeout, func() { p.proc.Kill() })
+	// The timer's kill and the answer are settled once, whichever comes
+	// first: an answer read an instant before the timer killed the init
+	// was taken for a ready init, and the session's first spawn then
+	// failed with ErrInitExited (a start past the timeout on a loaded
+	// machine, BenchmarkTaskKillBurst beside ten burners).
+	var settled atomic.Bool
+	stuck := time.AfterFunc(startTimeout, func() {
+		if settled.CompareAndSwap(false, true) {
+			p.proc.Kill()
+		}
+	})
 	pol := o.policy()
 	if cache != nil {
 		pol.CacheSession = cache.Dir
@@ -403,7 +413,14 @@ func finish(o Options, p *Spare, v1 []*cgroups, cache *cachelayer.Session) (*Ini
 	if err == nil {
 		m, fds, err = c.recv()
 	}
-	if !stuck.Stop() && err != nil {
+	if startAnswered != nil {
+		startAnswered()
+	}
+	stuck.Stop()
+	if !settled.CompareAndSwap(false, true) {
+		if err == nil {
+			err = errors.New("it answered after its kill")
+		}
 		err = fmt.Errorf("no answer within %v: %w", startTimeout, err)
 	}
 	if err == nil {
@@ -434,6 +451,10 @@ const selfExe = prestart.SelfExe
 
 // startTimeout bounds the wait for a new init's first answer.
 var startTimeout = 10 * time.Second
+
+// startAnswered, when set (tests), runs between a start's answer and
+// its check against the timeout.
+var startAnswered func()
 
 // Pid returns the init's pid (outside its namespace).
 func (i *Init) Pid() int { return i.proc.Pid }

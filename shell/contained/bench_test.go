@@ -373,7 +373,11 @@ func taskKillBurst(b *testing.B, cgroup string) {
 			wg.Go(func() {
 				sess := tools.Session{ID: "burst-" + strconv.Itoa(o), Cwd: ws}
 				for range perOwner {
-					r := call(sess, tools.NameBash, map[string]any{"command": "for i in {1..200}; do echo $i; done; sleep 60", "description": "Print and wait", "run_in_background": true})
+					// Sleeps long enough to outlast every start of the
+					// burst: beside ten burners its 1,000 starts share
+					// one scheduling group (the server's session) and
+					// took over a minute.
+					r := call(sess, tools.NameBash, map[string]any{"command": "for i in {1..200}; do echo $i; done; sleep 600", "description": "Print and wait", "run_in_background": true})
 					v, ok := r.Value.(tools.BackgroundValue)
 					if r.IsError || !ok {
 						b.Errorf("start: %s", r.Text)
@@ -427,9 +431,12 @@ func taskKillBurst(b *testing.B, cgroup string) {
 }
 
 // bareKillBurst is BenchmarkTaskKillBurst's baseline, in the same run:
-// n bare shells of the same command, each leading a session of its own,
-// all stopped at once as the burst's are (SIGTERM to the group) and
-// waited for. It returns the time from each one's SIGTERM to its reaped
+// n bare shells of the same command, each leading a process group of its
+// own in this process's session (as the contained commands do in the
+// server's: one scheduling group where the kernel's autogroups are on;
+// a session each would give the baseline a group each, and so most of a
+// loaded machine), all stopped at once as the burst's are (SIGTERM to
+// the group) and waited for. It returns the time from each one's SIGTERM to its reaped
 // exit, sorted: what the machine's own process exits cost at that load.
 func bareKillBurst(b *testing.B, marker string, n int) []time.Duration {
 	// Not beside the ends of the burst's sessions (their inits' exits).
@@ -440,9 +447,9 @@ func bareKillBurst(b *testing.B, marker string, n int) []time.Duration {
 	for i := range cmds {
 		// "; :": bash would exec a last simple command in its place; a
 		// task's shell waits for its sleep.
-		cmd := exec.Command("bash", "-c", "for i in {1..200}; do echo $i; done; sleep 60; :")
+		cmd := exec.Command("bash", "-c", "for i in {1..200}; do echo $i; done; sleep 600; :")
 		cmd.Env = testutil.Env(marker)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := proc.StartCmd(cmd); err != nil {
 			b.Fatal(err)
 		}
