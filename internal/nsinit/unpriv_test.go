@@ -72,6 +72,9 @@ type unprivRun struct {
 	out         *os.File
 	err         error // of the set-up
 	waited      bool  // wait has run: nothing of the run is left
+	// what wait returned, for a second TestUnprivileged (-test.count)
+	result    string
+	resultErr error
 }
 
 var unpriv *unprivRun
@@ -129,6 +132,9 @@ func (r *unprivRun) start() error {
 // wait waits for the run and returns its output and error, and removes
 // what it made.
 func (r *unprivRun) wait() (string, error) {
+	if r.waited {
+		return r.result, r.resultErr
+	}
 	r.waited = true
 	err := r.err
 	if err == nil {
@@ -143,7 +149,8 @@ func (r *unprivRun) wait() (string, error) {
 	if r.dir != "" {
 		os.RemoveAll(r.dir)
 	}
-	return string(out), err
+	r.result, r.resultErr = string(out), err
+	return r.result, r.resultErr
 }
 
 // stopUnprivileged ends a run TestUnprivileged did not wait for (a failed
