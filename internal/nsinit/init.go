@@ -3,7 +3,6 @@
 package nsinit
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -119,10 +117,11 @@ func Main() int {
 // one): /dev/tty then opens for none of them. The init is not the
 // session's leader, so TIOCNOTTY clears its own tie to the terminal and
 // nothing else (no signal to the terminal's processes). The kernel's
-// word, /proc/self/stat's tty_nr, says whether it is gone.
+// word, tty_nr in its stat (pid 1 of the /proc just mounted), says
+// whether it is gone.
 func leaveTerminal() error {
-	tty, err := controllingTTY()
-	if err != nil || tty == 0 {
+	self, err := proc.Stat(1)
+	if err != nil || self.TTY == 0 {
 		return err
 	}
 	fd, err := unix.Open("/dev/tty", unix.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
@@ -133,27 +132,10 @@ func leaveTerminal() error {
 	if err != nil {
 		return fmt.Errorf("init: leave the controlling terminal: %w", err)
 	}
-	if tty, err = controllingTTY(); err == nil && tty != 0 {
-		err = fmt.Errorf("init: the controlling terminal (device %#x) is still the init's", tty)
+	if self, err = proc.Stat(1); err == nil && self.TTY != 0 {
+		err = fmt.Errorf("init: the controlling terminal (device %#x) is still the init's", self.TTY)
 	}
 	return err
-}
-
-// controllingTTY is this process's controlling terminal's device number,
-// 0 for none (proc(5): stat's seventh field).
-func controllingTTY() (int, error) {
-	b, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		return 0, fmt.Errorf("init: controlling terminal: %w", err)
-	}
-	// After the command name, which may hold spaces and ')': state, ppid,
-	// pgrp, session, tty_nr.
-	i := bytes.LastIndexByte(b, ')')
-	f := strings.Fields(string(b[i+1:]))
-	if i < 0 || len(f) < 5 {
-		return 0, fmt.Errorf("init: controlling terminal: /proc/self/stat: %q", b)
-	}
-	return strconv.Atoi(f[4])
 }
 
 // closeOnExecFrom marks every descriptor from first on close-on-exec.

@@ -18,6 +18,9 @@ import (
 // Info is one process as /proc/<pid>/stat describes it at one instant.
 type Info struct {
 	Pid, PPid, Pgid, Sid int
+	// TTY is the controlling terminal's device number (tty_nr), 0 for
+	// none.
+	TTY int
 	// State is the one-letter state: R, S, D, T, t, Z (zombie: exited, not
 	// reaped), X (dead), I, …
 	State byte
@@ -143,7 +146,8 @@ func parseStat(line []byte) (Info, error) {
 	}
 	info := Info{Pid: pid, Comm: string(line[open+1 : end])}
 	// Fields after comm, numbered from 0: 0 state, 1 ppid, 2 pgrp,
-	// 3 session, …, 17 num_threads, 19 starttime (proc(5) fields 3..22).
+	// 3 session, 4 tty_nr, …, 17 num_threads, 19 starttime (proc(5)
+	// fields 3..22).
 	rest := line[end+1:]
 	for i := 0; i <= 19; i++ {
 		rest = bytes.TrimLeft(rest, " ")
@@ -171,6 +175,8 @@ func parseStat(line []byte) (Info, error) {
 			dst = &info.Pgid
 		case 3:
 			dst = &info.Sid
+		case 4:
+			dst = &info.TTY
 		case 17:
 			dst = &info.NumThreads
 		case 19:

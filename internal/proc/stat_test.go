@@ -44,7 +44,7 @@ func TestParseStat(t *testing.T) {
 			t.Errorf("comm %q: %v", comm, err)
 			continue
 		}
-		want := proc.Info{Pid: 4242, PPid: 17, Pgid: 4242, Sid: 4000, State: 'S', StartTime: 987654321, Comm: comm, NumThreads: 3}
+		want := proc.Info{Pid: 4242, PPid: 17, Pgid: 4242, Sid: 4000, TTY: 7 * 3, State: 'S', StartTime: 987654321, Comm: comm, NumThreads: 3} // statLine's field 7, tty_nr
 		if got != want {
 			t.Errorf("comm %q:\n got %+v\nwant %+v", comm, got, want)
 		}
