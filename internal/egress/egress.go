@@ -168,10 +168,15 @@ func Prepare(opts *Options) (*Session, error) {
 }
 
 // Attach starts s's stack on tun and serves listeners, as New says (it
-// takes both). On an error s is closed.
+// takes both; a nil tun, an init that made no device, is an error). On
+// an error s is closed.
 func (s *Session) Attach(tun *os.File, listeners map[string]*os.File) error {
 	s.tun = tun
-	if err := s.attachDevice(); err != nil {
+	err := errors.New("egress: the init made no device")
+	if tun != nil {
+		err = s.attachDevice()
+	}
+	if err != nil {
 		closeAll(nil, listeners)
 		s.Close()
 		return err
@@ -179,9 +184,7 @@ func (s *Session) Attach(tun *os.File, listeners map[string]*os.File) error {
 	for addr, f := range listeners {
 		if err := s.serveListener(addr, f); err != nil {
 			s.Close()
-			for _, g := range listeners {
-				g.Close()
-			}
+			closeAll(nil, listeners)
 			return err
 		}
 	}

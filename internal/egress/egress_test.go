@@ -4,8 +4,10 @@ package egress_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -290,15 +292,32 @@ func TestLoopback(t *testing.T) {
 
 // TestPrepareUnattached: a stack prepared for a session whose init never
 // came (its start failed) closes without a device and leaves no
-// goroutine; a policy that is not filtered is refused before any stack.
+// goroutine; one given no device (an init that made none) fails and
+// closes the listeners it was given; a policy that is not filtered is
+// refused before any stack.
 func TestPrepareUnattached(t *testing.T) {
 	defer testutil.VerifyNoLeaks(t)
-	eg, err := egress.Prepare(&egress.Options{Policy: netpolicy.Policy{Mode: netpolicy.Public}})
+	public := &egress.Options{Policy: netpolicy.Policy{Mode: netpolicy.Public}}
+	eg, err := egress.Prepare(public)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := eg.Close(); err != nil {
 		t.Errorf("Close of a prepared session: %v", err)
+	}
+	if eg, err = egress.Prepare(public); err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := eg.Attach(nil, map[string]*os.File{"127.0.0.1:1": r}); err == nil || !strings.Contains(err.Error(), "made no device") {
+		t.Errorf("Attach without a device: %v, want made no device", err)
+	}
+	if _, err := r.Read(make([]byte, 1)); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("the listener given to a failed Attach: read %v, want it closed", err)
 	}
 	if _, err := egress.Prepare(&egress.Options{Policy: netpolicy.Policy{Mode: netpolicy.On}}); err == nil || !strings.Contains(err.Error(), "not a filtered mode") {
 		t.Errorf("Prepare with mode on: %v, want not a filtered mode", err)

@@ -126,13 +126,6 @@ func startEgress(in *nsinit.Init, prepared func() (*egress.Session, error)) (*eg
 		return nil, err
 	}
 	n := in.TakeNetwork()
-	if n.TUN == nil {
-		eg.Close()
-		for _, f := range n.Listeners {
-			f.Close()
-		}
-		return nil, fmt.Errorf("contained: network: the init made no device")
-	}
 	if err := eg.Attach(n.TUN, n.Listeners); err != nil {
 		return nil, err
 	}
