@@ -20,6 +20,14 @@ func TrackedSessions() int {
 	return len(registry.sessions)
 }
 
+// Tracks reports whether t tracks session sid.
+func (t *Tracker) Tracks(sid int) bool {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	e := registry.sessions[sid]
+	return e != nil && e.tracker == t
+}
+
 // Scans reports how many scans of /proc this process has made.
 func Scans() int64 { return scans.Load() }
 

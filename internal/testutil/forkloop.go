@@ -14,7 +14,7 @@ import (
 // in a loop (perl), so that at any moment one short-lived process is
 // alive and a /proc scan (a directory listing, then one read per entry)
 // sees none; and the file it touches every 8 generations, which is how a
-// test sees it run (Beating). It ends on its own after 6 s: a test that
+// test sees it run (Beating). It ends on its own after 15 s: a test that
 // fails must not leave a fork loop eating the machine's pids.
 func ForkLoop(t testing.TB) (cmd, beat string) {
 	t.Helper()
@@ -22,7 +22,7 @@ func ForkLoop(t testing.TB) (cmd, beat string) {
 	if err := os.WriteFile(beat, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd = `perl -e 'use Time::HiRes qw(time); $SIG{TERM}="IGNORE"; my $end = time + 6; my $i = 0;
+	cmd = `perl -e 'use Time::HiRes qw(time); $SIG{TERM}="IGNORE"; my $end = time + 15; my $i = 0;
 while (time < $end) { exit 0 if fork; utime(undef, undef, "` + beat + `") if ++$i % 8 == 0 }'`
 	return cmd, beat
 }
@@ -49,6 +49,26 @@ func Beating(t testing.TB, beat string) bool {
 		}
 	}
 	return false
+}
+
+// StillBeating reports whether the loop of ForkLoop touches beat within
+// 5 s, for a test that expects the loop to be alive: it returns at the
+// first touch. A live loop can miss Beating's second: each touch is a
+// write to the file system's journal (utime), which waits for a commit
+// in progress, and a commit on a disk that other tests fill (images,
+// build caches) has taken longer than a second. A loop that is gone
+// never touches the file again, however long the wait.
+func StillBeating(t testing.TB, beat string) bool {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if Beating(t, beat) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
 }
 
 // WaitBeating waits up to 5 s for the loop of ForkLoop to run.

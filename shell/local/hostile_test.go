@@ -174,7 +174,7 @@ func TestForkLoopDiesWithEndOwner(t *testing.T) {
 	run(t, ex, shell.Request{Owner: "a", Command: loop + " >/dev/null 2>&1 &"})
 	testutil.WaitBeating(t, beat)
 	ex.EndOwner("b")
-	if !testutil.Beating(t, beat) {
+	if !testutil.StillBeating(t, beat) {
 		t.Error("EndOwner(b) stopped a's fork loop")
 	}
 	ex.EndOwner("a")
