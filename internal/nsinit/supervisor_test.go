@@ -145,11 +145,15 @@ python3 -c 'import os
 try: os.open("/dev/null", os.O_WRONLY|os.O_CREAT|os.O_EXCL)
 except FileExistsError: print("null exists")'
 { : > /dev/tty; } 2>/dev/null || echo no terminal
+tty='import errno, os
+try: os.open("/dev/tty", os.O_RDWR|os.O_NONBLOCK); print("a terminal")
+except OSError as e: print(errno.errorcode[e.errno])'
+python3 -c "$tty" && setsid -w python3 -c "$tty"
 mkdir m && stat -c '%a' m
 rm -r d p nd
 rmdir m && echo done`
 	code, stdout, stderr, markers := h.runMarked(t, in, plan, script)
-	want := "a\nb\na\nb\n640 2\n1\nthrough\ntmp\nstdout\nnon-dumpable\nm\nnull exists\nno terminal\n750\ndone\n"
+	want := "a\nb\na\nb\n640 2\n1\nthrough\ntmp\nstdout\nnon-dumpable\nm\nnull exists\nno terminal\nENXIO\nENXIO\n750\ndone\n"
 	if code != 0 || stdout != want || stderr != "stderr\n" || markers != nil {
 		t.Errorf("status %d, markers %q\nstdout %q\nwant   %q\nstderr %q", code, markers, stdout, want, stderr)
 	}

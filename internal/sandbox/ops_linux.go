@@ -427,6 +427,15 @@ func (c *call) reopen(l *loc, flags int, mode uint32, tmpfile bool) result {
 // for whoever opens it (opened by the supervisor it would name the
 // init's, which has none).
 func (c *call) openTTY(flags int) result {
+	// A caller in the init's own session has none: the init gave up the
+	// terminal of the session it shares (its leader, outside this PID
+	// namespace, reads as session 0 here) before it forked anything,
+	// and only a session's leader can take one. Every bash asks as it
+	// starts; one getsid answers it, where the stat line below takes an
+	// open, a read and a close.
+	if sid, err := unix.Getsid(c.tid); err == nil && sid == 0 {
+		return fail(unix.ENXIO)
+	}
 	b, err := readFileAt("/proc/" + strconv.Itoa(c.tid) + "/stat")
 	if err != nil {
 		return fail(unix.ESRCH)
