@@ -103,7 +103,13 @@ func Main() int {
 	// command (2 ms of a `conch run -- true` here); a second after ready
 	// the session is at rest, or busy enough that one collection is
 	// noise.
-	time.AfterFunc(gcAfter, func() { debug.SetGCPercent(20) })
+	// A session's second spawn sets it at once, when it comes within
+	// that second: a burst of commands there ran with no collection
+	// (200 tasks started at once grew the init by 9–19 KiB each, 9–13
+	// with this; 6–10 when the target was set at ready:
+	// BenchmarkTaskMemory).
+	s.gcTarget = sync.OnceFunc(func() { debug.SetGCPercent(20) })
+	time.AfterFunc(gcAfter, s.gcTarget)
 	// Its reaper, kills and counts scan its /proc again and again, a
 	// session's few processes: their stat files stay open between scans.
 	proc.KeepStatFiles()
@@ -178,6 +184,11 @@ type initState struct {
 	// home are the session's tasks files in the cgroup v1 hierarchies of
 	// the limits, where the spawner thread returns after each fork.
 	home []int
+
+	// gcTarget sets the running collection target, once (Main); spawns
+	// counts the commands spawned, for the second to set it.
+	gcTarget func()
+	spawns   int
 
 	// net is the network to set up (nil: none); netReady and netFiles
 	// what the ready message tells the server of it (network_linux.go).
@@ -340,6 +351,9 @@ func dropCapabilities(all bool) error {
 // spawn forks and records one command and replies.
 func (s *initState) spawn(m *message, fds []int) {
 	defer func() { closeFDs(fds) }() // those not closed after the fork
+	if s.spawns++; s.spawns == 2 && s.gcTarget != nil {
+		s.gcTarget()
+	}
 	if spawnTail != nil {
 		defer spawnTail()
 	}
