@@ -38,7 +38,10 @@ func TestBinaryOutput(t *testing.T) {
 	if r := e.bash("for i in $(seq 300); do printf '\\033[01;34mdir\\033[0m\\tfile\\n'; done | tail -2"); r.Text != "dir\tfile\ndir\tfile\n" {
 		t.Errorf("coloured text: %q", r.Text)
 	}
-	id := e.background(e.sess, "head -c 9000 /dev/zero | tr '\\0' '\\1'")
+	// Held until its start call is back, so its notice rides on the next
+	// call (see TestTaskLeftovers).
+	id := e.background(e.sess, "until [ -e gate ]; do sleep 0.01; done; head -c 9000 /dev/zero | tr '\\0' '\\1'")
+	writeGate(t, e.dir)
 	e.settle(e.sess, id)
 	n := e.call(tools.NameTaskList, map[string]any{}).Notices
 	if len(n) != 1 {

@@ -22,7 +22,11 @@ func TestTaskLeftovers(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
 	loop, beat := testutil.ForkLoop(t)
-	id := e.background(e.sess, "sleep 1061 >/dev/null 2>&1 & "+loop+" >/dev/null 2>&1 & echo started")
+	// The task starts its work only once its start call is back: a task
+	// that ended before (the caller descheduled on a loaded machine) has
+	// its notice ride on that call's own result (once in CI).
+	id := e.background(e.sess, "until [ -e gate ]; do sleep 0.01; done; sleep 1061 >/dev/null 2>&1 & "+loop+" >/dev/null 2>&1 & echo started")
+	writeGate(t, e.dir)
 	e.settle(e.sess, id)
 	testutil.WaitBeating(t, beat)
 	testutil.WaitFor(t, 10*time.Second, "the sleep", func() bool { return len(testutil.Processes(e.marker)) >= 2 })
