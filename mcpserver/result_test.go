@@ -4,6 +4,8 @@ package mcpserver_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -112,15 +114,23 @@ func TestResultAsSent(t *testing.T) {
 	}
 
 	// A background task's notice rides on the next result, in both forms.
+	// The task ends only once its start call is back: one that ended
+	// before (the server descheduled on a loaded machine) would have its
+	// notice ride on that call's own result.
 	id++
-	started := call(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo done","description":"x","run_in_background":true}}}`)
+	const held = "until [ -e gate ]; do sleep 0.01; done; echo done"
+	dir := t.TempDir()
+	started := call(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"bash","arguments":{"command":"` + held + `","workdir":"` + dir + `","description":"x","run_in_background":true}}}`)
 	task := strings.TrimPrefix(started.text(t), "started background task ")
+	if err := os.WriteFile(filepath.Join(dir, "gate"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.rt.Wait(t.Context(), "stdio", task, 0); err != nil {
 		t.Fatal(err)
 	}
 	id++
 	r := call(callBash(id, "echo next"))
-	want := "next\n\nbackground task " + task + " (bash: echo done) finished [status: completed, exit code: 0] after "
+	want := "next\n\nbackground task " + task + " (bash: " + held + ") finished [status: completed, exit code: 0] after "
 	if text := r.text(t); len(r.texts) != 2 || text != r.blocks() || !strings.HasPrefix(text, want) {
 		t.Errorf("result with a notice: value text %q, blocks %q", text, r.texts)
 	}
