@@ -311,15 +311,16 @@ func TestNotices(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	b := tools.Session{ID: "session-b", Cwd: e.dir}
 
-	// (The sleep keeps the task from ending before its own start call
-	// drains the session's notices.)
-	id := e.background(e.sess, "sleep 0.2; echo hi")
+	// (The gate keeps the task from ending before its own start call
+	// drains the session's notices, however loaded the machine.)
+	id := e.background(e.sess, "until [ -e gate ]; do sleep 0.01; done; echo hi")
+	writeGate(t, e.dir)
 	e.settle(e.sess, id)
 	if r := e.callAs(b, tools.NameTaskList, "{}"); r.Notices != nil {
 		t.Errorf("session b got a's notice: %q", r.Notices)
 	}
 	r := e.bash("true")
-	want := []string{"background task bash-1 (bash: sleep 0.2; echo hi) finished [status: completed, exit code: 0] after <T>. Last output:\nhi\nRead all of it with task_output."}
+	want := []string{"background task bash-1 (bash: until [ -e gate ]; do sleep 0.01; done; echo hi) finished [status: completed, exit code: 0] after <T>. Last output:\nhi\nRead all of it with task_output."}
 	if diff := cmp.Diff(want, noticeTexts(r.Notices)); diff != "" {
 		t.Errorf("notices of the next call (-want +got):\n%s", diff)
 	}
