@@ -183,16 +183,23 @@ func TestTerminateCooperative(t *testing.T) {
 		{"background members", "sleep 600 & sleep 600 & wait"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var took []time.Duration
+			var took, bare []time.Duration
 			for range 5 {
-				took = append(took, terminateOnce(t, tc.script))
+				took = append(took, terminateOnce(t, tc.script, proc.Terminate))
+				bare = append(bare, terminateOnce(t, tc.script, bareTerminate))
 			}
 			slices.Sort(took)
-			t.Logf("Terminate latency over %d runs: min %v, median %v, max %v", len(took), took[0], took[len(took)/2], took[len(took)-1])
-			// The best run shows what Terminate costs; the worst shows it
-			// never sat out the grace (3 s) on a loaded machine.
-			if took[0] >= 50*time.Millisecond {
-				t.Errorf("fastest Terminate took %v, want < 50ms", took[0])
+			slices.Sort(bare)
+			t.Logf("Terminate latency over %d runs: min %v, median %v, max %v; a bare SIGTERM and watch: min %v, median %v",
+				len(took), took[0], took[len(took)/2], took[len(took)-1], bare[0], bare[len(bare)/2])
+			// The best run shows what Terminate costs: under 50 ms, or,
+			// on a machine so loaded that the group's own exit takes
+			// longer, under twice what the same group took to go with a
+			// bare SIGTERM and a watch of /proc every millisecond in the
+			// same minutes (CI once: 54 ms, beside burners on a slow day).
+			// The worst shows it never sat out the grace (3 s).
+			if took[0] >= 50*time.Millisecond && took[0] >= 2*bare[0] {
+				t.Errorf("fastest Terminate took %v, want < 50ms or < twice the bare %v", took[0], bare[0])
 			}
 			if worst := took[len(took)-1]; worst >= time.Second {
 				t.Errorf("slowest Terminate took %v: it waited for the grace", worst)
@@ -201,7 +208,24 @@ func TestTerminateCooperative(t *testing.T) {
 	}
 }
 
-func terminateOnce(t *testing.T, script string) time.Duration {
+// bareTerminate is the baseline of Terminate's cost: SIGTERM to the
+// group, then a look at /proc every millisecond until no member lives.
+func bareTerminate(pgid int, _ time.Duration) bool {
+	unix.Kill(-pgid, unix.SIGTERM)
+	for {
+		infos, err := proc.Scan()
+		alive := err != nil
+		for _, p := range infos {
+			alive = alive || p.Pgid == pgid && p.Alive()
+		}
+		if !alive {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func terminateOnce(t *testing.T, script string, terminate func(int, time.Duration) bool) time.Duration {
 	t.Helper()
 	marker := clean(t)
 	cmd := startSession(t, marker, script)
@@ -218,7 +242,7 @@ func terminateOnce(t *testing.T, script string) time.Duration {
 		return err == nil && leader.State == 'S' && len(withCmdline(marker, "sleep 600")) == sleeps
 	})
 	start := time.Now()
-	escalated := proc.Terminate(cmd.Process.Pid, 3*time.Second)
+	escalated := terminate(cmd.Process.Pid, 3*time.Second)
 	took := time.Since(start)
 	if escalated {
 		t.Errorf("Terminate(%q) escalated", script)
