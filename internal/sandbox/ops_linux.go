@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/conch-dev/conch/internal/proc"
 )
 
 // act is what an operation does to the path it names, as the policy
@@ -431,23 +433,16 @@ func (c *call) openTTY(flags int) result {
 	// terminal of the session it shares (its leader, outside this PID
 	// namespace, reads as session 0 here) before it forked anything,
 	// and only a session's leader can take one. Every bash asks as it
-	// starts; one getsid answers it, where the stat line below takes an
-	// open, a read and a close.
+	// starts; one getsid answers it, where its stat line takes an open,
+	// a read and a close.
 	if sid, err := unix.Getsid(c.tid); err == nil && sid == 0 {
 		return fail(unix.ENXIO)
 	}
-	b, err := readFileAt("/proc/" + strconv.Itoa(c.tid) + "/stat")
+	st, err := proc.Stat(c.tid)
 	if err != nil {
 		return fail(unix.ESRCH)
 	}
-	// The fields after the command name, which may hold anything, ")"
-	// included: the seventh field of the line is tty_nr.
-	i := strings.LastIndexByte(b, ')')
-	f := strings.Fields(b[i+1:])
-	if len(f) < 5 {
-		return fail(unix.ENXIO)
-	}
-	nr, _ := strconv.Atoi(f[4])
+	nr := st.TTY
 	major, minor := (nr>>8)&0xfff, (nr&0xff)|((nr>>12)&0xfff00)
 	if nr == 0 || major < 136 || major > 143 {
 		return fail(unix.ENXIO) // no terminal, or not a pseudo-terminal's
@@ -988,18 +983,3 @@ const (
 	xattrNameMax = 255
 	xattrSizeMax = 65536
 )
-
-// readFileAt reads a small file of /proc.
-func readFileAt(path string) (string, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", err
-	}
-	defer unix.Close(fd)
-	b := make([]byte, 4096)
-	n, err := unix.Read(fd, b)
-	if err != nil {
-		return "", err
-	}
-	return string(b[:n]), nil
-}
