@@ -172,8 +172,10 @@ func Prepare(opts *Options) (*Session, error) {
 // an error s is closed.
 func (s *Session) Attach(tun *os.File, listeners map[string]*os.File) error {
 	s.tun = tun
-	err := errors.New("egress: the init made no device")
-	if tun != nil {
+	var err error
+	if tun == nil {
+		err = errors.New("egress: the init made no device")
+	} else {
 		err = s.attachDevice()
 	}
 	if err != nil {
