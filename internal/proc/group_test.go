@@ -210,9 +210,11 @@ func TestTerminateCooperative(t *testing.T) {
 
 // bareTerminate is the baseline of Terminate's cost: SIGTERM to the
 // group, then a look at /proc every millisecond until no member lives.
-func bareTerminate(pgid int, _ time.Duration) bool {
+// After grace it gives up (true, as an escalation would read), for the
+// test to say so instead of hanging.
+func bareTerminate(pgid int, grace time.Duration) bool {
 	unix.Kill(-pgid, unix.SIGTERM)
-	for {
+	for deadline := time.Now().Add(grace); time.Now().Before(deadline); {
 		infos, err := proc.Scan()
 		alive := err != nil
 		for _, p := range infos {
@@ -223,6 +225,8 @@ func bareTerminate(pgid int, _ time.Duration) bool {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	unix.Kill(-pgid, unix.SIGKILL)
+	return true
 }
 
 func terminateOnce(t *testing.T, script string, terminate func(int, time.Duration) bool) time.Duration {
