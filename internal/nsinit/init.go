@@ -291,27 +291,50 @@ func (s *initState) setUp(m *message) (unenforced []string, cacheLayer string, e
 	return unenforced, cacheLayer, nil
 }
 
-// catchSignals catches and drops every signal: as pid 1 the init must
-// not die of a `kill -TERM 1` from a command (TestInitSurvivesEverySignal).
-// Caught, not ignored: an ignored signal would stay ignored in the
-// commands. It sends SIGCHLD's channel on done: a channel of its own,
-// since os/signal drops a signal whose channel is full, and the
-// runtime's own SIGURGs must not crowd it out.
+// catchSignals makes the init survive every signal a command can send
+// it: as pid 1 it must not die of a `kill -TERM 1`
+// (TestInitSurvivesEverySignal). The kernel delivers a signal to a
+// namespace's init from inside only where the init handles it, and the
+// Go runtime handles nearly all of them from its start: it ignores most
+// it is not asked for, but dies of those in fatalSignals, so those are
+// asked for (signal.Notify) and dropped. The terminal's stop signals,
+// which the runtime leaves at their default (a stop, for a signal from
+// outside the namespace), are caught too. Caught, not ignored: an
+// ignored signal would stay ignored in the commands. It sends SIGCHLD's
+// channel on done: a channel of its own, since os/signal drops a signal
+// whose channel is full.
 //
-// It runs beside the init's wait for its policy and its set-up: the Go
-// runtime enables each signal with a round trip to a thread of its own,
-// 2-4 ms for all of them here, which the session's first command waited
-// for when setUp made them.
+// Not every signal (signal.Notify with none named, as before): the
+// runtime enables each signal of the kind it may be asked for with a
+// round trip to a thread of its own, a hand-off of the one P each way,
+// and the 55 of them cost the init's start about 110 thread wake-ups,
+// 2 ms of CPU here; this list makes 11. And with every signal asked
+// for, the runtime's own preemption signals (SIGURG) and each SIGCHLD
+// also woke the goroutine that drops them.
+//
+// It runs beside the init's wait for its policy and its set-up.
 func catchSignals(done chan<- chan os.Signal) {
-	any := make(chan os.Signal, 16)
-	signal.Notify(any)
+	dropped := make(chan os.Signal, 16)
+	signal.Notify(dropped, fatalSignals...)
 	go func() {
-		for range any {
+		for range dropped {
 		}
 	}()
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, unix.SIGCHLD)
 	done <- chld
+}
+
+// fatalSignals are the signals the Go runtime's handler ends the process
+// for unless they are asked for (runtime/sigtab_linux_generic.go: those
+// it kills, throws or panics for), SIGPIPE (its writes to a closed
+// stderr would raise it) and the terminal's stop signals, which it
+// leaves at their default.
+var fatalSignals = []os.Signal{
+	unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGILL, unix.SIGTRAP,
+	unix.SIGABRT, unix.SIGBUS, unix.SIGFPE, unix.SIGSEGV, unix.SIGPIPE,
+	unix.SIGTERM, unix.SIGSTKFLT, unix.SIGSYS,
+	unix.SIGCONT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU,
 }
 
 // dropCapabilities drops, on this thread only (capabilities belong to a
