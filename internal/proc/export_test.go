@@ -83,8 +83,11 @@ func DropStatFiles() {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, sf := range f.fds {
+	for pid, sf := range f.fds {
 		unix.Close(sf.fd)
+		delete(f.fds, pid)
 	}
-	f.fds = nil
+	// A scan that loaded f before the swap may still use it (the orphan
+	// reaper's, say): it closes what it opens at its end.
+	f.dropped = true
 }

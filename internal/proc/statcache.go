@@ -19,6 +19,9 @@ type statFiles struct {
 	mu  sync.Mutex
 	gen uint64
 	fds map[int]statFile // by pid
+	// dropped: no longer kept (a test's DropStatFiles); a scan that
+	// loaded it before closes what it opened at its end.
+	dropped bool
 }
 
 type statFile struct {
@@ -50,7 +53,7 @@ func (f *statFiles) begin() {
 
 func (f *statFiles) end() {
 	for pid, sf := range f.fds {
-		if sf.gen != f.gen {
+		if sf.gen != f.gen || f.dropped {
 			unix.Close(sf.fd)
 			delete(f.fds, pid)
 		}
