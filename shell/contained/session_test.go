@@ -374,7 +374,9 @@ func TestJoinedGroup(t *testing.T) {
 			if got, want := run(`set -- $(</proc/$(<a.pid)/stat); echo $5`), run("cat b.pid"); got != want {
 				t.Fatalf("the joiner's group %q, want the other command's %q", got, want)
 			}
-			alive := `kill -0 $(<a.pid) 2>/dev/null && echo alive || echo gone`
+			// A zombie is gone: killed, it waits for the init's reaper,
+			// and kill -0 still finds it (its cgroup is empty by then).
+			alive := `s=$(awk '{print $3}' /proc/$(<a.pid)/stat 2>/dev/null); [ -n "$s" ] && [ "$s" != Z ] && echo alive || echo gone`
 			a.Kill()
 			<-a.Done()
 			got := run(alive)
