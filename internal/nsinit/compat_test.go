@@ -4,7 +4,6 @@ package nsinit_test
 
 import (
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -177,21 +176,7 @@ func TestSandboxUnixSocketsCompat(t *testing.T) {
 	marker := clean(t)
 	h := newSandboxHost(t, marker)
 	prog := buildProgram(t, filepath.Join(h.home, "dial386"), "386", map[string]string{"main.go": dialI386})
-	sock := filepath.Join(h.home, "sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	sock := acceptingSocket(t, filepath.Join(h.home, "sock"))
 	skipWithoutIA32(t, prog, sock)
 	script := prog + " " + sock
 	bare, _ := startSandboxed(t, nil)
@@ -224,21 +209,7 @@ func TestSandboxUnixSocketsInt80(t *testing.T) {
 	prog := buildProgram(t, filepath.Join(h.home, "int80"), "amd64", map[string]string{
 		"main.go": int80Main, "int80_amd64.s": int80Asm,
 	})
-	sock := filepath.Join(h.home, "sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	sock := acceptingSocket(t, filepath.Join(h.home, "sock"))
 	skipWithoutIA32(t, prog, sock)
 	script := prog + " " + sock
 	bare, _ := startSandboxed(t, nil)

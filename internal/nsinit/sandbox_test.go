@@ -305,18 +305,15 @@ func TestSandboxKeepsWorking(t *testing.T) {
 	ch.Release()
 }
 
-// TestSandboxUnixSockets: connecting to a unix socket fails in the
-// sandbox and works without it.
-func TestSandboxUnixSockets(t *testing.T) {
-	marker := clean(t)
-	h := newSandboxHost(t, marker)
-	sock := filepath.Join(h.home, "sock")
-	l, err := net.Listen("unix", sock)
+// acceptingSocket listens on a unix socket at path, accepting and
+// closing every connection until the test ends, and returns path.
+func acceptingSocket(t *testing.T, path string) string {
+	t.Helper()
+	l, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	os.Chmod(sock, 0o777)
+	t.Cleanup(func() { l.Close() })
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -326,6 +323,16 @@ func TestSandboxUnixSockets(t *testing.T) {
 			c.Close()
 		}
 	}()
+	return path
+}
+
+// TestSandboxUnixSockets: connecting to a unix socket fails in the
+// sandbox and works without it.
+func TestSandboxUnixSockets(t *testing.T) {
+	marker := clean(t)
+	h := newSandboxHost(t, marker)
+	sock := acceptingSocket(t, filepath.Join(h.home, "sock"))
+	os.Chmod(sock, 0o777)
 	script := `perl -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Peer => $ARGV[0]) or die "connect: $!\n"' ` + sock
 	bare, _ := startSandboxed(t, nil)
 	if code, _, stderr := h.runIn(t, bare, script); code != 0 {
