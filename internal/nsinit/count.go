@@ -17,10 +17,11 @@ const countScans = 4
 // aside (docs/containment.md#killing-what-a-command-left). A process that forks and exits
 // in a loop is rarely seen alive by a scan, but each generation leaves a
 // zombie child of the init, charged to c, until the next scan reaps it:
-// when a scan finds no live process of c but such zombies, it is made
-// again, and a loop that leaves new ones at every scan counts as one.
+// when a scan finds such zombies, it is made again, and a loop that
+// leaves new ones at every scan counts as one (proc.LoopCount).
 func (s *initState) countLeftovers(c *command) int {
 	delay := time.Millisecond
+	var n proc.LoopCount
 	for try := 0; ; try++ {
 		live, traces := 0, 0
 		err := s.look(func(infos []proc.Info) {
@@ -36,17 +37,16 @@ func (s *initState) countLeftovers(c *command) int {
 				}
 			}
 		})
-		switch {
-		case err != nil:
+		if err != nil {
 			return 0
-		case live > 0:
-			return live
-		case traces == 0 && !(c.released && c.groupSeen):
-			// Nothing charged to it alive or dying, and its group gone
-			// (a scan may miss a fork loop's member: see account).
-			return 0
-		case try == countScans-1:
-			return 1
+		}
+		if live == 0 && traces == 0 && c.released && c.groupSeen {
+			// Nothing seen, but its group has a member: a fork loop's,
+			// which a scan may miss (see account). A trace of one.
+			traces = 1
+		}
+		if count, done := n.Scan(live, traces, try == countScans-1); done {
+			return count
 		}
 		time.Sleep(delay)
 		delay = min(2*delay, 8*time.Millisecond)
