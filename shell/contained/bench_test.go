@@ -171,11 +171,7 @@ func rss(tb testing.TB, pid int) int64 {
 //
 //	go test -run '^$' -bench SessionStart -benchtime 50x ./shell/contained/
 func BenchmarkSessionStart(b *testing.B) {
-	dir, err := os.MkdirTemp("/var/tmp", "conch-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(dir) })
+	dir, sandboxed := sandboxedWorkspace(b, "conch-bench-")
 	home := b.TempDir()
 	var caches []string
 	for _, c := range []string{".cache", ".npm", "go/pkg/mod", "go/pkg/sumdb", ".cargo/registry", ".cargo/git", ".m2/repository", ".config/go/telemetry"} {
@@ -185,14 +181,13 @@ func BenchmarkSessionStart(b *testing.B) {
 		}
 	}
 	plan, err := sandbox.Policy{
-		Mode: sandbox.WorkspaceWrite, Workspace: dir, TempDirs: []string{os.TempDir()},
+		Workspace: dir, TempDirs: []string{os.TempDir()},
 		Caches: caches, CacheLayer: filepath.Join(home, ".local/state/conch/cache-layer"),
 		Hidden: []string{filepath.Join(home, ".local/state/conch")},
 	}.Resolve()
 	if err != nil {
 		b.Fatal(err)
 	}
-	sandboxed := initOptions()
 	sandboxed.Sandbox = plan
 	var exs []*local.Executor
 	for _, spare := range []bool{false, true} {
