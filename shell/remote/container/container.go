@@ -262,8 +262,13 @@ func (d *Dialer) startAgent() (io.ReadWriteCloser, error) {
 // Bounds of a stream's end.
 const (
 	// exitWait bounds the wait for the exec client's exit status once
-	// the agent's output ended.
-	exitWait = 2 * time.Second
+	// the agent's output ended: as long as Close waits for the client.
+	// The agent is gone then, and what is left is the engine's own
+	// bookkeeping (conmon's exit file, the exec session's cleanup),
+	// which took over 2 s beside a loaded CI run: a 2 s bound there
+	// turned the agent's stated reason for refusing to start into
+	// "connection lost: EOF" (TestPodmanHostMasked).
+	exitWait = closeWait
 	// closeWait bounds the wait for the exec client to exit once the
 	// agent's input was closed: the agent kills what it started (its
 	// grace included) and exits, and then the client does; a client
