@@ -57,6 +57,21 @@ func Shared(root, dir string) string { return filepath.Join(root, "shared", Key(
 func Upper(session, dir string) string { return filepath.Join(session, Key(dir), "upper") }
 func Work(session, dir string) string  { return filepath.Join(session, Key(dir), "work") }
 
+// ClearVolatile removes what a volatile overlayfs mount (which
+// MountCaches makes) left in the work directory of dir in session (a
+// spare's): work/incompat/volatile/dirty, with which overlayfs refuses
+// to mount that work directory again ("incompatible feature").
+// Overlayfs removes the rest of it at the next mount.
+func ClearVolatile(session, dir string) {
+	incompat := filepath.Join(Work(session, dir), "work", "incompat")
+	for _, p := range []string{filepath.Join(incompat, "volatile", "dirty"), filepath.Join(incompat, "volatile"), incompat} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			removeAll(incompat)
+			return
+		}
+	}
+}
+
 // Session is one session's part of the layer, from Begin to Close.
 type Session struct {
 	root string
@@ -166,6 +181,16 @@ func commit(root, session string) error {
 		return fmt.Errorf("cache layer: commit: %w", err)
 	}
 	ents, _ := os.ReadDir(session)
+	if wrote(session, ents) {
+		// The session's overlays were volatile: their unmount synced
+		// nothing. What it wrote reaches the disk before the shared
+		// layer refers to it, so that a crash cannot leave torn files
+		// there; a session that wrote nothing (most) waits for no one's
+		// writeback.
+		if err := syncFS(root); err != nil {
+			return fmt.Errorf("cache layer: commit: %w", err)
+		}
+	}
 	var errs []error
 	for _, e := range ents {
 		upper := filepath.Join(session, e.Name(), "upper")
@@ -188,6 +213,33 @@ func commit(root, session string) error {
 		return fmt.Errorf("cache layer: commit %s: %w", session, err)
 	}
 	return nil
+}
+
+// wrote reports whether an upper directory of session's caches (ents)
+// holds anything.
+func wrote(session string, ents []os.DirEntry) bool {
+	for _, e := range ents {
+		f, err := os.Open(filepath.Join(session, e.Name(), "upper"))
+		if err != nil {
+			continue
+		}
+		names, _ := f.Readdirnames(1)
+		f.Close()
+		if len(names) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// syncFS writes out the file system that holds dir.
+func syncFS(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Syncfs(int(f.Fd()))
 }
 
 // bootID names this boot of the machine ("" where the kernel does not

@@ -55,3 +55,37 @@ func TestSweepDropsAnEarlierBoot(t *testing.T) {
 		})
 	}
 }
+
+// TestWrote: commit syncs the disk before it merges a session that wrote
+// to a cache (its volatile overlays synced nothing), and only then.
+func TestWrote(t *testing.T) {
+	session := t.TempDir()
+	for _, key := range []string{"a", "b"} {
+		if err := os.MkdirAll(filepath.Join(session, key, "upper"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(session, "c"), 0o700); err != nil {
+		t.Fatal(err) // no upper directory: a cache the layer could not hold
+	}
+	ents := func() []os.DirEntry {
+		e, err := os.ReadDir(session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	if wrote(session, ents()) {
+		t.Error("a session with empty upper directories wrote")
+	}
+	// Any entry counts (a directory here; a whiteout, a deletion, is one).
+	if err := os.Mkdir(filepath.Join(session, "b", "upper", "d"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if !wrote(session, ents()) {
+		t.Error("a session with an entry in an upper directory did not write")
+	}
+	if err := syncFS(session); err != nil {
+		t.Errorf("syncFS: %v", err)
+	}
+}

@@ -119,6 +119,25 @@ func TestCacheLayer(t *testing.T) {
 	if code, stdout, stderr := h.runIn(t, in, `cat ~/.cache/npm-ish/x/y ~/.cache/go-build/cd/e; test -e ~/.cache/go-build/ab/abcd-d || echo gone`); code != 0 || stdout != "again\nmore\ngone\n" {
 		t.Errorf("in the third session: status %d, stdout %q (stderr %q)", code, stdout, stderr)
 	}
+	if want == sandbox.CacheOverlay {
+		// Volatile: its unmount at the session's end syncs nothing, and
+		// the third session mounted the work directories two volatile
+		// mounts had used (a spare's, cachelayer.ClearVolatile).
+		mi, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", in.Pid()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var opts string
+		for _, l := range strings.Split(string(mi), "\n") {
+			if f := strings.Fields(l); len(f) > 4 && f[4] == cache {
+				opts = f[len(f)-1]
+			}
+		}
+		// "fsync=volatile" since Linux 6.6, "volatile" before.
+		if o := "," + opts + ","; !strings.Contains(o, ",volatile,") && !strings.Contains(o, ",fsync=volatile,") {
+			t.Errorf("the overlay on %s has options %q, want volatile", cache, opts)
+		}
+	}
 	in.Close()
 	if got := layer("sessions"); len(got) != 0 {
 		t.Errorf("sessions left in the layer: %v", got)

@@ -74,6 +74,7 @@ func overlay(dir, shared, session string) error {
 			return err
 		}
 	}
+	cachelayer.ClearVolatile(session, dir)
 	fd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("fsopen: %w", err)
@@ -90,6 +91,12 @@ func overlay(dir, shared, session string) error {
 	if err := unix.FsconfigSetFlag(fd, "userxattr"); err != nil {
 		return fmt.Errorf("userxattr: %w", err)
 	}
+	// Volatile (Linux 5.10; where it is unknown the mount is made
+	// without): its unmount does not sync the upper layer's whole file
+	// system, which made every session's end wait for all the writeback
+	// pending on that disk, anyone's (docs/sandbox.md#the-cache-layer).
+	// What the session wrote is synced when it is committed (cachelayer).
+	unix.FsconfigSetFlag(fd, "volatile")
 	if err := unix.FsconfigCreate(fd); err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
