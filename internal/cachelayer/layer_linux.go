@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -56,6 +57,26 @@ func Shared(root, dir string) string { return filepath.Join(root, "shared", Key(
 // Upper and Work are a session's overlayfs directories for dir.
 func Upper(session, dir string) string { return filepath.Join(session, Key(dir), "upper") }
 func Work(session, dir string) string  { return filepath.Join(session, Key(dir), "work") }
+
+// pathFile, beside Upper and Work, holds the cache directory's path:
+// commit reads it to tell whether the user's directory holds what a
+// session deleted.
+const pathFile = "path"
+
+// Prepare makes session's directories for cache directory dir (Upper,
+// Work) and records dir's path beside them. A spare's are there already.
+func Prepare(session, dir string) error {
+	for _, d := range []string{Upper(session, dir), Work(session, dir)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	p := filepath.Join(session, Key(dir), pathFile)
+	if _, err := os.Lstat(p); err == nil {
+		return nil
+	}
+	return os.WriteFile(p, []byte(dir), 0o600)
+}
 
 // ClearVolatile removes what a volatile overlayfs mount (which
 // MountCaches makes) left in the work directory of dir in session (a
@@ -202,7 +223,10 @@ func commit(root, session string) error {
 			errs = append(errs, err)
 			continue
 		}
-		if err := merge(upper, dst); err != nil {
+		// The user's directory below: "" for a session made before its
+		// path was recorded, whose whiteouts are then all kept.
+		user, _ := os.ReadFile(filepath.Join(session, e.Name(), pathFile))
+		if err := merge(upper, dst, string(user)); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -278,11 +302,16 @@ func keepOrRemove(root, session string, ents []os.DirEntry) error {
 	return removeAll(session)
 }
 
-// merge moves what src (an overlayfs upper directory) holds into dst:
+// merge moves what src (an overlayfs upper directory, or a directory in
+// it) holds into dst, the shared layer's directory at the same place:
 // a new entry by one rename, a directory present in both entry by entry.
-// A whiteout (the session deleted a file) deletes the entry from dst,
-// never from the user's own cache, which stays as it was.
-func merge(src, dst string) error {
+// user is the user's own directory there, which sessions see below dst
+// ("": unknown). A whiteout (the session deleted an entry) deletes the
+// entry from dst, and stays in dst, hiding the user's, where user holds
+// it: the user's own cache is never written. An opaque directory (the
+// session removed a directory and made it again) replaces dst's whole,
+// and stays opaque, hiding the user's.
+func merge(src, dst, user string) error {
 	ents, err := os.ReadDir(src)
 	if err != nil {
 		return err
@@ -290,17 +319,32 @@ func merge(src, dst string) error {
 	var errs []error
 	for _, e := range ents {
 		s, d := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
+		u := ""
+		if user != "" {
+			u = filepath.Join(user, e.Name())
+		}
 		fi, err := os.Lstat(s)
 		if err != nil {
 			continue
 		}
 		if isWhiteout(fi) {
-			errs = append(errs, withWritable(dst, func() error { return removeAll(d) }))
+			errs = append(errs, withWritable(dst, func() error {
+				if err := removeAll(d); err != nil {
+					return err
+				}
+				if _, err := os.Lstat(u); err == nil || user == "" {
+					return os.Rename(s, d)
+				}
+				// Nothing below to hide: a whiteout kept where no
+				// layer below has the entry is listed as a device in
+				// a directory that only the layer holds.
+				return nil
+			}))
 			continue
 		}
 		di, derr := os.Lstat(d)
-		if fi.IsDir() && derr == nil && di.IsDir() {
-			errs = append(errs, withWritable(d, func() error { return merge(s, d) }))
+		if fi.IsDir() && derr == nil && di.IsDir() && !isOpaque(s) {
+			errs = append(errs, withWritable(d, func() error { return merge(s, d, u) }))
 			continue
 		}
 		errs = append(errs, withWritable(dst, func() error {
@@ -330,8 +374,17 @@ func isWhiteout(fi fs.FileInfo) bool {
 	if fi.Mode()&fs.ModeCharDevice == 0 {
 		return false
 	}
-	st, ok := fi.Sys().(*unix.Stat_t)
+	st, ok := fi.Sys().(*syscall.Stat_t)
 	return ok && st.Rdev == 0
+}
+
+// isOpaque reports whether dir is an opaque directory of an overlayfs
+// mounted with userxattr (MountCaches): its lower layers' entries are
+// hidden.
+func isOpaque(dir string) bool {
+	var b [1]byte
+	n, err := unix.Lgetxattr(dir, "user.overlay.opaque", b[:])
+	return err == nil && n == 1 && b[0] == 'y'
 }
 
 // withWritable runs f with dir made writable by its owner for the time

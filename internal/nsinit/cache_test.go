@@ -46,8 +46,22 @@ func TestCacheLayer(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cache, "doomed"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.MkdirAll(filepath.Join(cache, "pip", "http"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cache, "pip", "http", "old"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	before := testutil.TreeSum(t, cache)
+	// A cache directory empty here and in the layer (a tool that has not
+	// written it yet) gets the session's upper directory bound alone, no
+	// overlay (sandbox.MountCaches), until the layer holds something.
+	npm := filepath.Join(h.home, ".npm")
+	if err := os.Mkdir(npm, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	p := h.policy(sandbox.NetworkOn)
+	p.Caches = append(p.Caches, npm)
 	start := func() *nsinit.Init {
 		t.Helper()
 		plan, err := p.Resolve()
@@ -67,13 +81,15 @@ func TestCacheLayer(t *testing.T) {
 		return in
 	}
 	in := start()
-	script := `cat ~/.cache/go-build/ab/abcd-d 2>/dev/null; mkdir -p ~/.cache/go-build/ab ~/.cache/npm-ish/x && echo evil > ~/.cache/go-build/ab/abcd-d && echo new > ~/.cache/npm-ish/x/y && rm -f ~/.cache/doomed && cat ~/.cache/go-build/ab/abcd-d ~/.cache/npm-ish/x/y; ls -A ` + h.state + `; echo listed`
+	script := `cat ~/.cache/go-build/ab/abcd-d 2>/dev/null; mkdir -p ~/.cache/go-build/ab ~/.cache/npm-ish/x && echo evil > ~/.cache/go-build/ab/abcd-d && echo new > ~/.cache/npm-ish/x/y && rm -f ~/.cache/doomed && cat ~/.cache/go-build/ab/abcd-d ~/.cache/npm-ish/x/y; ls -A ` + h.state + `; echo listed; mkdir -p ~/.cache/pip && echo s1 > ~/.cache/pip/s1; mkdir ~/.npm/_cacache && echo n > ~/.npm/_cacache/n && cat ~/.npm/_cacache/n; awk '$5 == "` + npm + `" { for (i = 7; $i != "-"; i++); print $(i+1) }' /proc/self/mountinfo`
 	code, stdout, stderr := h.runIn(t, in, script)
-	wantOut := "real\nevil\nnew\nlisted\n"
+	wantOut := "real\nevil\nnew\nlisted\nn\n"
 	if want == sandbox.CacheCopy {
 		// conch's copy alone: the user's entry is not there to read.
-		wantOut = "evil\nnew\nlisted\n"
+		wantOut = "evil\nnew\nlisted\nn\n"
 	}
+	// ~/.npm's mount: the upper directory's file system, not overlayfs.
+	wantOut += fsType(t, h.state) + "\n"
 	if code != 0 || stdout != wantOut {
 		t.Errorf("in the first session: status %d, stdout %q, want %q (stderr %q)", code, stdout, wantOut, stderr)
 	}
@@ -111,12 +127,19 @@ func TestCacheLayer(t *testing.T) {
 	if want == sandbox.CacheOverlay {
 		spares(0)
 	}
-	if code, stdout, stderr := h.runIn(t, in, `cat ~/.cache/go-build/ab/abcd-d ~/.cache/npm-ish/x/y; test -e ~/.cache/doomed || echo gone; echo again > ~/.cache/npm-ish/x/y && rm ~/.cache/go-build/ab/abcd-d && mkdir -p ~/.cache/go-build/cd && echo more > ~/.cache/go-build/cd/e`); code != 0 || stdout != "evil\nnew\ngone\n" {
+	// The user's pip/http under the session's pip/s1, then the whole
+	// removed and made again: an opaque directory, which hides the
+	// user's in the next sessions too.
+	pipListed := "http\ns1\n"
+	if want == sandbox.CacheCopy {
+		pipListed = "s1\n"
+	}
+	if code, stdout, stderr := h.runIn(t, in, `cat ~/.cache/go-build/ab/abcd-d ~/.cache/npm-ish/x/y; test -e ~/.cache/doomed || echo gone; echo again > ~/.cache/npm-ish/x/y && rm ~/.cache/go-build/ab/abcd-d && mkdir -p ~/.cache/go-build/cd && echo more > ~/.cache/go-build/cd/e && cat ~/.npm/_cacache/n && rm ~/.npm/_cacache/n && ls ~/.cache/pip && rm -rf ~/.cache/pip && mkdir ~/.cache/pip && echo z > ~/.cache/pip/z`); code != 0 || stdout != "evil\nnew\ngone\nn\n"+pipListed {
 		t.Errorf("in the next session: status %d, stdout %q (stderr %q)", code, stdout, stderr)
 	}
 	in.Close()
 	in = start()
-	if code, stdout, stderr := h.runIn(t, in, `cat ~/.cache/npm-ish/x/y ~/.cache/go-build/cd/e; test -e ~/.cache/go-build/ab/abcd-d || echo gone`); code != 0 || stdout != "again\nmore\ngone\n" {
+	if code, stdout, stderr := h.runIn(t, in, `cat ~/.cache/npm-ish/x/y ~/.cache/go-build/cd/e; test -e ~/.cache/go-build/ab/abcd-d || echo gone; ls -A ~/.npm/_cacache; echo listed; ls -A ~/.cache/pip`); code != 0 || stdout != "again\nmore\ngone\nlisted\nz\n" {
 		t.Errorf("in the third session: status %d, stdout %q (stderr %q)", code, stdout, stderr)
 	}
 	if want == sandbox.CacheOverlay {
@@ -148,6 +171,20 @@ func TestCacheLayer(t *testing.T) {
 	if got := testutil.TreeSum(t, cache); got != before {
 		t.Error("the user's cache changed")
 	}
+	if ents, err := os.ReadDir(npm); err != nil || len(ents) != 0 {
+		t.Errorf("the user's empty cache directory holds %v (%v)", ents, err)
+	}
+}
+
+// fsType is the type of the file system that holds dir, as mountinfo
+// names it.
+func fsType(t *testing.T, dir string) string {
+	t.Helper()
+	out, err := exec.Command("findmnt", "-no", "FSTYPE", "-T", dir).Output()
+	if err != nil {
+		t.Fatalf("findmnt: %v", err)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // noOverlayHelper runs TestCacheLayer in a process whose kernel seems to

@@ -5,6 +5,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -47,17 +48,45 @@ func MountCaches(plan *Plan, session string) (how string, err error) {
 			continue
 		}
 		if why == nil {
-			why = overlay(c, shared, session)
+			if session != "" && isEmpty(shared) && isEmpty(c) {
+				// Nothing below to read (a cache whose tool has not
+				// written it yet): the session's upper directory alone,
+				// committed as an overlay's would be, and no overlay to
+				// mount, to remove the work directory of and to unmount.
+				why = bindUpper(c, session)
+			} else {
+				why = overlay(c, shared, session)
+			}
 			if why == nil {
 				continue
 			}
 		}
 		how = CacheCopy + " (overlayfs: " + why.Error() + ")"
-		if err := unix.Mount(shared, c, "", unix.MS_BIND|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-			return "", fmt.Errorf("sandbox: cache layer for %s: bind: %w", c, err)
+		if err := bind(shared, c, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+			return "", fmt.Errorf("sandbox: cache layer for %s: %w", c, err)
 		}
 	}
 	return how, nil
+}
+
+// isEmpty reports whether dir is a directory with no entries.
+func isEmpty(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	return len(names) == 0 && err == io.EOF
+}
+
+// bindUpper binds the session's upper directory for dir over dir,
+// writable, without set-user-ID files or devices.
+func bindUpper(dir, session string) error {
+	if err := cachelayer.Prepare(session, dir); err != nil {
+		return err
+	}
+	return bind(cachelayer.Upper(session, dir), dir, unix.MS_NOSUID|unix.MS_NODEV)
 }
 
 // overlay mounts an overlayfs on dir with the layer's shared copy and dir
@@ -69,10 +98,8 @@ func overlay(dir, shared, session string) error {
 		return errors.New("no session directory")
 	}
 	upper, work := cachelayer.Upper(session, dir), cachelayer.Work(session, dir)
-	for _, d := range []string{upper, work} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
-		}
+	if err := cachelayer.Prepare(session, dir); err != nil {
+		return err
 	}
 	cachelayer.ClearVolatile(session, dir)
 	fd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)

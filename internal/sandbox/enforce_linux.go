@@ -67,6 +67,14 @@ func Mount(plan *Plan) error {
 // the original mount (nosuid, nodev, noexec, atime), so they are read
 // back and kept.
 func bindReadOnly(from, to string) error {
+	return bind(from, to, unix.MS_RDONLY)
+}
+
+// bind binds from over to (recursively), then remounts the bind with
+// the flags add (MS_RDONLY, MS_NOSUID, MS_NODEV) beside those of the
+// original mount, which a user namespace may not drop (read back with
+// statfs): a bind's own flags are ignored when it is made.
+func bind(from, to string, add uintptr) error {
 	if err := unix.Mount(from, to, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("bind: %w", err)
 	}
@@ -74,7 +82,7 @@ func bindReadOnly(from, to string) error {
 	if err := unix.Statfs(to, &st); err != nil {
 		return fmt.Errorf("statfs: %w", err)
 	}
-	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY)
+	flags := unix.MS_BIND | unix.MS_REMOUNT | add
 	for _, f := range [][2]uintptr{
 		{unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV}, {unix.ST_NOEXEC, unix.MS_NOEXEC},
 		{unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME}, {unix.ST_RELATIME, unix.MS_RELATIME},
@@ -84,7 +92,7 @@ func bindReadOnly(from, to string) error {
 		}
 	}
 	if err := unix.Mount("", to, "", flags, ""); err != nil {
-		return fmt.Errorf("remount read-only: %w", err)
+		return fmt.Errorf("remount: %w", err)
 	}
 	return nil
 }
