@@ -82,7 +82,8 @@ func Prepare(session, dir string) error {
 // MountCaches makes) left in the work directory of dir in session (a
 // spare's): work/incompat/volatile/dirty, with which overlayfs refuses
 // to mount that work directory again ("incompatible feature").
-// Overlayfs removes the rest of it at the next mount.
+// Overlayfs removes the rest of it at the next mount. Begin removes the
+// whole already (clearWork); this is for a spare it could not empty.
 func ClearVolatile(session, dir string) {
 	incompat := filepath.Join(Work(session, dir), "work", "incompat")
 	for _, p := range []string{filepath.Join(incompat, "volatile", "dirty"), filepath.Join(incompat, "volatile"), incompat} {
@@ -133,8 +134,25 @@ func Begin(root string) (*Session, error) {
 			os.Remove(lock.Name())
 			return nil, fmt.Errorf("cache layer: %w", err)
 		}
+	} else {
+		clearWork(dir)
 	}
 	return &Session{root: root, Dir: dir, lock: lock}, nil
+}
+
+// clearWork removes the work directory that overlayfs left in each of a
+// spare session's work directories (Work): with it gone, the init's
+// mount makes its own at once instead of removing the old, and a
+// volatile mount's leftovers (work/incompat/volatile/dirty, with which
+// overlayfs refuses to mount the directory again) go with it.
+func clearWork(session string) {
+	ents, _ := os.ReadDir(session)
+	for _, e := range ents {
+		w := filepath.Join(session, e.Name(), "work", "work")
+		if _, err := os.Lstat(w); err == nil {
+			removeAll(w)
+		}
+	}
 }
 
 // takeSpare moves a spare session's directories to dir, reporting

@@ -89,3 +89,36 @@ func TestWrote(t *testing.T) {
 		t.Errorf("syncFS: %v", err)
 	}
 }
+
+// TestBeginClearsSpareWork: a session that takes a spare finds no work
+// directory of the spare's earlier mounts in it (overlayfs would remove
+// it in the init, on the session's path, and refuses to mount one a
+// volatile mount left), whatever its mode (overlayfs makes it 0).
+func TestBeginClearsSpareWork(t *testing.T) {
+	root := t.TempDir()
+	const key = "0123456789ab-cache"
+	spare := filepath.Join(root, "spare", "s1", key)
+	dirty := filepath.Join(spare, "work", "work", "incompat", "volatile", "dirty")
+	if err := os.MkdirAll(dirty, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(spare, "upper"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(spare, "work", "work"), 0); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Begin(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, p := range []string{filepath.Join(s.Dir, key, "upper"), filepath.Join(s.Dir, key, "work")} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("the spare's %s: %v", p, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(s.Dir, key, "work", "work")); err == nil {
+		t.Error("the spare's overlayfs work directory is still there")
+	}
+}
