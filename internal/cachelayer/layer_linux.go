@@ -100,6 +100,11 @@ type Session struct {
 	// Dir is the session's directory, for the init (Upper, Work).
 	Dir  string
 	lock *os.File
+	// ReadyAtClose has Close clear the session's directories' overlay
+	// work directories before it keeps them as a spare (clearWork),
+	// instead of the next Begin that takes them: for a server, whose
+	// session ends wait for no command.
+	ReadyAtClose bool
 }
 
 // Begin makes a session's directory under root (made 0700 if needed)
@@ -174,7 +179,7 @@ func takeSpare(root, dir string) bool {
 // it) and lets its lock go. Call it once the session's
 // mounts are gone (its init has exited).
 func (s *Session) Close() error {
-	err := commit(s.root, s.Dir)
+	err := commit(s.root, s.Dir, s.ReadyAtClose)
 	os.Remove(s.lock.Name())
 	s.lock.Close()
 	return err
@@ -199,7 +204,7 @@ func sweep(root string) {
 				// it is kept.
 				removeAll(session)
 			} else {
-				commit(root, session)
+				commit(root, session, false)
 			}
 			os.Remove(l)
 		}
@@ -209,8 +214,9 @@ func sweep(root string) {
 
 // commit merges each upper directory of session into root's shared
 // layer, under root's commit lock, then keeps session's emptied
-// directories as a spare or removes them (keepOrRemove).
-func commit(root, session string) error {
+// directories as a spare (readied for a mount with ready) or removes
+// them (keepOrRemove).
+func commit(root, session string, ready bool) error {
 	lock, err := os.OpenFile(filepath.Join(root, "commit.lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return fmt.Errorf("cache layer: commit: %w", err)
@@ -248,7 +254,7 @@ func commit(root, session string) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := keepOrRemove(root, session, ents); err != nil {
+	if err := keepOrRemove(root, session, ents, ready); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -299,8 +305,9 @@ func bootID() string {
 // they cannot be emptied). What merge left in an upper directory (the
 // whiteouts it applied, the directories it emptied, anything it failed
 // to move) is removed first: a spare's upper directories are empty.
-// Overlayfs empties a work directory itself when it mounts one.
-func keepOrRemove(root, session string, ents []os.DirEntry) error {
+// With ready, the overlay work directories go too (clearWork); else the
+// Begin that takes the spare removes them.
+func keepOrRemove(root, session string, ents []os.DirEntry, ready bool) error {
 	spare := filepath.Join(root, "spare")
 	kept, _ := os.ReadDir(spare)
 	if len(kept) < maxSpares && os.MkdirAll(spare, 0o700) == nil {
@@ -312,6 +319,9 @@ func keepOrRemove(root, session string, ents []os.DirEntry) error {
 					emptied = false
 				}
 			}
+		}
+		if ready {
+			clearWork(session)
 		}
 		if emptied && os.Rename(session, filepath.Join(spare, filepath.Base(session))) == nil {
 			return nil

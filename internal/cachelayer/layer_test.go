@@ -122,3 +122,40 @@ func TestBeginClearsSpareWork(t *testing.T) {
 		t.Error("the spare's overlayfs work directory is still there")
 	}
 }
+
+// TestReadyAtClose: a server's session (ReadyAtClose) leaves its spare
+// without its mounts' overlay work directories, so that the next
+// session's start removes nothing; conch run's leaves them to the next
+// Begin, beside its init's start.
+func TestReadyAtClose(t *testing.T) {
+	for _, ready := range []bool{false, true} {
+		root := t.TempDir()
+		s, err := Begin(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.ReadyAtClose = ready
+		key := filepath.Join(s.Dir, "0123456789ab-cache")
+		work := filepath.Join(key, "work", "work")
+		for _, d := range []string{filepath.Join(key, "upper"), filepath.Join(work, "incompat", "volatile", "dirty")} {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chmod(work, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		spares, _ := filepath.Glob(filepath.Join(root, "spare", "*", "0123456789ab-cache"))
+		if len(spares) != 1 {
+			t.Fatalf("ready %v: spares %v, want one", ready, spares)
+		}
+		_, err = os.Lstat(filepath.Join(spares[0], "work", "work"))
+		if left := err == nil; left == ready {
+			t.Errorf("ready %v: the spare's overlay work directory left: %v", ready, left)
+		}
+		os.Chmod(filepath.Join(spares[0], "work", "work"), 0o700) // for TempDir's removal
+	}
+}

@@ -34,7 +34,13 @@ type sandboxHost struct {
 
 func newSandboxHost(t *testing.T, marker string) *sandboxHost {
 	t.Helper()
-	base, err := os.MkdirTemp("/var/tmp", "conch-sandbox-")
+	return newSandboxHostIn(t, marker, "/var/tmp")
+}
+
+// newSandboxHostIn is newSandboxHost with its home under parent.
+func newSandboxHostIn(t *testing.T, marker, parent string) *sandboxHost {
+	t.Helper()
+	base, err := os.MkdirTemp(parent, "conch-sandbox-")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,6 +75,14 @@ type Options struct {
 	// unless it has died meanwhile. Start owns it either way.
 	Spare *Spare
 
+	// Serving says the session's process goes on serving after the
+	// session ends (conch serve, conch acp): its end then readies the
+	// session's cache layer directories for the next session
+	// (cachelayer.Session.ReadyAtClose), whose start is on a command's
+	// path; conch run's next start readies them instead, beside its
+	// init's own start.
+	Serving bool
+
 	name string // argv[0] of the init, when not Path
 	// Network, when set, gives the init a network namespace of its own
 	// set up for a filtered network policy (network_linux.go); the
@@ -193,6 +201,8 @@ func Start(opts *Options) (*Init, error) {
 		if cache, cerr = cachelayer.Begin(o.Sandbox.CacheLayer); cerr != nil {
 			o.Sandbox = o.Sandbox.WithoutCaches()
 			noCache = "none (" + cerr.Error() + ")"
+		} else {
+			cache.ReadyAtClose = o.Serving
 		}
 	}
 	var i *Init

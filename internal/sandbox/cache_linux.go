@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -36,6 +38,7 @@ const (
 func MountCaches(plan *Plan, session string) (how string, err error) {
 	how = CacheOverlay
 	var why error
+	volatile, checked := false, false
 	for _, c := range plan.Caches {
 		shared := cachelayer.Shared(plan.CacheLayer, c)
 		if mkErr := os.MkdirAll(shared, 0o700); mkErr != nil {
@@ -47,6 +50,9 @@ func MountCaches(plan *Plan, session string) (how string, err error) {
 			how = fmt.Sprintf("none (%v)", mkErr)
 			continue
 		}
+		if !checked {
+			volatile, checked = !Journalless(shared), true
+		}
 		if why == nil {
 			if session != "" && isEmpty(shared) && isEmpty(c) {
 				// Nothing below to read (a cache whose tool has not
@@ -55,7 +61,7 @@ func MountCaches(plan *Plan, session string) (how string, err error) {
 				// mount, to remove the work directory of and to unmount.
 				why = bindUpper(c, session)
 			} else {
-				why = overlay(c, shared, session)
+				why = overlay(c, shared, session, volatile)
 			}
 			if why == nil {
 				continue
@@ -67,6 +73,41 @@ func MountCaches(plan *Plan, session string) (how string, err error) {
 		}
 	}
 	return how, nil
+}
+
+// Journalless reports whether dir lies on an ext4 file system without a
+// journal (its device has no entry in /proc/fs/jbd2). There the cache
+// layer's overlays are not volatile: such an ext4 gives a new inode
+// none of those freed in the last 5 minutes while their inode table
+// blocks wait to be written (recently_deleted in fs/ext4/ialloc.c, for
+// file systems without a journal), which the unmount's sync writes; a
+// volatile mount makes and frees four directories per cache per session
+// and syncs nothing, and inode allocation then scanned ever longer: a
+// server's session start took 5 ms more on this project's machine
+// (docs/sandbox.md#the-cache-layer).
+func Journalless(dir string) bool {
+	var sfs unix.Statfs_t
+	if unix.Statfs(dir, &sfs) != nil || sfs.Type != unix.EXT4_SUPER_MAGIC {
+		return false
+	}
+	var st unix.Stat_t
+	if unix.Stat(dir, &st) != nil {
+		return false
+	}
+	dev, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)))
+	if err != nil {
+		return false
+	}
+	journals, err := os.ReadDir("/proc/fs/jbd2")
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	for _, j := range journals {
+		if strings.HasPrefix(j.Name(), filepath.Base(dev)+"-") {
+			return false
+		}
+	}
+	return true
 }
 
 // isEmpty reports whether dir is a directory with no entries.
@@ -93,7 +134,7 @@ func bindUpper(dir, session string) error {
 // itself below and the session's directories above, through the new mount
 // API (one value per call: no escaping of ':' or ',' in paths). user
 // xattrs: trusted ones need privileges of the initial user namespace.
-func overlay(dir, shared, session string) error {
+func overlay(dir, shared, session string, volatile bool) error {
 	if session == "" {
 		return errors.New("no session directory")
 	}
@@ -123,7 +164,10 @@ func overlay(dir, shared, session string) error {
 	// system, which made every session's end wait for all the writeback
 	// pending on that disk, anyone's (docs/sandbox.md#the-cache-layer).
 	// What the session wrote is synced when it is committed (cachelayer).
-	unix.FsconfigSetFlag(fd, "volatile")
+	// Not on an ext4 without a journal (Journalless).
+	if volatile {
+		unix.FsconfigSetFlag(fd, "volatile")
+	}
 	if err := unix.FsconfigCreate(fd); err != nil {
 		return fmt.Errorf("create: %w", err)
 	}

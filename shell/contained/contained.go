@@ -87,6 +87,9 @@ func NewWith(opts *local.Options, initOpts *nsinit.Options, co *Options) (*local
 	}
 	sp.ex = ex
 	if co != nil && co.Spare {
+		// A server: each session's end readies its cache layer
+		// directories for the next session's start.
+		sp.init.Serving = true
 		sp.spares.on, sp.spares.opts = true, sp.init
 		if sp.spares.opts.Network, err = initNetwork(sp.init.Sandbox); err != nil {
 			ex.Close()
