@@ -227,11 +227,11 @@ func commit(root, session string, ready bool) error {
 	}
 	ents, _ := os.ReadDir(session)
 	if wrote(session, ents) {
-		// The session's overlays were volatile: their unmount synced
-		// nothing. What it wrote reaches the disk before the shared
-		// layer refers to it, so that a crash cannot leave torn files
-		// there; a session that wrote nothing (most) waits for no one's
-		// writeback.
+		// The session's overlays were volatile (but on an ext4 without a
+		// journal: sandbox.Journalless), so their unmount synced nothing.
+		// What it wrote reaches the disk before the shared layer refers
+		// to it, so that a crash cannot leave torn files there; a session
+		// that wrote nothing (most) waits for no one's writeback.
 		if err := syncFS(root); err != nil {
 			return fmt.Errorf("cache layer: commit: %w", err)
 		}
@@ -320,11 +320,13 @@ func keepOrRemove(root, session string, ents []os.DirEntry, ready bool) error {
 				}
 			}
 		}
-		if ready {
-			clearWork(session)
-		}
-		if emptied && os.Rename(session, filepath.Join(spare, filepath.Base(session))) == nil {
-			return nil
+		if emptied {
+			if ready {
+				clearWork(session)
+			}
+			if os.Rename(session, filepath.Join(spare, filepath.Base(session))) == nil {
+				return nil
+			}
 		}
 	}
 	return removeAll(session)
