@@ -150,9 +150,14 @@ func (l *liveOutput) flush() bool {
 // which no pill will draw, and a newline for the next run's output.
 func (l *liveOutput) finish(res *shell.Result, again bool) {
 	var jump shell.Offsets
+	out, errOut := l.written()
+	if !l.stopped && l.shown+(out-l.off.Stdout)+(errOut-l.off.Stderr) > MaxLiveOutput {
+		// The samples fell behind near the cap (a loaded machine): the
+		// rest, reported whole, would carry the card past it.
+		l.stopped = true
+	}
 	if l.stopped {
 		// Past the cap the card gets a skip line and each stream's end.
-		out, errOut := l.written()
 		jump.Stdout = max(0, out-liveTailBytes-l.off.Stdout)
 		jump.Stderr = max(0, errOut-liveTailBytes-l.off.Stderr)
 		l.off.Stdout += jump.Stdout

@@ -4,6 +4,7 @@ package tools_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -190,5 +191,33 @@ func TestLiveOutputTTY(t *testing.T) {
 	}
 	if r.Text != "1\n2\n3\n4\n5\n6\n" {
 		t.Errorf("result %q", r.Text)
+	}
+}
+
+// TestLiveOutputBehindAtTheCap: output the live reports had not sampled
+// when the command ended is not reported whole when it would carry the
+// reports past MaxLiveOutput: the final report gives a skip line and the
+// stream's end, as past the cap. Here the samples (every 100 ms) have
+// taken all but 4 KiB of the cap, a 60 kB chunk at a time, when between
+// two of them the command prints 60 kB more and ends. (On a loaded machine the
+// samples fell behind near the cap, and an ACP card held 1 MiB and
+// 42 KiB: TestLiveOutputFlood.)
+func TestLiveOutputBehindAtTheCap(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	var l liveReports
+	co := &tools.CallOptions{Output: l.report, OutputEvery: 500 * time.Millisecond}
+	// Chunks the executor's in-memory tail (64 KiB) holds whole.
+	chunk := (tools.MaxLiveOutput - 4<<10) / 17
+	cmd := fmt.Sprintf("for i in $(seq 17); do head -c %d /dev/zero | tr '\\0' x; sleep 0.15; done; sleep 0.3; head -c 60000 /dev/zero | tr '\\0' y; echo; echo THE-END", chunk)
+	r := e.ts.Call(t.Context(), e.sess, tools.NameBash,
+		args(t, map[string]any{"command": cmd, "description": "Flood up to the cap", "timeoutMs": 20000}), co)
+	wantOK(t, r)
+	got := l.all()
+	if len(got) > tools.MaxLiveOutput+16<<10+200 {
+		t.Errorf("the reports hold %d bytes, past the cap and a tail", len(got))
+	}
+	if !strings.Contains(got, " bytes skipped]\n") || !strings.HasSuffix(got, "yyy\nTHE-END\n") {
+		t.Errorf("the reports do not give a skip line and the end: %q … %q", got[:min(100, len(got))], got[max(0, len(got)-100):])
 	}
 }
