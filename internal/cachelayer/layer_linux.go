@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -267,17 +268,25 @@ func commit(root, session string, ready bool) error {
 // holds anything.
 func wrote(session string, ents []os.DirEntry) bool {
 	for _, e := range ents {
-		f, err := os.Open(filepath.Join(session, e.Name(), "upper"))
-		if err != nil {
-			continue
-		}
-		names, _ := f.Readdirnames(1)
-		f.Close()
-		if len(names) > 0 {
+		if empty, err := Empty(filepath.Join(session, e.Name(), "upper")); err == nil && !empty {
 			return true
 		}
 	}
 	return false
+}
+
+// Empty reports whether the directory dir has no entries; err says why
+// it could not be read.
+func Empty(dir string) (bool, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if _, err := f.Readdirnames(1); err != io.EOF {
+		return false, err
+	}
+	return true, nil
 }
 
 // syncFS writes out the file system that holds dir.

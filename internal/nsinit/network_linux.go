@@ -311,26 +311,8 @@ func bindResolv(text string) error {
 		return fmt.Errorf("resolver: write: %w", err)
 	}
 	f.Chmod(0o644)
-	if err := unix.Mount(f.Name(), "/etc/resolv.conf", "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("resolver: bind /etc/resolv.conf: %w", err)
-	}
-	// A remount in a user namespace must keep the flags the kernel
-	// locked on the source's mount.
-	var st unix.Statfs_t
-	if err := unix.Statfs("/etc/resolv.conf", &st); err != nil {
-		return fmt.Errorf("resolver: statfs: %w", err)
-	}
-	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY)
-	for _, f := range [][2]uintptr{
-		{unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV}, {unix.ST_NOEXEC, unix.MS_NOEXEC},
-		{unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME}, {unix.ST_RELATIME, unix.MS_RELATIME},
-	} {
-		if uintptr(st.Flags)&f[0] != 0 {
-			flags |= f[1]
-		}
-	}
-	if err := unix.Mount("", "/etc/resolv.conf", "", flags, ""); err != nil {
-		return fmt.Errorf("resolver: remount /etc/resolv.conf read-only: %w", err)
+	if err := sandbox.BindReadOnly(f.Name(), "/etc/resolv.conf"); err != nil {
+		return fmt.Errorf("resolver: /etc/resolv.conf: %w", err)
 	}
 	return nil
 }

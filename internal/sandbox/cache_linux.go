@@ -5,7 +5,6 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -44,7 +43,7 @@ func MountCaches(plan *Plan, session string) (how string, err error) {
 		if mkErr := os.MkdirAll(shared, 0o700); mkErr != nil {
 			// No layer for it: the user's directory stays read-only
 			// (Landlock counts it writable, the mount does not).
-			if err := bindReadOnly(c, c); err != nil {
+			if err := BindReadOnly(c, c); err != nil {
 				return "", fmt.Errorf("sandbox: cache layer for %s: %w", c, err)
 			}
 			how = fmt.Sprintf("none (%v)", mkErr)
@@ -112,13 +111,8 @@ func Journalless(dir string) bool {
 
 // isEmpty reports whether dir is a directory with no entries.
 func isEmpty(dir string) bool {
-	f, err := os.Open(dir)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(1)
-	return len(names) == 0 && err == io.EOF
+	empty, err := cachelayer.Empty(dir)
+	return err == nil && empty
 }
 
 // bindUpper binds the session's upper directory for dir over dir,

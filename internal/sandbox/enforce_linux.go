@@ -34,7 +34,7 @@ func Mount(plan *Plan) error {
 		}
 	}
 	for _, p := range plan.Protected {
-		if err := bindReadOnly(p, p); err != nil {
+		if err := BindReadOnly(p, p); err != nil {
 			return fmt.Errorf("sandbox: protect %s: %w", p, err)
 		}
 	}
@@ -53,7 +53,7 @@ func Mount(plan *Plan) error {
 		if fi.IsDir() {
 			err = unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=0555")
 		} else {
-			err = bindReadOnly(os.DevNull, p)
+			err = BindReadOnly(os.DevNull, p)
 		}
 		if err != nil {
 			return fmt.Errorf("sandbox: hide %s: %w", p, err)
@@ -62,11 +62,11 @@ func Mount(plan *Plan) error {
 	return nil
 }
 
-// bindReadOnly binds from onto to, then remounts the bind read-only. In a
+// BindReadOnly binds from onto to, then remounts the bind read-only. In a
 // user namespace the remount must keep the flags the kernel locked on
 // the original mount (nosuid, nodev, noexec, atime), so they are read
 // back and kept.
-func bindReadOnly(from, to string) error {
+func BindReadOnly(from, to string) error {
 	return bind(from, to, unix.MS_RDONLY)
 }
 

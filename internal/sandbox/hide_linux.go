@@ -79,7 +79,7 @@ func hide(path string, writable []string) error {
 		return nil // gone since Resolve
 	}
 	if !fi.IsDir() {
-		return bindReadOnly(os.DevNull, path)
+		return BindReadOnly(os.DevNull, path)
 	}
 	var keep []string
 	for _, w := range writable {
