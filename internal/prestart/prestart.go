@@ -1,13 +1,16 @@
 //go:build linux
 
 // Package prestart starts the init of `conch run`'s session while conch
-// itself is still starting: from this package's initialisation, which
-// needs only the standard library's first packages and so comes early,
-// about halfway through the binary's initialisation. The init's clone,
-// the exec of the binary and the Go runtime's start in it (about 15 ms,
-// most of an init's start) then run beside the rest of conch's start on
-// another core, instead of after its flags, its configuration and the
-// sandbox's plan (docs/containment.md#conch-run-starts-its-init-early).
+// itself is still starting. In a build with cgo (the default), a
+// constructor in early_linux.c does, before this process's Go runtime
+// starts: the process is then small, with one thread, about 0.7 ms into
+// its life. Otherwise this package's initialisation does, which needs
+// only the standard library's first packages and so comes early, about
+// halfway through the binary's initialisation (about 2.5 ms in). The
+// init's clone, the exec of the binary and the Go runtime's start in it
+// then run beside the rest of conch's start on another core, instead of
+// after its flags, its configuration and the sandbox's plan
+// (docs/containment.md#conch-run-starts-its-init-early).
 //
 // The init waits for its policy, as a spare does (nsinit.StartSpare);
 // nsinit.Start takes it when its options are those of conch's own init,
@@ -62,6 +65,10 @@ var (
 
 func init() {
 	netNS, ok := wanted(os.Args[1:])
+	if e, tried := early(); e != nil || tried {
+		adopt(e, netNS, ok)
+		return
+	}
 	if !ok {
 		close(done)
 		return
@@ -77,6 +84,72 @@ func init() {
 		ahead = p
 		mu.Unlock()
 	}()
+}
+
+// earlyProcess is an init the constructor in early_linux.c started.
+type earlyProcess struct {
+	pid   int
+	conn  *os.File
+	execd int // a pipe's end that reads EOF once the child has exec'd or died
+	netNS bool
+}
+
+// adopt makes the init the constructor started the one started ahead,
+// if this package's reading of the command line wants it as it is
+// (netNS, ok): the two readings are the same (TestEarlyWanted), but a
+// process made by another start than this package's is checked, not
+// trusted. Whatever it does not take, it ends.
+func adopt(e *earlyProcess, netNS, ok bool) {
+	if e == nil {
+		close(done)
+		return
+	}
+	if !ok || e.netNS != netNS {
+		e.end()
+		close(done)
+		return
+	}
+	// The start is over once the child has exec'd, as os.StartProcess
+	// returns (Wait's promise: the child no longer holds copies of
+	// this process's descriptors). os.FindProcess holds it by a pidfd;
+	// its first use checks that pidfds work (a vfork and a wait). Both
+	// off the start's path.
+	go func() {
+		defer close(done)
+		e.waitExec()
+		p, err := os.FindProcess(e.pid)
+		if err != nil {
+			e.end()
+			return
+		}
+		mu.Lock()
+		ahead = &Process{Proc: p, Conn: e.conn, NetNS: e.netNS}
+		mu.Unlock()
+	}()
+}
+
+// waitExec returns once the child has exec'd (or died).
+func (e *earlyProcess) waitExec() {
+	var b [1]byte
+	for {
+		if _, err := syscall.Read(e.execd, b[:]); err != syscall.EINTR {
+			break
+		}
+	}
+	syscall.Close(e.execd)
+}
+
+// end kills and reaps e.
+func (e *earlyProcess) end() {
+	e.waitExec()
+	e.conn.Close()
+	syscall.Kill(e.pid, syscall.SIGKILL)
+	var ws syscall.WaitStatus
+	for {
+		if _, err := syscall.Wait4(e.pid, &ws, 0, nil); err != syscall.EINTR {
+			return
+		}
+	}
 }
 
 // wanted reports whether args (without the program name) are a `conch
