@@ -93,8 +93,15 @@ func TestWrote(t *testing.T) {
 // TestBeginClearsSpareWork: a session that takes a spare finds no work
 // directory of the spare's earlier mounts in it (overlayfs would remove
 // it in the init, on the session's path, and refuses to mount one a
-// volatile mount left), whatever its mode (overlayfs makes it 0).
+// volatile mount left), whatever its mode (overlayfs makes it 0): Begin
+// sets it aside, and ClearLater, or Close without it, removes it.
 func TestBeginClearsSpareWork(t *testing.T) {
+	for _, later := range []bool{false, true} {
+		beginClearsSpareWork(t, later)
+	}
+}
+
+func beginClearsSpareWork(t *testing.T, later bool) {
 	root := t.TempDir()
 	const key = "0123456789ab-cache"
 	spare := filepath.Join(root, "spare", "s1", key)
@@ -112,7 +119,6 @@ func TestBeginClearsSpareWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
 	for _, p := range []string{filepath.Join(s.Dir, key, "upper"), filepath.Join(s.Dir, key, "work")} {
 		if _, err := os.Stat(p); err != nil {
 			t.Errorf("the spare's %s: %v", p, err)
@@ -120,6 +126,48 @@ func TestBeginClearsSpareWork(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(s.Dir, key, "work", "work")); err == nil {
 		t.Error("the spare's overlayfs work directory is still there")
+	}
+	trash := filepath.Join(root, "trash", filepath.Base(s.Dir)+"."+key)
+	if _, err := os.Lstat(trash); err != nil {
+		t.Errorf("not set aside: %v", err)
+	}
+	if later {
+		s.ClearLater()
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := os.ReadDir(filepath.Join(root, "trash")); err != nil || len(left) > 0 {
+		t.Errorf("after ClearLater %v and Close, the trash holds %v (%v)", later, left, err)
+	}
+}
+
+// TestSweepEmptiesTrash: what a session set aside and did not remove
+// (its server was killed) goes when a later Begin sweeps that session.
+func TestSweepEmptiesTrash(t *testing.T) {
+	root := t.TempDir()
+	const id = "0123abcd"
+	left := filepath.Join(root, "trash", id+".0123456789ab-cache", "work")
+	other := filepath.Join(root, "trash", "feedbeef.0123456789ab-cache")
+	for _, d := range []string{filepath.Join(root, "sessions", id), left, other} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "sessions", id+".lock"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Begin(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := os.Lstat(filepath.Dir(left)); err == nil {
+		t.Error("the swept session's trash is still there")
+	}
+	// Another session's, whose lock may be held: not this sweep's.
+	if _, err := os.Lstat(other); err != nil {
+		t.Errorf("another session's trash: %v", err)
 	}
 }
 

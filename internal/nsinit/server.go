@@ -410,6 +410,10 @@ func finish(o Options, p *Spare, v1 []*cgroups, cache *cachelayer.Session) (*Ini
 		pol.CacheSession = cache.Dir
 	}
 	err = c.send(pol, homes...)
+	if err == nil && cache != nil {
+		// While the init sets up.
+		cache.ClearLater()
+	}
 	if err != nil && o.Spare == p {
 		stuck.Stop()
 		c.close()
