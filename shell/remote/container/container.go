@@ -228,29 +228,38 @@ func (d *Dialer) Dial(ctx context.Context) (io.ReadWriteCloser, error) {
 
 // startAgent starts the agent with an exec of its own.
 func (d *Dialer) startAgent() (io.ReadWriteCloser, error) {
-	cmd := d.exec(d.prep.Cwd, d.prep.Argv(d.opts.AgentArgs)...)
+	st, err := startStream(d.exec(d.prep.Cwd, d.prep.Argv(d.opts.AgentArgs)...), d.opts.Stderr)
+	if err != nil {
+		return nil, fmt.Errorf("start agent: %s exec: %w", d.opts.EngineBinary, err)
+	}
+	return st, nil
+}
+
+// startStream starts cmd, an exec client running the agent, its stderr
+// copied to stderr and its last words kept.
+func startStream(cmd *exec.Cmd, stderr io.Writer) (*stream, error) {
 	// Pipes of our own, not cmd's: Wait closes those it made as soon as
 	// the client exits, under a Read that may still be draining.
 	inR, inW, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("start agent: %w", err)
+		return nil, err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		inR.Close()
 		inW.Close()
-		return nil, fmt.Errorf("start agent: %w", err)
+		return nil, err
 	}
 	st := &stream{cmd: cmd, in: inW, out: outR, exited: make(chan struct{})}
 	cmd.Stdin, cmd.Stdout = inR, outW
-	cmd.Stderr = io.MultiWriter(d.opts.Stderr, &st.stderr)
+	cmd.Stderr = io.MultiWriter(stderr, &st.stderr)
 	err = proc.StartCmd(cmd) // claimed, as in run
 	inR.Close()
 	outW.Close()
 	if err != nil {
 		inW.Close()
 		outR.Close()
-		return nil, fmt.Errorf("start agent: %s exec: %w", d.opts.EngineBinary, err)
+		return nil, err
 	}
 	go func() {
 		st.exitErr = proc.WaitCmd(cmd)
@@ -289,7 +298,9 @@ type stream struct {
 
 // Read implements io.Reader. When the agent's output ends because it
 // exited with an error (it could not start: a mode this container cannot
-// enforce, a cwd it lacks), the error says so in the agent's last words.
+// enforce, a cwd it lacks), the error says so in the agent's last words;
+// without them, it says how the exec client ended (a status, a signal)
+// rather than a bare EOF. A clean exit is io.EOF.
 func (st *stream) Read(b []byte) (int, error) {
 	n, err := st.out.Read(b)
 	if err != io.EOF {
@@ -301,12 +312,18 @@ func (st *stream) Read(b []byte) (int, error) {
 		return n, io.EOF
 	}
 	var ee *exec.ExitError
-	if errors.As(st.exitErr, &ee) && ee.Exited() {
-		if last := st.stderr.Last(); last != "" {
-			return n, fmt.Errorf("agent exited with status %d: %s", ee.ExitCode(), last)
-		}
+	if !errors.As(st.exitErr, &ee) {
+		return n, io.EOF
 	}
-	return n, io.EOF
+	last := st.stderr.Last()
+	switch {
+	case ee.Exited() && last != "":
+		return n, fmt.Errorf("agent exited with status %d: %s", ee.ExitCode(), last)
+	case ee.Exited():
+		return n, fmt.Errorf("the exec client exited with status %d, nothing on its standard error", ee.ExitCode())
+	default:
+		return n, fmt.Errorf("the exec client ended: %v", ee)
+	}
 }
 
 func (st *stream) Write(b []byte) (int, error) { return st.in.Write(b) }
