@@ -24,27 +24,36 @@ import (
 // that init: Start takes it when it fits, closes it and starts another
 // when its network namespace does not, and Close ends one nobody took.
 // Each helper prints the pid of the init started ahead, what it found,
-// and whether that pid is gone at its end.
+// and whether that pid is gone at its end. In a build with cgo the init
+// is started before the helper's Go runtime (early_linux.c), except
+// where the helper's standard input is closed ("from Go"): then from
+// package prestart's initialisation, as in a build without cgo.
 func TestPrestart(t *testing.T) {
 	clean(t)
 	for _, tc := range []struct {
 		name, helper string
 		args         []string
 		want         string
+		stdinClosed  bool
 	}{
 		// An init started with a network namespace of its own
 		// (--network off: whatever the TUN device allows this user,
 		// which decides the default's) does not fit a Start without a
 		// network; one started without (--network on) does.
-		{"taken", "prestart-start", []string{"run", "--network", "on", "--", "true"}, "netns=false adopted=true env=GOMAXPROCS=1,GOGC=off leftover=false ran=ok gone=true"},
-		{"not fitting", "prestart-start", []string{"run", "--network", "off", "--", "true"}, "netns=true adopted=false env=GOMAXPROCS=1,GOGC=off leftover=false ran=ok gone=true"},
-		{"not taken", "prestart-close", []string{"run", "--network", "off", "--", "true"}, "netns=true own-namespaces=true gone=true"},
+		{"taken", "prestart-start", []string{"run", "--network", "on", "--", "true"}, "netns=false adopted=true env=GOMAXPROCS=1,GOGC=off leftover=false ran=ok gone=true", false},
+		{"not fitting", "prestart-start", []string{"run", "--network", "off", "--", "true"}, "netns=true adopted=false env=GOMAXPROCS=1,GOGC=off leftover=false ran=ok gone=true", false},
+		{"not taken", "prestart-close", []string{"run", "--network", "off", "--", "true"}, "netns=true own-namespaces=true gone=true", false},
+		{"taken, from Go", "prestart-start", []string{"run", "--network", "on", "--", "true"}, "netns=false adopted=true env=GOMAXPROCS=1,GOGC=off leftover=false ran=ok gone=true", true},
+		{"not fitting, from Go", "prestart-start", []string{"run", "--network", "off", "--", "true"}, "netns=true adopted=false env=GOMAXPROCS=1,GOGC=off leftover=false ran=ok gone=true", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if os.Geteuid() != 0 {
 				tc.want = strings.Replace(tc.want, "env=GOMAXPROCS=1,GOGC=off", "env=unreadable", 1)
 			}
 			cmd := exec.Command(os.Args[0], tc.args...)
+			if tc.stdinClosed {
+				cmd = exec.Command("sh", append([]string{"-c", `exec "$0" "$@" <&-`, os.Args[0]}, tc.args...)...)
+			}
 			cmd.Env = append(os.Environ(), helperEnv+"="+tc.helper, noRaceSleep)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
