@@ -73,8 +73,12 @@ func agentCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	c.warm = true // the far side's sessions run one command after another too
 	ex, enforces, err := c.agentExecutor(log)
 	if err != nil {
-		fmt.Fprintf(stderr, "conch agent: %v\n", err)
-		return 1
+		// Said on stderr, and to the client in answer to its hello, which
+		// it reads before this process exits (agent.Refuse).
+		msg := fmt.Sprintf("conch agent: %v", err)
+		fmt.Fprintln(stderr, msg)
+		agent.Refuse(ctx, stdin, stdout, msg)
+		return agent.RefusedStatus
 	}
 	hello := agent.Hello{Conch: version, OS: runtime.GOOS, Arch: runtime.GOARCH, Cwd: enforces.cwd,
 		Enforces: enforces.String()}

@@ -180,6 +180,9 @@ const (
 	// ErrKindUnsupported: the agent cannot do that (its executor has no
 	// terminals); errors.ErrUnsupported.
 	ErrKindUnsupported = "unsupported"
+	// ErrKindStart: the agent could not start (Refuse): its hello's
+	// answer, and then it exits with status RefusedStatus.
+	ErrKindStart = "start"
 	ErrKindOther       = "other"
 )
 

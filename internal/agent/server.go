@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +41,49 @@ type server struct {
 	procs map[uint64]shell.Process
 	terms map[uint64]shell.Terminal
 	read  map[uint64]bool // foreground processes the client has read
+}
+
+// RefusedStatus is the exit status of an agent that could not start.
+const RefusedStatus = 1
+
+// refuseWait bounds Refuse's waits: for the client's hello, then for its
+// end of the connection.
+var refuseWait = 10 * time.Second
+
+// Refuse answers the client's hello with why the agent could not start
+// (msg, its last words on stderr too) and returns once the client has
+// closed the connection, or after refuseWait for each, or once ctx is
+// done (the agent's SIGTERM). The agent then
+// exits with RefusedStatus. The reason travels in band, on the stream
+// the client reads, not only on stderr: an engine's exec client can end
+// without relaying the last words of a process that wrote them and
+// exited at once (podman beside a loaded machine, TestPodmanHostMasked),
+// and the agent exits only once the client has them.
+func Refuse(ctx context.Context, r io.Reader, w io.Writer, msg string) {
+	c := NewConn(r, w)
+	read := func(v any) error {
+		done := make(chan error, 1)
+		go func() { done <- c.Read(v) }()
+		t := time.NewTimer(refuseWait)
+		defer t.Stop()
+		select {
+		case err := <-done:
+			return err
+		case <-t.C:
+			return os.ErrDeadlineExceeded
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	var req Request
+	if err := read(&req); err != nil {
+		return
+	}
+	if c.Write(Response{ID: req.ID, Err: &Error{Kind: ErrKindStart, Msg: msg}}) != nil {
+		return
+	}
+	for read(&req) == nil {
+	}
 }
 
 func (s *server) loop() error {

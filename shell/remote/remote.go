@@ -399,7 +399,11 @@ func dial(ctx context.Context, host string, d Dialer) (*conn, error) {
 	}()
 	select {
 	case r := <-ch:
-		if r.err == nil && r.resp.Err != nil {
+		switch {
+		case r.err == nil && r.resp.Err != nil && r.resp.Err.Kind == agent.ErrKindStart:
+			// The agent could not start; it exits once we close.
+			r.err = fmt.Errorf("agent exited with status %d: %s", agent.RefusedStatus, r.resp.Err.Msg)
+		case r.err == nil && r.resp.Err != nil:
 			r.err = fmt.Errorf("agent refused the protocol: %s", r.resp.Err.Msg)
 		}
 		if r.err == nil && r.resp.Hello == nil {
