@@ -183,7 +183,7 @@ const (
 	// ErrKindStart: the agent could not start (Refuse): its hello's
 	// answer, and then it exits with status RefusedStatus.
 	ErrKindStart = "start"
-	ErrKindOther       = "other"
+	ErrKindOther = "other"
 )
 
 // Error is a failure carried in a Response.
