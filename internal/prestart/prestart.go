@@ -128,8 +128,12 @@ func adopt(e *earlyProcess, netNS, ok bool) {
 	}()
 }
 
-// waitExec returns once the child has exec'd (or died).
+// waitExec returns once the child has exec'd (or died); the second
+// call returns at once.
 func (e *earlyProcess) waitExec() {
+	if e.execd < 0 {
+		return
+	}
 	var b [1]byte
 	for {
 		if _, err := syscall.Read(e.execd, b[:]); err != syscall.EINTR {
@@ -137,6 +141,7 @@ func (e *earlyProcess) waitExec() {
 		}
 	}
 	syscall.Close(e.execd)
+	e.execd = -1
 }
 
 // end kills and reaps e.
