@@ -222,7 +222,9 @@ __attribute__((constructor)) static void conch_early(int argc, char **argv) {
 	int sv[2], ready[2], execd[2], null = -1;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return;
-	if (pipe2(ready, O_CLOEXEC) < 0)
+	// A socket, not a pipe: the write below must not raise SIGPIPE (whose
+	// default ends this process) for a child already gone.
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ready) < 0)
 		goto closesock;
 	if (pipe2(execd, O_CLOEXEC) < 0)
 		goto closepipe;
@@ -245,7 +247,7 @@ __attribute__((constructor)) static void conch_early(int argc, char **argv) {
 		goto closenull;
 	close(ready[0]);
 	close(execd[1]);
-	int ok = write_maps(pid, uid, gid) == 0 && write(ready[1], "x", 1) == 1;
+	int ok = write_maps(pid, uid, gid) == 0 && send(ready[1], "x", 1, MSG_NOSIGNAL) == 1;
 	close(ready[1]);
 	close(null);
 	close(sv[1]);
