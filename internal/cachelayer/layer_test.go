@@ -207,3 +207,28 @@ func TestReadyAtClose(t *testing.T) {
 		os.Chmod(filepath.Join(spares[0], "work", "work"), 0o700) // for TempDir's removal
 	}
 }
+
+// TestClearVolatile: a volatile mount's leftovers in a work directory
+// (which overlayfs refuses to mount again) are removed; a work
+// directory without them is left as it is.
+func TestClearVolatile(t *testing.T) {
+	session, dir := t.TempDir(), "/home/u/.cache"
+	if err := Prepare(session, dir); err != nil {
+		t.Fatal(err)
+	}
+	ClearVolatile(session, dir) // nothing there
+	if _, err := os.Stat(Work(session, dir)); err != nil {
+		t.Fatalf("the work directory: %v", err)
+	}
+	dirty := filepath.Join(Work(session, dir), "work", "incompat", "volatile", "dirty")
+	if err := os.MkdirAll(dirty, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ClearVolatile(session, dir)
+	if _, err := os.Lstat(filepath.Join(Work(session, dir), "work", "incompat")); !os.IsNotExist(err) {
+		t.Errorf("the volatile leftovers: %v, want them gone", err)
+	}
+	if _, err := os.Stat(filepath.Join(Work(session, dir), "work")); err != nil {
+		t.Errorf("overlayfs's work directory: %v", err)
+	}
+}
