@@ -48,7 +48,7 @@ const RefusedStatus = 1
 
 // refuseWait bounds Refuse's waits: for the client's hello, then for its
 // end of the connection.
-var refuseWait = 10 * time.Second
+const refuseWait = 10 * time.Second
 
 // Refuse answers the client's hello with why the agent could not start
 // (msg, its last words on stderr too) and returns once the client has
