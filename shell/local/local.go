@@ -470,17 +470,17 @@ func readable(fd int, d time.Duration) bool {
 func (c *command) openPipes(stdin bool) error {
 	var err error
 	var outW, errW, inR *os.File
-	if c.stdoutR, outW, err = os.Pipe(); err != nil {
+	if c.stdoutR, outW, err = pipe(true); err != nil {
 		return err
 	}
-	if c.stderrR, errW, err = os.Pipe(); err != nil {
+	if c.stderrR, errW, err = pipe(true); err != nil {
 		c.stdoutR.Close()
 		outW.Close()
 		return err
 	}
 	c.shell.Stdout, c.shell.Stderr = outW, errW
 	if stdin {
-		if inR, c.stdinW, err = os.Pipe(); err != nil {
+		if c.stdinW, inR, err = pipe(false); err != nil {
 			c.closePipes(false)
 			c.closePipes(true)
 			return err
@@ -488,6 +488,32 @@ func (c *command) openPipes(stdin bool) error {
 		c.shell.Stdin = inR
 	}
 	return nil
+}
+
+// pipe makes a pipe whose end for us (the read end if weReads) is in the
+// Go runtime's poller, for the drain's deadlines, and whose end for the
+// child is a plain blocking descriptor, as a child expects its standard
+// descriptors. os.Pipe puts both ends in the poller: the child's end then
+// cost its registration, its removal and, when a spawn takes its
+// descriptor (File.Fd), a return to blocking mode, on every command.
+func pipe(weRead bool) (ours, theirs *os.File, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, os.NewSyscallError("pipe2", err)
+	}
+	o, t := p[0], p[1]
+	if !weRead {
+		o, t = t, o
+	}
+	// F_SETFL ignores the access mode: O_NONBLOCK is the only flag set.
+	if _, err := unix.FcntlInt(uintptr(o), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
+		unix.Close(o)
+		unix.Close(t)
+		return nil, nil, os.NewSyscallError("fcntl", err)
+	}
+	// A non-blocking descriptor's File is in the poller; a blocking
+	// one's is not.
+	return os.NewFile(uintptr(o), "|ours"), os.NewFile(uintptr(t), "|theirs"), nil
 }
 
 // closePipes closes the child's ends of the pipes, or with parent ours.
@@ -596,7 +622,6 @@ func (c *command) wait() {
 	if killDone != nil {
 		<-killDone
 	}
-	c.child.Release()
 	switch {
 	case exitErr != nil:
 		code := -1
@@ -626,6 +651,11 @@ func (c *command) wait() {
 	// waited 30 s in CI for a warm shell to try its injection on).
 	c.e.forget(c)
 	close(c.done)
+	// The reap comes after: the caller has its result meanwhile (for a
+	// contained command the reap is a message to its init: one system
+	// call and a wake-up of the init, off the call's path). Nothing
+	// signals the group now (stop sees reaping), and Close waits for it.
+	c.child.Release()
 	c.e.wg.Done()
 }
 
