@@ -297,6 +297,34 @@ func TestOutputClosedAtExit(t *testing.T) {
 	}
 }
 
+// TestSpawnNUL: a command with a NUL in its arguments or environment
+// (which no exec can take) fails to spawn with the exec's own error, and
+// the init serves the next one.
+func TestSpawnNUL(t *testing.T) {
+	marker := clean(t)
+	in := startInit(t)
+	for _, c := range []nsinit.Command{
+		nsinitCommand(marker, "echo a\x00b", nil, nil, nil),
+		func() nsinit.Command {
+			c := nsinitCommand(marker, "true", nil, nil, nil)
+			c.Env = append(c.Env, "NUL=\x00")
+			return c
+		}(),
+	} {
+		ch, err := in.Spawn(c)
+		if err == nil {
+			ch.Release()
+			t.Fatal("a command with a NUL spawned")
+		}
+		if !strings.Contains(err.Error(), "fork/exec "+bashPath+": invalid argument") {
+			t.Fatalf("Spawn: %v", err)
+		}
+	}
+	if ws, out, _ := run(t, in, marker, "echo next"); ws.ExitStatus() != 0 || out != "next\n" {
+		t.Fatalf("the next command: %v, %q", ws, out)
+	}
+}
+
 // TestInitSurvivesEverySignal: a command sends the init every signal
 // (SIGKILL and SIGSTOP included, which the kernel keeps from a PID
 // namespace's init inside it), and the init goes on serving: the next
