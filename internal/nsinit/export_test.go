@@ -40,3 +40,8 @@ func (s *Spare) DelayExited(d time.Duration) {
 // later, after its lock is released: as a loaded machine leaves the
 // init's thread waiting for the CPU there.
 func SlowSpawnTail(d time.Duration) { spawnTail = func() { time.Sleep(d) } }
+
+// NoReaper makes this process, as an init, start no reaper: its commands'
+// exits are reported through their pidfds alone, and nothing else is
+// reaped.
+func NoReaper() { noReaper = true }

@@ -195,6 +195,11 @@ type initState struct {
 	net      *Network
 	netReady *message
 	netFiles []*os.File
+
+	// ep is the serving thread's epoll (-1: none): the socket and the
+	// pidfds of held commands, by descriptor in pidfds.
+	ep     int
+	pidfds map[int32]*command
 }
 
 // command is the init's record of one spawned command.
@@ -287,7 +292,10 @@ func (s *initState) setUp(m *message) (unenforced []string, cacheLayer string, e
 	if err := dropCapabilities(sandboxed); err != nil {
 		return nil, "", err
 	}
-	go s.reaper(<-s.signals)
+	chld := <-s.signals
+	if !noReaper {
+		go s.reaper(chld)
+	}
 	return unenforced, cacheLayer, nil
 }
 
@@ -415,6 +423,8 @@ func (s *initState) spawn(m *message, fds []int) {
 		s.c.send(reply)
 		return
 	}
+	pidfd := -1
+	sys.PidFD = &pidfd
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pid, err := syscall.ForkExec(m.Path, m.Args, &syscall.ProcAttr{
@@ -450,7 +460,57 @@ func (s *initState) spawn(m *message, fds []int) {
 	c := &command{pid: pid, start: info.StartTime, lastLive: info.StartTime}
 	s.cmds[pid] = c
 	s.owners[procKey{pid, info.StartTime}] = []*command{c}
+	if pidfd >= 0 {
+		if s.ep >= 0 && unix.EpollCtl(s.ep, unix.EPOLL_CTL_ADD, pidfd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(pidfd)}) == nil {
+			s.pidfds[int32(pidfd)] = c
+		} else {
+			unix.Close(pidfd)
+		}
+	}
 }
+
+// await waits until the socket is readable, reporting meanwhile the
+// exits of held commands whose pidfds are ready.
+func (s *initState) await() {
+	var ev [8]unix.EpollEvent
+	for {
+		n, err := unix.EpollWait(s.ep, ev[:], -1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		sock := false
+		for _, e := range ev[:n] {
+			if e.Fd == initFD {
+				sock = true
+				continue
+			}
+			s.pidfdReady(e.Fd)
+		}
+		if sock {
+			return
+		}
+	}
+}
+
+func (s *initState) pidfdReady(fd int32) {
+	if c := s.pidfds[fd]; c != nil {
+		s.mu.Lock()
+		if !c.exited && !c.released {
+			s.reportExit(c)
+		}
+		s.mu.Unlock()
+	}
+	// Its only descriptor: the close takes it out of the epoll too.
+	delete(s.pidfds, fd)
+	unix.Close(int(fd))
+}
+
+// noReaper, when set (by a test), leaves the reaper unstarted: exits are
+// then reported by their pidfds alone.
+var noReaper bool
 
 // spawnTail, when set (by a test), runs at the end of every spawn, after
 // its lock is released: the moment a loaded init thread waits for the CPU.
@@ -469,7 +529,18 @@ func moveThread(tasks []int) error {
 
 // serve answers the server's requests until it closes the socket.
 func (s *initState) serve() {
+	s.ep, s.pidfds = -1, make(map[int32]*command)
+	if ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC); err == nil {
+		if unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, initFD, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: initFD}) == nil {
+			s.ep = ep
+		} else {
+			unix.Close(ep)
+		}
+	}
 	for {
+		if len(s.c.buf) == 0 && s.ep >= 0 {
+			s.await()
+		}
 		m, fds, err := s.c.recv()
 		if err != nil {
 			return

@@ -5,6 +5,7 @@ package nsinit_test
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -297,6 +298,54 @@ func TestOutputClosedAtExit(t *testing.T) {
 	}
 }
 
+// TestExitByPidfd: an init whose reaper never runs still reports every
+// command's exit, with its status, through the command's pidfd: commands
+// that end in another order than they started, one killed by a signal,
+// one released while it runs (whose exit is not reported); and once they
+// are all gone the init holds no pidfd.
+func TestExitByPidfd(t *testing.T) {
+	marker := clean(t)
+	o := initOptions()
+	o.Env = []string{helperEnv + "=init-no-reaper", noRaceSleep}
+	in, err := nsinit.Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close() })
+	for round := range 3 {
+		slow, slowOut, slowErr := spawn(t, in, marker, "sleep 0.3; exit 5")
+		released, _, _ := spawn(t, in, marker, "sleep 0.2")
+		killed, _, _ := spawn(t, in, marker, "kill -TERM $$")
+		fast, fastOut, _ := spawn(t, in, marker, "echo fast; exit 3")
+		released.Release()
+		if ws := wait(t, fast); ws.ExitStatus() != 3 || fastOut.text(t) != "fast\n" {
+			t.Fatalf("round %d: fast command: %v", round, ws)
+		}
+		if ws := wait(t, killed); !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+			t.Fatalf("round %d: killed command: %v", round, ws)
+		}
+		if ws := wait(t, slow); ws.ExitStatus() != 5 {
+			t.Fatalf("round %d: slow command: %v (stdout %q, stderr %q)", round, ws, slowOut.text(t), slowErr.text(t))
+		}
+		for _, ch := range []*nsinit.Child{fast, killed, slow} {
+			ch.Release()
+		}
+	}
+	// The released command's exit came too (its pidfd readied and was
+	// closed): give it its 0.2 s.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := pidfds(t, in.Pid())
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the init holds %d pidfds after its commands ended", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestSpawnNUL: a command with a NUL in its arguments or environment
 // (which no exec can take) fails to spawn with the exec's own error, and
 // the init serves the next one.
@@ -323,6 +372,23 @@ func TestSpawnNUL(t *testing.T) {
 	if ws, out, _ := run(t, in, marker, "echo next"); ws.ExitStatus() != 0 || out != "next\n" {
 		t.Fatalf("the next command: %v, %q", ws, out)
 	}
+}
+
+// pidfds counts the pidfds process pid holds.
+func pidfds(t *testing.T, pid int) int {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && l == "anon_inode:[pidfd]" {
+			n++
+		}
+	}
+	return n
 }
 
 // TestInitSurvivesEverySignal: a command sends the init every signal

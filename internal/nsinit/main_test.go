@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 		os.Exit(prestartCloseHelper())
 	case "init":
 		os.Exit(nsinit.Main())
+	case "init-no-reaper":
+		nsinit.NoReaper()
+		os.Exit(nsinit.Main())
 	case "init-slow-tail":
 		nsinit.SlowSpawnTail(100 * time.Millisecond)
 		os.Exit(nsinit.Main())
