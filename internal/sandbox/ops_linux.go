@@ -341,6 +341,12 @@ func (c *call) openDevice(path string, flags int) (r result, ok bool) {
 		dev = unix.Mkdev(1, 3)
 	case "/dev/tty":
 		dev = unix.Mkdev(5, 0)
+		// A caller in the init's session has no terminal (openTTY):
+		// every bash, as it starts, is answered with one getsid. Its
+		// ENXIO opens nothing, so nothing needs judging first.
+		if flags&(unix.O_DIRECTORY|unix.O_PATH) == 0 && inInitSession(c.tid) {
+			return fail(unix.ENXIO), true
+		}
 	default:
 		return result{}, false
 	}
@@ -435,7 +441,7 @@ func (c *call) openTTY(flags int) result {
 	// and only a session's leader can take one. Every bash asks as it
 	// starts; one getsid answers it, where its stat line takes an open,
 	// a read and a close.
-	if sid, err := unix.Getsid(c.tid); err == nil && sid == 0 {
+	if inInitSession(c.tid) {
 		return fail(unix.ENXIO)
 	}
 	st, err := proc.Stat(c.tid)
@@ -456,6 +462,13 @@ func (c *call) openTTY(flags int) result {
 		return fail(err)
 	}
 	return result{fd: fd, cloexec: flags&unix.O_CLOEXEC != 0}
+}
+
+// inInitSession reports whether thread tid is in the init's session,
+// whose leader is outside the PID namespace (its id reads 0).
+func inInitSession(tid int) bool {
+	sid, err := unix.Getsid(tid)
+	return err == nil && sid == 0
 }
 
 // openFIFO opens a FIFO for writing, which waits for a reader: without
