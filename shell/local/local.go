@@ -622,6 +622,11 @@ func (c *command) wait() {
 	if killDone != nil {
 		<-killDone
 	}
+	// Released before done: a caller's KillLeftovers once done is closed
+	// must find the shell reaped, or the default spawner's tracker would
+	// take the group for the shell's own and spare it (a background job
+	// of the command outlived the kill, then counted 0).
+	c.child.Release()
 	switch {
 	case exitErr != nil:
 		code := -1
@@ -651,11 +656,6 @@ func (c *command) wait() {
 	// waited 30 s in CI for a warm shell to try its injection on).
 	c.e.forget(c)
 	close(c.done)
-	// The reap comes after: the caller has its result meanwhile (for a
-	// contained command the reap is a message to its init: one system
-	// call and a wake-up of the init, off the call's path). Nothing
-	// signals the group now (stop sees reaping), and Close waits for it.
-	c.child.Release()
 	c.e.wg.Done()
 }
 

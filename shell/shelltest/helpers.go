@@ -45,6 +45,7 @@ var cases = []testCase{
 	{name: "CloseKillsAndRefuses", run: testCloseKillsAndRefuses},
 	{name: "Leftovers", run: testLeftovers},
 	{name: "LeftoverForkLoop", run: testLeftoverForkLoop},
+	{name: "KillLeftoversAtDone", run: testKillLeftoversAtDone},
 	{name: "BinaryOutput", run: testBinaryOutput},
 	{name: "TerminalIsControlling", run: testTerminalIsControlling},
 	{name: "TerminalInterrupt", run: testTerminalInterrupt},
