@@ -29,6 +29,9 @@ func TestSpawnPacked(t *testing.T) {
 		{"no environment", message{Op: opSpawn, Path: "/bin/sh", Args: []string{"sh"}}, true},
 		{"no arguments", message{Op: opSpawn, Path: "/bin/sh", Env: []string{"A=1"}, Terminal: true}, true},
 		{"escaped text", message{Op: opSpawn, Path: "/bin/sh", Args: []string{"sh", "-c", "printf '\"%s\\\\n' é\t\x01 \u2028 </script>"}, Env: []string{"PS1=\\u@\\h \"$ \"", "LONG=" + long}}, true},
+		// JSON would have made each invalid byte U+FFFD: packed, a
+		// directory or file name in another encoding arrives as it is.
+		{"not UTF-8", message{Op: opSpawn, Path: "/bin/caf\xe9", Args: []string{"sh", "\xff\xfe"}, Env: []string{"LATIN=caf\xe9"}, Dir: "/tmp/\xff"}, true},
 		{"a NUL", message{Op: opSpawn, Path: "/bin/sh", Args: []string{"sh", "-c", "echo a\x00b"}, Env: []string{"A=1"}}, false},
 		{"a NUL in the environment", message{Op: opSpawn, Path: "/bin/sh", Args: []string{"sh"}, Env: []string{"A=\x00"}}, false},
 		{"not a spawn", message{ID: 3, Op: opExit, Pid: 12, Status: 256}, false},
