@@ -152,6 +152,32 @@ func kill(dir string) error {
 	return nil
 }
 
+// waitEmpty waits, at most d, until no process is left alive in the
+// cgroup dir (cgroup.events says "populated 0"; a gone cgroup is empty).
+// cgroup.kill only signals: each process leaves once it has run to its
+// exit, which on a loaded machine can take a while after the write.
+func waitEmpty(dir string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	delay := 100 * time.Microsecond
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("nsinit: cgroup: %w", err)
+		}
+		if !strings.Contains(string(b), "populated 1") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nsinit: cgroup %s: still populated %v after its kill", dir, d)
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, 10*time.Millisecond)
+	}
+}
+
 // remove removes the cgroup dir if it is empty; a cgroup that still
 // holds a process (something the command left running) stays, for a
 // later remove.

@@ -805,6 +805,13 @@ func (c *Child) KillLeftovers() error {
 		}
 	}
 	_, err := c.i.call(&message{Op: opLeftovers, Pid: c.Pid})
+	if c.cgroup != "" {
+		// What the cgroup's kill signalled is gone too before this
+		// returns: a process of another command's group in it (setpgid)
+		// is no leftover the init waits for (TestJoinedGroup saw one
+		// still alive after the kill, beside CPU burners).
+		err = errors.Join(err, waitEmpty(c.cgroup, proc.KillWait))
+	}
 	c.removeCgroups()
 	if err == nil && c.cgroup != "" {
 		c.allKilled.Store(true)
