@@ -23,6 +23,8 @@ var unprivTests = []string{
 	"TestIdentityAndView",
 	"TestCommandPrivileges",
 	"TestWaitStatus",
+	"TestExitByPidfd",
+	"TestSpawnNUL",
 	"TestStdinAndEnv",
 	"TestTerminateIgnoringTERM",
 	"TestSignalGroup",
