@@ -495,14 +495,22 @@ func (s *initState) await() {
 	}
 }
 
+// pidfdReady reports the exit of the held command whose pidfd fd is
+// ready (unless the reaper did, or the server released it) and closes
+// the pidfd.
 func (s *initState) pidfdReady(fd int32) {
-	if c := s.pidfds[fd]; c != nil {
-		s.mu.Lock()
-		if !c.exited && !c.released {
-			s.reportExit(c)
-		}
-		s.mu.Unlock()
+	c, ok := s.pidfds[fd]
+	if !ok {
+		// Not one of ours (cannot be: only pidfds and the socket are
+		// in the epoll): out of it, and never closed.
+		unix.EpollCtl(s.ep, unix.EPOLL_CTL_DEL, int(fd), nil)
+		return
 	}
+	s.mu.Lock()
+	if !c.exited && !c.released {
+		s.reportExit(c)
+	}
+	s.mu.Unlock()
 	// Its only descriptor: the close takes it out of the epoll too.
 	delete(s.pidfds, fd)
 	unix.Close(int(fd))
