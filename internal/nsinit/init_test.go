@@ -266,13 +266,7 @@ func TestStartAnsweredAtTheTimeout(t *testing.T) {
 // its grace, would say a process the command started holds it.
 func TestOutputClosedAtExit(t *testing.T) {
 	marker := clean(t)
-	o := initOptions()
-	o.Env = []string{helperEnv + "=init-slow-tail", noRaceSleep}
-	in, err := nsinit.Start(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close() })
+	in := startInitAs(t, "init-slow-tail")
 	for range 5 {
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -306,13 +300,7 @@ func TestOutputClosedAtExit(t *testing.T) {
 // are all gone the init holds no pidfd.
 func TestExitByPidfd(t *testing.T) {
 	marker := clean(t)
-	o := initOptions()
-	o.Env = []string{helperEnv + "=init-no-reaper", noRaceSleep}
-	in, err := nsinit.Start(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close() })
+	in := startInitAs(t, "init-no-reaper")
 	for round := range 3 {
 		slow, slowOut, slowErr := spawn(t, in, marker, "sleep 0.3; exit 5")
 		released, _, _ := spawn(t, in, marker, "sleep 0.2")

@@ -103,7 +103,16 @@ func clean(t *testing.T) string {
 
 func startInit(t *testing.T) *nsinit.Init {
 	t.Helper()
-	in, err := nsinit.Start(initOptions())
+	return startInitAs(t, "init")
+}
+
+// startInitAs starts this test binary as an init in helper mode mode
+// (TestMain's "init-slow-tail", "init-no-reaper").
+func startInitAs(t *testing.T, mode string) *nsinit.Init {
+	t.Helper()
+	o := initOptions()
+	o.Env = []string{helperEnv + "=" + mode, noRaceSleep}
+	in, err := nsinit.Start(o)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}

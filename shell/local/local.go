@@ -490,7 +490,7 @@ func (c *command) openPipes(stdin bool) error {
 	return nil
 }
 
-// pipe makes a pipe whose end for us (the read end if weReads) is in the
+// pipe makes a pipe whose end for us (the read end if weRead) is in the
 // Go runtime's poller, for the drain's deadlines, and whose end for the
 // child is a plain blocking descriptor, as a child expects its standard
 // descriptors. os.Pipe puts both ends in the poller: the child's end then
