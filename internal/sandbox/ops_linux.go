@@ -362,7 +362,7 @@ func (c *call) openDevice(path string, flags int) (r result, ok bool) {
 		if unix.Fstatat(unix.AT_FDCWD, path, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || !isDev(&st) {
 			return result{}, false
 		}
-		return c.openTTY(flags), true
+		return c.openCtty(flags), true // its session asked above
 	}
 	// Opening the null device does nothing a caller gone meanwhile
 	// could regret: no check of the notification before it.
@@ -444,6 +444,12 @@ func (c *call) openTTY(flags int) result {
 	if inInitSession(c.tid) {
 		return fail(unix.ENXIO)
 	}
+	return c.openCtty(flags)
+}
+
+// openCtty opens the controlling terminal of a caller outside the init's
+// session (openTTY), by its stat line.
+func (c *call) openCtty(flags int) result {
 	st, err := proc.Stat(c.tid)
 	if err != nil {
 		return fail(unix.ESRCH)
