@@ -98,6 +98,15 @@ func (s *initState) account(infos []proc.Info) {
 		if !ok {
 			owners = s.chargeNew(p, byPid)
 			s.owners[k] = owners
+			// Alive until now, or dead since the previous scan, as the
+			// known ones above: a fork loop's generations since that
+			// scan are all new to this one, each an orphan by now (its
+			// parent exited after its fork), and rule 4 charges each
+			// only if its commands were alive when it started, which
+			// this one's charge says of them.
+			for _, c := range owners {
+				c.lastLive = now
+			}
 		}
 		for _, c := range owners {
 			present[c] = true

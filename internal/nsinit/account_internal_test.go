@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/conch-dev/conch/internal/proc"
 )
@@ -80,5 +81,45 @@ func TestLoopPastTheScan(t *testing.T) {
 	s.account(nil) // nothing of it left
 	if s.cmds[pgid] != nil {
 		t.Error("a released command with nothing left: kept; want forgotten")
+	}
+}
+
+// TestLoopBetweenScans: a fork loop that left a held command's group
+// (setsid), each generation exiting right after its fork, shows the next
+// scan only new orphans: every generation since the previous scan, each
+// re-parented to the init as its parent exited. Rule 4 charges the first
+// (it started while the command's last known process lived); each later
+// one started while the one before it lived, which the first one's charge
+// must say. It used to leave the command's time of life at the previous
+// scan, so that a generation started more than a tick after it was
+// nobody's, and the loop with it (TestKillLeftoversForkLoop, once in CI:
+// KillLeftovers returned at once with the loop alive).
+func TestLoopBetweenScans(t *testing.T) {
+	const pgid = 1 << 30 // no such group: past any pid_max
+	c := &command{pid: pgid, exited: true, start: nowTicks() - 1}
+	s := &initState{cmds: map[int]*command{pgid: c}, owners: make(map[procKey][]*command)}
+	gen := func(pid int, start uint64) proc.Info {
+		return proc.Info{Pid: pid, PPid: 1, Pgid: 500, Sid: 500, State: 'Z', StartTime: start}
+	}
+	first := gen(501, nowTicks())
+	first.State = 'R'
+	s.owners[keyOf(first)] = []*command{c}
+	s.account([]proc.Info{first})
+
+	// The loop's generations since: the first forked while the scan above
+	// read it, the last several ticks after that scan.
+	second := gen(502, first.StartTime)
+	for time.Sleep(50 * time.Millisecond); nowTicks() < first.StartTime+4; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	third := gen(503, nowTicks()-1)
+	live := gen(504, nowTicks())
+	live.State = 'R'
+	s.account([]proc.Info{live, third, second}) // the first reaped
+	for _, p := range []proc.Info{second, third, live} {
+		if !chargedTo(s.owners[keyOf(p)], c) {
+			t.Errorf("generation %d (started %d ticks after the previous scan's): charged to %v; want the command",
+				p.Pid, int64(p.StartTime)-int64(first.StartTime), s.owners[keyOf(p)])
+		}
 	}
 }
