@@ -65,10 +65,12 @@ type addfd struct {
 
 // ioctls of the listener (linux/seccomp.h: SECCOMP_IOWR(0, …) and on).
 const (
-	ioctlRecv    = 0xc0502100 // SECCOMP_IOCTL_NOTIF_RECV
-	ioctlSend    = 0xc0182101 // SECCOMP_IOCTL_NOTIF_SEND
-	ioctlIDValid = 0x40082102 // SECCOMP_IOCTL_NOTIF_ID_VALID
-	ioctlAddFD   = 0x40182103 // SECCOMP_IOCTL_NOTIF_ADDFD
+	ioctlRecv     = 0xc0502100 // SECCOMP_IOCTL_NOTIF_RECV
+	ioctlSend     = 0xc0182101 // SECCOMP_IOCTL_NOTIF_SEND
+	ioctlIDValid  = 0x40082102 // SECCOMP_IOCTL_NOTIF_ID_VALID
+	ioctlAddFD    = 0x40182103 // SECCOMP_IOCTL_NOTIF_ADDFD
+	ioctlSetFlags = 0x40082104 // SECCOMP_IOCTL_NOTIF_SET_FLAGS
+	syncWakeUp    = 1          // SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
 )
 
 // The sizes the structures above must have, as the kernel's.
@@ -90,6 +92,8 @@ type Listener struct {
 	closed atomic.Bool
 
 	recvMu sync.Mutex // one receive at a time: see receiveReady
+
+	syncWake bool // SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP is set (Load)
 }
 
 // newListener wraps fd, a listener descriptor this process owns.

@@ -214,3 +214,58 @@ func getppidFilter(t *testing.T) []unix.SockFilter {
 	}
 	return prog
 }
+
+// TestSyncWakeUp: on Linux 6.6 and later, Load's listener hands the CPU
+// between a notified caller and its supervisor
+// (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP), and its calls are answered as
+// before.
+func TestSyncWakeUp(t *testing.T) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	var major, minor int
+	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
+	prog := getppidFilter(t)
+	loaded := make(chan *Listener, 1)
+	done := make(chan int64)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the filtered thread ends with the goroutine
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			t.Error(err)
+			close(loaded)
+			return
+		}
+		l, err := Load(prog, true)
+		if err != nil {
+			t.Error(err)
+			close(loaded)
+			return
+		}
+		loaded <- l
+		r, _, _ := unix.Syscall(unix.SYS_GETPPID, 0, 0, 0)
+		done <- int64(r)
+	}()
+	l := <-loaded
+	if l == nil {
+		return
+	}
+	defer l.Close()
+	if want := major > 6 || major == 6 && minor >= 6; l.syncWake != want {
+		t.Errorf("Linux %d.%d: synchronous wake-ups %v; want %v", major, minor, l.syncWake, want)
+	}
+	rcv, err := l.NewReceiver()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n Notif
+	if err := rcv.Receive(&n); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Return(n.ID, 4242); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-done; got != 4242 {
+		t.Errorf("the notified getppid returned %d; want 4242", got)
+	}
+}
