@@ -537,6 +537,10 @@ func moveThread(tasks []int) error {
 
 // serve answers the server's requests until it closes the socket.
 func (s *initState) serve() {
+	// Woken for each request and each exit, it runs at once beside
+	// CPU-bound work, not after that work's slice; the commands it
+	// forks get the default slice.
+	proc.ShortSlice()
 	s.ep, s.pidfds = -1, make(map[int32]*command)
 	if ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC); err == nil {
 		if unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, initFD, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: initFD}) == nil {

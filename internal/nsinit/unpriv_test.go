@@ -25,6 +25,7 @@ var unprivTests = []string{
 	"TestWaitStatus",
 	"TestExitByPidfd",
 	"TestSpawnNUL",
+	"TestShortSlice",
 	"TestStdinAndEnv",
 	"TestTerminateIgnoringTERM",
 	"TestSignalGroup",

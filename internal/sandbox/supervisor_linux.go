@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/conch-dev/conch/internal/proc"
 	"github.com/conch-dev/conch/internal/seccompnotify"
 )
 
@@ -150,6 +151,9 @@ func prepareThread() error {
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
 		return fmt.Errorf("unshare the thread's file system context: %w", err)
 	}
+	// A notified command waits for this thread: woken, it runs at once
+	// beside CPU-bound work (a hint; its failure changes nothing else).
+	proc.ShortSlice()
 	return setEffective(0)
 }
 

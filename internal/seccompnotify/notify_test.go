@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/conch-dev/conch/internal/testutil"
 )
 
 // TestReceiverWakesOne: a notification wakes one of the receivers waiting
@@ -220,12 +222,6 @@ func getppidFilter(t *testing.T) []unix.SockFilter {
 // (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP), and its calls are answered as
 // before.
 func TestSyncWakeUp(t *testing.T) {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		t.Fatal(err)
-	}
-	var major, minor int
-	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
 	prog := getppidFilter(t)
 	loaded := make(chan *Listener, 1)
 	done := make(chan int64)
@@ -251,8 +247,8 @@ func TestSyncWakeUp(t *testing.T) {
 		return
 	}
 	defer l.Close()
-	if want := major > 6 || major == 6 && minor >= 6; l.syncWake != want {
-		t.Errorf("Linux %d.%d: synchronous wake-ups %v; want %v", major, minor, l.syncWake, want)
+	if want := testutil.KernelAtLeast(t, 6, 6); l.syncWake != want {
+		t.Errorf("synchronous wake-ups %v; want %v (Linux 6.6 and later)", l.syncWake, want)
 	}
 	rcv, err := l.NewReceiver()
 	if err != nil {
