@@ -267,15 +267,19 @@ func (t *Term) pump() {
 // terminal already holds: bytes the program wrote before it exited,
 // which a pump slowed down (a loaded machine, a slow emulator) had not
 // reached. The kernel moves written bytes to the terminal's read queue
-// in the background, so the queue is looked at again after it is read,
-// a few times at most: what a process left holding the terminal goes on
-// writing is not waited for.
+// (4 KiB) in the background as it is read, so the queue is looked at
+// again after each read, until a look finds nothing more: a pty held
+// about 14 KiB here, four looks' worth, and four looks at most cut the
+// last 2 KiB once in CI, where one look came too early. What a process
+// left holding the terminal goes on writing is not waited for: the
+// looks end after drainBudget bytes or a second.
 func (t *Term) drainQueued(buf []byte) {
 	rc, err := t.pty.SyscallConn()
 	if err != nil {
 		return
 	}
-	for range 4 {
+	end := time.Now().Add(time.Second)
+	for total := 0; total < drainBudget && time.Now().Before(end); {
 		queued := 0
 		rc.Control(func(fd uintptr) { queued, err = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
 		if err != nil {
@@ -283,16 +287,21 @@ func (t *Term) drainQueued(buf []byte) {
 		}
 		// Nothing queued: one short read lets the kernel move what it
 		// still holds (a read of the terminal does), else ends.
-		want, wait := queued, 1*time.Second
+		want, wait := queued, end
 		if queued <= 0 {
-			want, wait = len(buf), 20*time.Millisecond
+			want = len(buf)
+			if short := time.Now().Add(20 * time.Millisecond); short.Before(end) {
+				wait = short
+			}
 		}
-		t.pty.SetReadDeadline(time.Now().Add(wait))
+		t.pty.SetReadDeadline(wait)
+		got := 0
 		for want > 0 {
 			n, err := t.pty.Read(buf[:min(len(buf), want)])
 			if n > 0 {
 				t.output(buf[:n])
 				want -= n
+				got += n
 			}
 			if err != nil {
 				return
@@ -301,8 +310,16 @@ func (t *Term) drainQueued(buf []byte) {
 				break
 			}
 		}
+		if got == 0 {
+			return
+		}
+		total += got
 	}
 }
+
+// drainBudget bounds what drainQueued reads: several times what a pty
+// holds (its 8 KiB of buffers and its 4 KiB read queue).
+const drainBudget = 64 << 10
 
 // output handles one chunk of program output.
 func (t *Term) output(b []byte) {

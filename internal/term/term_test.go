@@ -388,3 +388,27 @@ func TestDrainAfterExitKeepsWhatWasWritten(t *testing.T) {
 		t.Errorf("the screen ends %q, not with the program's last line", got)
 	}
 }
+
+// TestDrainEndsBesideALeftoverWriter: a process the program left holding
+// the terminal, writing without end, does not hold up the terminal's end
+// once the program has exited: the drain of what is queued stops after
+// its budget (64 KiB or a second), and Close ends the writer.
+func TestDrainEndsBesideALeftoverWriter(t *testing.T) {
+	marker := testutil.Marker(t)
+	defer testutil.AssertNoProcesses(t, marker)
+	raw := &slowWriter{pause: time.Millisecond} // behind, so the drain is cut with bytes queued
+	tm, err := term.Start(spawn([]string{"bash", "-c", "yes & sleep 0.2; exit 0"}, testutil.Env(marker)),
+		&term.Options{Raw: raw, Grace: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tm.Close()
+	select {
+	case <-tm.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no end 10 s after the program's exit, with %d bytes read", raw.n.Load())
+	}
+	if code, sig := tm.Exit(); code == nil || *code != 0 {
+		t.Errorf("exit %v, %s; want 0", code, sig)
+	}
+}
