@@ -167,11 +167,11 @@ func Load(prog []unix.SockFilter, listen bool) (*Listener, error) {
 		return nil, nil
 	}
 	l := newListener(int(fd))
-	// The caller and its supervisor hand the CPU to each other, as a
-	// pipe's ends do (Linux 6.6; before, EINVAL and the usual wake-ups):
-	// the answer wakes the caller on the supervisor's CPU, and the
-	// notification wakes the supervisor as a synchronous wake-up. Each
-	// of 3,000 supervised opens back to back cost a sixth less
+	// The answer wakes the caller on the supervisor's CPU, as a pipe's
+	// reader is woken by its writer (Linux 6.6; before, EINVAL and the
+	// usual wake-ups). The notification's like hint, to wake the
+	// supervisor on the caller's CPU, is lost in a Receiver's epoll.
+	// Each of 3,000 supervised opens back to back cost a sixth less
 	// (docs/sandbox.md#the-supervisor).
 	_, _, errno = unix.Syscall(unix.SYS_IOCTL, fd, ioctlSetFlags, syncWakeUp)
 	l.syncWake = errno == 0

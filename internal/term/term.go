@@ -318,7 +318,8 @@ func (t *Term) drainQueued(buf []byte) {
 }
 
 // drainBudget bounds what drainQueued reads: several times what a pty
-// holds (its 8 KiB of buffers and its 4 KiB read queue).
+// held at its program's exit here (about 14 KiB, its read queue
+// included).
 const drainBudget = 64 << 10
 
 // output handles one chunk of program output.
