@@ -104,8 +104,12 @@ func (s *initState) account(infos []proc.Info) {
 			// parent exited after its fork), and rule 4 charges each
 			// only if its commands were alive when it started, which
 			// this one's charge says of them.
-			for _, c := range owners {
-				c.lastLive = now
+			// A held command's own zombie, charged again (its entry was
+			// dropped by a scan that ran before its spawn), is not.
+			if c := s.cmds[p.Pid]; c == nil || !c.exited || p.Alive() {
+				for _, c := range owners {
+					c.lastLive = now
+				}
 			}
 		}
 		for _, c := range owners {

@@ -105,11 +105,12 @@ func TestLoopBetweenScans(t *testing.T) {
 	first.State = 'R'
 	s.owners[keyOf(first)] = []*command{c}
 	s.account([]proc.Info{first})
+	scanned := c.lastLive
 
 	// The loop's generations since: the first forked while the scan above
 	// read it, the last several ticks after that scan.
 	second := gen(502, first.StartTime)
-	for time.Sleep(50 * time.Millisecond); nowTicks() < first.StartTime+4; {
+	for time.Sleep(50 * time.Millisecond); nowTicks() < scanned+4; {
 		time.Sleep(10 * time.Millisecond)
 	}
 	third := gen(503, nowTicks()-1)
@@ -118,8 +119,8 @@ func TestLoopBetweenScans(t *testing.T) {
 	s.account([]proc.Info{live, third, second}) // the first reaped
 	for _, p := range []proc.Info{second, third, live} {
 		if !chargedTo(s.owners[keyOf(p)], c) {
-			t.Errorf("generation %d (started %d ticks after the previous scan's): charged to %v; want the command",
-				p.Pid, int64(p.StartTime)-int64(first.StartTime), s.owners[keyOf(p)])
+			t.Errorf("generation %d (started %d ticks after the previous scan): charged to %v; want the command",
+				p.Pid, int64(p.StartTime)-int64(scanned), s.owners[keyOf(p)])
 		}
 	}
 }

@@ -26,7 +26,10 @@ func TestShortSlice(t *testing.T) {
 	}
 	def := testutil.SchedSlice(string(own))
 	// The init is 1 in its namespace; a command may read its threads'.
-	script := `sed -n 's/^se.slice *: *//p' /proc/self/sched
+	// A supervised open first: the worker that answers it has taken its
+	// slice (the others may not have run yet).
+	script := `: > supervised && rm supervised
+sed -n 's/^se.slice *: *//p' /proc/self/sched
 for f in /proc/1/task/*/sched; do sed -n 's/^se.slice *: *//p' $f; done | sort | uniq -c`
 	code, stdout, stderr, markers := h.runMarked(t, in, plan, script)
 	if code != 0 || len(markers) > 0 {
@@ -47,8 +50,8 @@ for f in /proc/1/task/*/sched; do sed -n 's/^se.slice *: *//p' $f; done | sort |
 			short += n
 		}
 	}
-	// The serving thread and the supervisor's two first workers.
-	if testutil.KernelAtLeast(t, 6, 12) && short < 3 {
-		t.Errorf("%d of the init's threads with the shortest slice; want at least 3", short)
+	// The serving thread and the worker that answered the open.
+	if testutil.KernelAtLeast(t, 6, 12) && short < 2 {
+		t.Errorf("%d of the init's threads with the shortest slice; want at least 2", short)
 	}
 }

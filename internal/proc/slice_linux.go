@@ -5,9 +5,12 @@ package proc
 import "golang.org/x/sys/unix"
 
 // ShortSlice asks the scheduler to give the calling thread the shortest
-// time slice it grants (0.1 ms; Linux 6.12, a hint older kernels ignore),
-// keeping its policy and nice value, and to give the processes and
-// threads it starts the default slice again (SCHED_FLAG_RESET_ON_FORK).
+// time slice it grants (0.1 ms; Linux 6.12), keeping its policy and nice
+// value, and to give the processes and threads it starts the default
+// slice again (SCHED_FLAG_RESET_ON_FORK). It leaves alone a thread whose
+// children that flag would change otherwise (a real-time policy, a
+// negative nice value: they would start at SCHED_NORMAL, nice 0), and
+// does nothing on an older kernel.
 // It is for a locked thread that mostly sleeps and answers: its share of
 // the CPU is unchanged, but on a CPU busy with other work it no longer
 // waits for the running task's whole slice (1.4 ms on this 2-core
@@ -18,8 +21,13 @@ func ShortSlice() error {
 	if err != nil {
 		return err
 	}
-	if a.Policy != unix.SCHED_NORMAL && a.Policy != unix.SCHED_BATCH {
+	switch {
+	case a.Policy != unix.SCHED_NORMAL && a.Policy != unix.SCHED_BATCH:
 		return nil // a real-time policy its starter chose: its children keep it
+	case a.Nice < 0:
+		return nil // RESET_ON_FORK would give its children nice 0
+	case a.Runtime == 0:
+		return nil // no slices to set (before Linux 6.12, which reports the slice here)
 	}
 	// Only this flag: the utilisation clamps sched_getattr reports are
 	// left as they are.

@@ -81,3 +81,54 @@ func TestShortSlice(t *testing.T) {
 		t.Errorf("the thread's slice %s ns after ShortSlice; want %s", r.slice, want)
 	}
 }
+
+// TestShortSliceNegativeNice: a thread at a negative nice value is left
+// as it is, so that the commands it starts keep that value
+// (SCHED_FLAG_RESET_ON_FORK would start them at nice 0). Only root may
+// lower a nice value.
+func TestShortSliceNegativeNice(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a negative nice value needs root (CAP_SYS_NICE)")
+	}
+	type result struct {
+		err                 error
+		before, slice, nice string
+	}
+	got := make(chan result)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		var r result
+		defer func() { got <- r }()
+		b, err := os.ReadFile("/proc/thread-self/sched")
+		if err != nil {
+			r.err = err
+			return
+		}
+		r.before = testutil.SchedSlice(string(b))
+		if r.err = unix.Setpriority(unix.PRIO_PROCESS, 0, -5); r.err != nil {
+			return
+		}
+		if r.err = proc.ShortSlice(); r.err != nil {
+			return
+		}
+		out, err := exec.Command("cat", "/proc/self/stat").Output()
+		if err != nil {
+			r.err = err
+			return
+		}
+		b, err = os.ReadFile("/proc/thread-self/sched")
+		if err != nil {
+			r.err = err
+			return
+		}
+		r.slice = testutil.SchedSlice(string(b))
+		r.nice = statNice(string(out))
+	}()
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.slice != r.before || r.nice != "-5" {
+		t.Errorf("at nice -5: the thread's slice %s ns (want %s, left as it was), a command's nice %s (want -5)", r.slice, r.before, r.nice)
+	}
+}

@@ -217,8 +217,8 @@ func getppidFilter(t *testing.T) []unix.SockFilter {
 	return prog
 }
 
-// TestSyncWakeUp: on Linux 6.6 and later, Load's listener hands the CPU
-// between a notified caller and its supervisor
+// TestSyncWakeUp: on Linux 6.6 and later, Load's listener wakes a
+// notified caller on its supervisor's CPU
 // (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP), and its calls are answered as
 // before.
 func TestSyncWakeUp(t *testing.T) {
@@ -247,8 +247,9 @@ func TestSyncWakeUp(t *testing.T) {
 		return
 	}
 	defer l.Close()
-	if want := testutil.KernelAtLeast(t, 6, 6); l.syncWake != want {
-		t.Errorf("synchronous wake-ups %v; want %v (Linux 6.6 and later)", l.syncWake, want)
+	// Before 6.6 either way: a distribution's kernel may have the flag.
+	if !l.syncWake && testutil.KernelAtLeast(t, 6, 6) {
+		t.Error("no synchronous wake-ups on Linux 6.6 or later")
 	}
 	rcv, err := l.NewReceiver()
 	if err != nil {

@@ -270,15 +270,16 @@ func (t *Term) pump() {
 // (4 KiB) in the background as it is read, so the queue is looked at
 // again after each read, until a look finds nothing more: a pty held
 // about 14 KiB here, four looks' worth, and four looks at most cut the
-// last 2 KiB once in CI, where one look came too early. What a process
-// left holding the terminal goes on writing is not waited for: the
-// looks end after drainBudget bytes or a second.
+// last 2 KiB once in CI, where one look came too early. A process left
+// holding the terminal that goes on writing keeps each look busy: the
+// looks end after drainBudget bytes or drainTime, which such a writer
+// adds to the end.
 func (t *Term) drainQueued(buf []byte) {
 	rc, err := t.pty.SyscallConn()
 	if err != nil {
 		return
 	}
-	end := time.Now().Add(time.Second)
+	end := time.Now().Add(drainTime)
 	for total := 0; total < drainBudget && time.Now().Before(end); {
 		queued := 0
 		rc.Control(func(fd uintptr) { queued, err = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
@@ -321,6 +322,10 @@ func (t *Term) drainQueued(buf []byte) {
 // held at its program's exit here (about 14 KiB, its read queue
 // included).
 const drainBudget = 64 << 10
+
+// drainTime bounds how long drainQueued reads: its looks at what is
+// already there take a few milliseconds, even on a loaded machine.
+const drainTime = 200 * time.Millisecond
 
 // output handles one chunk of program output.
 func (t *Term) output(b []byte) {

@@ -392,7 +392,7 @@ func TestDrainAfterExitKeepsWhatWasWritten(t *testing.T) {
 // TestDrainEndsBesideALeftoverWriter: a process the program left holding
 // the terminal, writing without end, does not hold up the terminal's end
 // once the program has exited: the drain of what is queued stops after
-// its budget (64 KiB or a second), and Close ends the writer.
+// its budget (64 KiB or 200 ms), and Close ends the writer.
 func TestDrainEndsBesideALeftoverWriter(t *testing.T) {
 	marker := testutil.Marker(t)
 	defer testutil.AssertNoProcesses(t, marker)
