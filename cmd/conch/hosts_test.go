@@ -240,12 +240,21 @@ func TestServeRemoteHostContained(t *testing.T) {
 	if got := on("open", "touch ~/x && rm ~/x && echo done"); got != "done\n" {
 		t.Errorf("touch ~/x on open (full-access): %q", got)
 	}
-	// conch's log says what each host enforces once connected.
+	// conch's log says what each host enforces once connected. It is
+	// logged before the host's first command runs, but reaches logs
+	// through a pipe that exec's copier reads beside the client's
+	// stdout: on a loaded machine the result can come first (once in
+	// CI), so the line is waited for.
 	for host, sandbox := range map[string]string{"gpu1": "workspace-write, network on", "open": "none (off)"} {
 		var line string
-		for _, l := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(l, `msg="connected to a remote host" host=`+host+" ") {
-				line = l
+		for deadline := time.Now().Add(10 * time.Second); line == "" && time.Now().Before(deadline); {
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, `msg="connected to a remote host" host=`+host+" ") {
+					line = l
+				}
+			}
+			if line == "" {
+				time.Sleep(20 * time.Millisecond)
 			}
 		}
 		if !strings.Contains(line, " conch="+version+` enforces="process groups, `) ||
