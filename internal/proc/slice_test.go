@@ -24,48 +24,59 @@ func statNice(stat string) string {
 	return ""
 }
 
-// TestShortSlice: the thread that asks gets the shortest slice (Linux
-// 6.12 and later) and keeps its nice value; a command it starts gets the
-// default slice, and the same nice value.
-func TestShortSlice(t *testing.T) {
-	type result struct {
-		err                       error
-		before, slice, nice       string
-		commandSlice, commandNice string
-	}
-	got := make(chan result)
+// sliceResult is what shortSliceAt saw: the thread's slice before and
+// after ShortSlice and its nice value after, and the slice and nice
+// value of a command it then started.
+type sliceResult struct {
+	before, slice, nice       string
+	commandSlice, commandNice string
+}
+
+// shortSliceAt calls ShortSlice on a thread of its own at nice value
+// nice (this thread's, PRIO_PROCESS of 0), and starts a command from it.
+func shortSliceAt(t *testing.T, nice int) sliceResult {
+	t.Helper()
+	var r sliceResult
+	errc := make(chan error)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		var r result
-		defer func() { got <- r }()
+		var err error
+		defer func() { errc <- err }()
 		read := func(path string) string {
-			b, err := os.ReadFile(path)
-			if err != nil && r.err == nil {
-				r.err = err
+			b, e := os.ReadFile(path)
+			if e != nil && err == nil {
+				err = e
 			}
 			return string(b)
 		}
 		r.before = testutil.SchedSlice(read("/proc/thread-self/sched"))
-		if r.err = unix.Setpriority(unix.PRIO_PROCESS, 0, 5); r.err != nil { // this thread's
+		if err = unix.Setpriority(unix.PRIO_PROCESS, 0, nice); err != nil {
 			return
 		}
-		if r.err = proc.ShortSlice(); r.err != nil {
+		if err = proc.ShortSlice(); err != nil {
 			return
 		}
 		r.slice = testutil.SchedSlice(read("/proc/thread-self/sched"))
 		r.nice = statNice(read("/proc/thread-self/stat"))
-		out, err := exec.Command("sh", "-c", "cat /proc/self/sched; echo =stat=; cat /proc/self/stat").Output()
-		if err != nil {
-			r.err = err
+		out, e := exec.Command("sh", "-c", "cat /proc/self/sched; echo =stat=; cat /proc/self/stat").Output()
+		if e != nil {
+			err = e
 			return
 		}
 		sched, stat, _ := strings.Cut(string(out), "=stat=\n")
 		r.commandSlice, r.commandNice = testutil.SchedSlice(sched), statNice(stat)
 	}()
-	r := <-got
-	if r.err != nil {
-		t.Fatal(r.err)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
 	}
+	return r
+}
+
+// TestShortSlice: the thread that asks gets the shortest slice (Linux
+// 6.12 and later) and keeps its nice value; a command it starts gets the
+// default slice, and the same nice value.
+func TestShortSlice(t *testing.T) {
+	r := shortSliceAt(t, 5)
 	t.Logf("slice %s ns by default, %s after; a command's %s", r.before, r.slice, r.commandSlice)
 	if r.nice != "5" || r.commandNice != "5" {
 		t.Errorf("nice %q, a command's %q; want 5 for both", r.nice, r.commandNice)
@@ -90,45 +101,8 @@ func TestShortSliceNegativeNice(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("a negative nice value needs root (CAP_SYS_NICE)")
 	}
-	type result struct {
-		err                 error
-		before, slice, nice string
-	}
-	got := make(chan result)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		var r result
-		defer func() { got <- r }()
-		b, err := os.ReadFile("/proc/thread-self/sched")
-		if err != nil {
-			r.err = err
-			return
-		}
-		r.before = testutil.SchedSlice(string(b))
-		if r.err = unix.Setpriority(unix.PRIO_PROCESS, 0, -5); r.err != nil {
-			return
-		}
-		if r.err = proc.ShortSlice(); r.err != nil {
-			return
-		}
-		out, err := exec.Command("cat", "/proc/self/stat").Output()
-		if err != nil {
-			r.err = err
-			return
-		}
-		b, err = os.ReadFile("/proc/thread-self/sched")
-		if err != nil {
-			r.err = err
-			return
-		}
-		r.slice = testutil.SchedSlice(string(b))
-		r.nice = statNice(string(out))
-	}()
-	r := <-got
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	if r.slice != r.before || r.nice != "-5" {
-		t.Errorf("at nice -5: the thread's slice %s ns (want %s, left as it was), a command's nice %s (want -5)", r.slice, r.before, r.nice)
+	r := shortSliceAt(t, -5)
+	if r.slice != r.before || r.commandNice != "-5" {
+		t.Errorf("at nice -5: the thread's slice %s ns (want %s, left as it was), a command's nice %s (want -5)", r.slice, r.before, r.commandNice)
 	}
 }
