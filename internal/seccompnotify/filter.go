@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/conch-dev/conch/internal/proc"
 )
 
 // Action is what a filter returns for a system call.
@@ -233,12 +235,10 @@ func Supported() error {
 	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_ACTION_AVAIL, 0, uintptr(unsafe.Pointer(&action))); errno != 0 {
 		return fmt.Errorf("seccomp user notification unavailable: %w", errno)
 	}
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return fmt.Errorf("seccomp user notification: uname: %w", err)
+	major, minor, err := proc.KernelRelease()
+	if err != nil {
+		return fmt.Errorf("seccomp user notification: %w", err)
 	}
-	var major, minor int
-	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
 	if major < 5 || major == 5 && minor < 19 {
 		return fmt.Errorf("seccomp user notification: kernel %d.%d lacks what the supervisor needs (5.19)", major, minor)
 	}

@@ -3,24 +3,19 @@
 package testutil
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/conch-dev/conch/internal/proc"
 )
 
 // KernelAtLeast reports whether the running kernel's release is
 // major.minor or later (a test of a feature that release added).
 func KernelAtLeast(t testing.TB, major, minor int) bool {
 	t.Helper()
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
+	ma, mi, err := proc.KernelRelease()
+	if err != nil {
 		t.Fatal(err)
-	}
-	var ma, mi int
-	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
-		t.Fatalf("kernel release %q: %v", u.Release, err)
 	}
 	return ma > major || ma == major && mi >= minor
 }
