@@ -72,11 +72,10 @@ func (s *initState) account(infos []proc.Info) {
 	// before charging the new processes, since rule 4 asks who was alive
 	// when they started.
 	for _, p := range infos {
-		if c := s.cmds[p.Pid]; p.Pid == 1 || c != nil && c.exited && !p.Alive() {
-			continue
-		}
-		for _, c := range s.owners[keyOf(p)] {
-			c.lastLive = now
+		if p.Pid != 1 && !s.heldZombie(p) {
+			for _, c := range s.owners[keyOf(p)] {
+				c.lastLive = now
+			}
 		}
 	}
 	byPid := make(map[int]procKey, len(infos))
@@ -99,14 +98,14 @@ func (s *initState) account(infos []proc.Info) {
 			owners = s.chargeNew(p, byPid)
 			s.owners[k] = owners
 			// Alive until now, or dead since the previous scan, as the
-			// known ones above: a fork loop's generations since that
-			// scan are all new to this one, each an orphan by now (its
-			// parent exited after its fork), and rule 4 charges each
-			// only if its commands were alive when it started, which
-			// this one's charge says of them.
-			// A held command's own zombie, charged again (its entry was
-			// dropped by a scan that ran before its spawn), is not.
-			if c := s.cmds[p.Pid]; c == nil || !c.exited || p.Alive() {
+			// known ones above (a command's own zombie, charged again
+			// after a scan that ran before its spawn, aside): a fork
+			// loop's generations since that scan are all new to this
+			// one, each an orphan by now (its parent exited after its
+			// fork), and rule 4 charges each only if its commands were
+			// alive when it started, which this one's charge says of
+			// them.
+			if !s.heldZombie(p) {
 				for _, c := range owners {
 					c.lastLive = now
 				}
@@ -142,6 +141,13 @@ func (s *initState) account(infos []proc.Info) {
 			delete(s.cmds, pid)
 		}
 	}
+}
+
+// heldZombie reports whether p is the zombie of a command's own shell,
+// kept after its exit was reported: no sign of life of that command.
+func (s *initState) heldZombie(p proc.Info) bool {
+	c := s.cmds[p.Pid]
+	return c != nil && c.exited && !p.Alive()
 }
 
 // groupExists reports whether process group pgid has a member, a zombie
