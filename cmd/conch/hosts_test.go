@@ -247,16 +247,14 @@ func TestServeRemoteHostContained(t *testing.T) {
 	// CI), so the line is waited for.
 	for host, sandbox := range map[string]string{"gpu1": "workspace-write, network on", "open": "none (off)"} {
 		var line string
-		for deadline := time.Now().Add(10 * time.Second); line == "" && time.Now().Before(deadline); {
+		testutil.WaitFor(t, 10*time.Second, "conch serve's line on connecting to "+host, func() bool {
 			for _, l := range strings.Split(logs.String(), "\n") {
 				if strings.Contains(l, `msg="connected to a remote host" host=`+host+" ") {
 					line = l
 				}
 			}
-			if line == "" {
-				time.Sleep(20 * time.Millisecond)
-			}
-		}
+			return line != ""
+		})
 		if !strings.Contains(line, " conch="+version+` enforces="process groups, `) ||
 			!strings.Contains(line, "; containment: pid-namespace") || !strings.HasSuffix(line, "; sandbox: "+sandbox+`"`) {
 			t.Errorf("conch serve's log on %s: %q, want what it enforces, sandbox %s", host, line, sandbox)
