@@ -246,7 +246,7 @@ func TestSyncWakeUp(t *testing.T) {
 	if l == nil {
 		return
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() }) // on a failure before the Close below
 	// Before 6.6 either way: a distribution's kernel may have the flag.
 	if !l.syncWake && testutil.KernelAtLeast(t, 6, 6) {
 		t.Error("no synchronous wake-ups on Linux 6.6 or later")
@@ -264,5 +264,11 @@ func TestSyncWakeUp(t *testing.T) {
 	}
 	if got := <-done; got != 4242 {
 		t.Errorf("the notified getppid returned %d; want 4242", got)
+	}
+	// The receiver lets go of its descriptors once the listener is
+	// closed and it has seen so.
+	l.Close()
+	if err := rcv.Receive(&n); err != errClosed {
+		t.Errorf("Receive after Close: %v; want %v", err, errClosed)
 	}
 }
